@@ -1,0 +1,114 @@
+package api
+
+import "time"
+
+// RunnerCreated answers POST /api/v4/user/runners; the token is shown only here.
+type RunnerCreated struct {
+	ID             int64   `json:"id"`
+	Token          string  `json:"token"`
+	TokenExpiresAt *string `json:"token_expires_at"`
+}
+
+// Runner is a runner as operators see it.
+type Runner struct {
+	ID          int64      `json:"id"`
+	Description string     `json:"description"`
+	TagList     []string   `json:"tag_list"`
+	RunUntagged bool       `json:"run_untagged"`
+	Paused      bool       `json:"paused"`
+	Active      bool       `json:"active"`
+	CreatedAt   time.Time  `json:"created_at"`
+	ContactedAt *time.Time `json:"contacted_at"`
+	Managers    []Manager  `json:"managers"`
+}
+
+// Manager is one machine using a runner token.
+type Manager struct {
+	SystemID     string          `json:"system_id"`
+	Version      string          `json:"version"`
+	Revision     string          `json:"revision"`
+	Platform     string          `json:"platform"`
+	Architecture string          `json:"architecture"`
+	Executor     string          `json:"executor"`
+	Features     map[string]bool `json:"features"`
+	ContactedAt  time.Time       `json:"contacted_at"`
+}
+
+// PipelineJob is a job inside a pipeline listing.
+type PipelineJob struct {
+	ID        int64  `json:"id"`
+	Name      string `json:"name"`
+	Stage     string `json:"stage"`
+	Status    string `json:"status"`
+	Attempt   int    `json:"attempt"`
+	RetryOf   *int64 `json:"retry_of"`
+	RetriedBy *int64 `json:"retried_by"`
+}
+
+// Pipeline is a pipeline with its jobs (every attempt).
+type Pipeline struct {
+	ID              int64         `json:"id"`
+	ProjectID       int64         `json:"project_id"`
+	Ref             string        `json:"ref"`
+	Sha             string        `json:"sha"`
+	Status          string        `json:"status"`
+	Stages          []string      `json:"stages"`
+	TimeoutStrategy string        `json:"timeout_strategy"`
+	CreatedAt       time.Time     `json:"created_at"`
+	UpdatedAt       time.Time     `json:"updated_at"`
+	FinishedAt      *time.Time    `json:"finished_at"`
+	Jobs            []PipelineJob `json:"jobs"`
+}
+
+// JobRunner and JobRunnerManager identify who holds a job.
+type JobRunner struct {
+	ID int64 `json:"id"`
+}
+
+// JobRunnerManager identifies the machine that holds a job.
+type JobRunnerManager struct {
+	SystemID string `json:"system_id"`
+}
+
+// JobAck is the two-phase acknowledgement deadline of a waiting job.
+type JobAck struct {
+	Deadline   *time.Time `json:"deadline"`
+	TTLSeconds *float64   `json:"ttl_seconds"`
+}
+
+// JobDetail is GET /api/v4/projects/:project_id/jobs/:job_id.
+type JobDetail struct {
+	ID            int64             `json:"id"`
+	ProjectID     int64             `json:"project_id"`
+	PipelineID    int64             `json:"pipeline_id"`
+	Name          string            `json:"name"`
+	Stage         string            `json:"stage"`
+	Status        string            `json:"status"`
+	FailureReason *string           `json:"failure_reason"`
+	Attempt       int               `json:"attempt"`
+	RetryOf       *int64            `json:"retry_of"`
+	RetriedBy     *int64            `json:"retried_by"`
+	TwoPhase      bool              `json:"two_phase"`
+	Runner        *JobRunner        `json:"runner"`
+	RunnerManager *JobRunnerManager `json:"runner_manager"`
+	Ack           *JobAck           `json:"ack"`
+	Tags          []string          `json:"tag_list"`
+	Timeout       int               `json:"timeout"`
+	AllowFailure  bool              `json:"allow_failure"`
+	CreatedAt     time.Time         `json:"created_at"`
+	QueuedAt      *time.Time        `json:"queued_at"`
+	AssignedAt    *time.Time        `json:"assigned_at"`
+	StartedAt     *time.Time        `json:"started_at"`
+	FinishedAt    *time.Time        `json:"finished_at"`
+	ExitCode      *int              `json:"exit_code"`
+	TraceSize     int64             `json:"trace_size"`
+}
+
+// Event is one entry of a job's history.
+type Event struct {
+	ID            int64          `json:"id"`
+	Type          string         `json:"type"`
+	At            time.Time      `json:"at"`
+	RunnerManager string         `json:"runner_manager"`
+	Detail        map[string]any `json:"detail"`
+}

@@ -1,0 +1,174 @@
+package builds
+
+import "time"
+
+// Status is a build's state. The values are the strings shown to operators and runners.
+type Status string
+
+const (
+	StatusCreated   Status = "created"
+	StatusPending   Status = "pending"
+	StatusWaiting   Status = "waiting_for_runner_ack"
+	StatusRunning   Status = "running"
+	StatusCanceling Status = "canceling"
+	StatusSuccess   Status = "success"
+	StatusFailed    Status = "failed"
+	StatusCanceled  Status = "canceled"
+	StatusSkipped   Status = "skipped"
+)
+
+// AllStatuses lists every state, in lifecycle order.
+var AllStatuses = []Status{StatusCreated, StatusPending, StatusWaiting, StatusRunning,
+	StatusCanceling, StatusSuccess, StatusFailed, StatusCanceled, StatusSkipped}
+
+// ParseStatus accepts only known states.
+func ParseStatus(s string) (Status, bool) {
+	for _, st := range AllStatuses {
+		if string(st) == s {
+			return st, true
+		}
+	}
+	return "", false
+}
+
+// Finished reports whether the build reached an end state.
+func (s Status) Finished() bool {
+	switch s {
+	case StatusSuccess, StatusFailed, StatusCanceled, StatusSkipped:
+		return true
+	}
+	return false
+}
+
+// OnRunner reports whether a runner legitimately holds the build.
+func (s Status) OnRunner() bool {
+	return s == StatusWaiting || s == StatusRunning || s == StatusCanceling
+}
+
+// Failure reasons, with GitLab's names.
+const (
+	ReasonScriptFailure             = "script_failure"
+	ReasonRunnerSystemFailure       = "runner_system_failure"
+	ReasonJobExecutionTimeout       = "job_execution_timeout"
+	ReasonUnknownFailure            = "unknown_failure"
+	ReasonStuckOrTimeoutFailure     = "stuck_or_timeout_failure"
+	ReasonRunnerProvisioningTimeout = "runner_provisioning_timeout"
+	ReasonNoUpdatesRunning          = "no_updates_running"
+	ReasonStuckPending              = "stuck_pending"
+	ReasonTraceSizeExceeded         = "trace_size_exceeded"
+	ReasonRunnerUnsupported         = "runner_unsupported"
+	ReasonJobCanceled               = "job_canceled"
+	ReasonDataIntegrityFailure      = "data_integrity_failure"
+	ReasonImagePullFailure          = "image_pull_failure"
+)
+
+// FailureReasons lists the reasons a runner may report; the job JSON advertises them.
+var FailureReasons = []string{ReasonScriptFailure, ReasonRunnerSystemFailure,
+	ReasonJobExecutionTimeout, ReasonUnknownFailure, ReasonStuckOrTimeoutFailure,
+	ReasonRunnerProvisioningTimeout, ReasonNoUpdatesRunning, ReasonStuckPending,
+	ReasonTraceSizeExceeded, ReasonRunnerUnsupported, ReasonJobCanceled,
+	ReasonDataIntegrityFailure, ReasonImagePullFailure}
+
+// ValidFailureReason reports whether r is a reason jobapi knows.
+func ValidFailureReason(r string) bool {
+	for _, known := range FailureReasons {
+		if r == known {
+			return true
+		}
+	}
+	return false
+}
+
+// Build is one attempt of one job.
+type Build struct {
+	ID              int64
+	ProjectID       int64
+	PipelineID      int64
+	Stage           string
+	StageIdx        int
+	Name            string
+	Status          Status
+	TokenHash       []byte
+	Tags            []string
+	Payload         Payload
+	TimeoutSeconds  int
+	AllowFailure    bool
+	RunnerID        int64 // 0 until assigned
+	RunnerManagerID int64
+	// RunnerSystemID is the assigned manager's system_id ("" when unassigned).
+	RunnerSystemID   string
+	Attempt          int
+	RetryOf          int64 // 0: first attempt
+	RetriedBy        int64 // 0: latest attempt
+	TwoPhase         bool
+	CancelRequested  bool
+	FailureReason    string
+	ExitCode         *int
+	RunnerFinalState string
+	TraceSize        int64
+	CreatedAt        time.Time
+	QueuedAt         *time.Time
+	AssignedAt       *time.Time
+	AckDeadline      *time.Time
+	StartedAt        *time.Time
+	FinishedAt       *time.Time
+	UpdatedAt        time.Time
+
+	// From the pipeline, for the job payload.
+	Ref string
+	SHA string
+}
+
+// Payload is what the runner needs beyond the columns: it is copied to a retry unchanged.
+type Payload struct {
+	Script       []string   `json:"script"`
+	AfterScript  []string   `json:"after_script,omitempty"`
+	Variables    []Variable `json:"variables,omitempty"`
+	Image        string     `json:"image,omitempty"`
+	Services     []string   `json:"services,omitempty"`
+	Retry        RetryRule  `json:"retry"`
+	AllowFailure bool       `json:"allow_failure,omitempty"`
+}
+
+// Variable is a job variable as the operator defined it.
+type Variable struct {
+	Key    string `json:"key"`
+	Value  string `json:"value"`
+	Masked bool   `json:"masked,omitempty"`
+	File   bool   `json:"file,omitempty"`
+}
+
+// RetryRule is the job's own `retry: {max, when}` from .gitlab-ci.yml.
+type RetryRule struct {
+	Max  int      `json:"max"`
+	When []string `json:"when,omitempty"`
+}
+
+// Event is one entry of a build's append-only history.
+type Event struct {
+	ID            int64          `json:"id"`
+	BuildID       int64          `json:"-"`
+	Type          string         `json:"type"`
+	At            time.Time      `json:"at"`
+	RunnerManager string         `json:"runner_manager"`
+	Detail        map[string]any `json:"detail"`
+}
+
+// Event types.
+const (
+	EventQueued          = "queued"
+	EventAssigned        = "assigned"
+	EventKeepalive       = "keepalive"
+	EventAcknowledged    = "acknowledged"
+	EventDeclined        = "declined"
+	EventAckTimeout      = "ack_timeout"
+	EventRetried         = "retried"
+	EventRetryExhausted  = "retry_exhausted"
+	EventStarted         = "started"
+	EventFinished        = "finished"
+	EventCancelRequested = "cancel_requested"
+	EventCanceled        = "canceled"
+	EventSkipped         = "skipped"
+	EventTraceExceeded   = "trace_size_exceeded"
+	EventDroppedStuck    = "dropped_stuck"
+)

@@ -1,0 +1,212 @@
+package builds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// CreatePipeline validates a definition and stores it; its first stage becomes pending.
+func (s *Service) CreatePipeline(ctx context.Context, d PipelineDefinition) (Pipeline, error) {
+	if err := d.Normalize(); err != nil {
+		return Pipeline{}, err
+	}
+	p, err := s.store.CreatePipeline(ctx, d, s.now())
+	if err != nil {
+		return Pipeline{}, err
+	}
+	s.bumpQueue(ctx)
+	return p, nil
+}
+
+// Pipeline returns a pipeline of a project with its builds.
+func (s *Service) Pipeline(ctx context.Context, projectID, id int64) (Pipeline, error) {
+	return s.store.Pipeline(ctx, projectID, id)
+}
+
+// CancelPipeline cancels every unfinished build of a pipeline.
+func (s *Service) CancelPipeline(ctx context.Context, projectID, id int64) (Pipeline, error) {
+	p, err := s.store.CancelPipeline(ctx, projectID, id, s.now())
+	if err != nil {
+		return Pipeline{}, err
+	}
+	for _, b := range p.Builds {
+		if b.Status == StatusCanceled && b.TwoPhase {
+			_ = s.leases.Release(ctx, b.ID)
+		}
+	}
+	return p, nil
+}
+
+// JobView is a build as operators see it, with the live ack TTL when it waits.
+type JobView struct {
+	Build
+	AckTTL *time.Duration
+}
+
+// Job returns one build of a project.
+func (s *Service) Job(ctx context.Context, projectID, id int64) (JobView, error) {
+	b, err := s.store.Build(ctx, id)
+	if err != nil {
+		return JobView{}, err
+	}
+	if b.ProjectID != projectID {
+		return JobView{}, ErrNotFound
+	}
+	return s.view(ctx, b), nil
+}
+
+func (s *Service) view(ctx context.Context, b Build) JobView {
+	v := JobView{Build: b}
+	if b.Status != StatusWaiting {
+		return v
+	}
+	ttls, err := s.leases.TTLs(ctx, []int64{b.ID})
+	if err == nil {
+		if ttl, ok := ttls[b.ID]; ok {
+			v.AckTTL = &ttl
+			deadline := s.now().Add(ttl)
+			v.AckDeadline = &deadline
+			return v
+		}
+	}
+	// No live key (expired, lost, or Redis down): what is left of the deadline of record.
+	if b.AckDeadline != nil {
+		left := max(b.AckDeadline.Sub(s.now()), 0)
+		v.AckTTL = &left
+	}
+	return v
+}
+
+// Jobs lists builds in a state across projects.
+func (s *Service) Jobs(ctx context.Context, status Status, p Page) ([]JobView, int, error) {
+	bs, total, err := s.store.BuildsByStatus(ctx, status, p)
+	if err != nil {
+		return nil, 0, err
+	}
+	views := make([]JobView, len(bs))
+	if status == StatusWaiting && len(bs) > 0 {
+		ids := make([]int64, len(bs))
+		for i, b := range bs {
+			ids[i] = b.ID
+		}
+		ttls, err := s.leases.TTLs(ctx, ids)
+		now := s.now()
+		for i, b := range bs {
+			views[i] = JobView{Build: b}
+			if ttl, ok := ttls[b.ID]; err == nil && ok {
+				deadline := now.Add(ttl)
+				views[i].AckTTL, views[i].AckDeadline = &ttl, &deadline
+			} else if b.AckDeadline != nil {
+				left := max(b.AckDeadline.Sub(now), 0)
+				views[i].AckTTL = &left
+			}
+		}
+		return views, total, nil
+	}
+	for i, b := range bs {
+		views[i] = JobView{Build: b}
+	}
+	return views, total, nil
+}
+
+// Events returns a build's history, oldest first.
+func (s *Service) Events(ctx context.Context, projectID, id int64, p Page) ([]Event, int, error) {
+	if _, err := s.Job(ctx, projectID, id); err != nil {
+		return nil, 0, err
+	}
+	return s.store.Events(ctx, id, p)
+}
+
+// Trace returns a build's log.
+func (s *Service) Trace(ctx context.Context, projectID, id int64) ([]byte, error) {
+	if _, err := s.Job(ctx, projectID, id); err != nil {
+		return nil, err
+	}
+	return s.store.Trace(ctx, id)
+}
+
+// ErrFinished: the operator asked to cancel a build that already ended.
+var ErrFinished = errors.New("job is already finished")
+
+// ErrNotRetryable: only finished builds that are the latest attempt can be retried.
+var ErrNotRetryable = errors.New("only a finished job that has not been retried yet can be retried")
+
+// CancelJob cancels a build: at once when no runner holds it, through canceling when one
+// runs it (the runner is told on its next call and finishes with after_script).
+func (s *Service) CancelJob(ctx context.Context, projectID, id int64, actor string) (JobView, error) {
+	for round := 0; round < 5; round++ {
+		b, err := s.store.Build(ctx, id)
+		if err != nil {
+			return JobView{}, err
+		}
+		if b.ProjectID != projectID {
+			return JobView{}, ErrNotFound
+		}
+		now := s.now()
+		switch b.Status {
+		case StatusCreated, StatusPending, StatusWaiting:
+			f, err := s.finish(ctx, Finish{BuildID: id, From: []Status{b.Status}, To: StatusCanceled,
+				Event: EventCanceled, Detail: map[string]any{"actor": actor}, RunnerManager: b.RunnerSystemID, Now: now})
+			if errors.Is(err, ErrConflict) {
+				continue
+			}
+			if err != nil {
+				return JobView{}, err
+			}
+			if b.Status == StatusWaiting {
+				_ = s.leases.Release(ctx, id)
+			}
+			return s.view(ctx, f.Build), nil
+		case StatusRunning:
+			nb, err := s.store.RequestCancel(ctx, id, now)
+			if errors.Is(err, ErrConflict) {
+				continue
+			}
+			if err != nil {
+				return JobView{}, err
+			}
+			if err := s.store.AddEvent(ctx, Event{BuildID: id, Type: EventCancelRequested, At: now,
+				RunnerManager: b.RunnerSystemID, Detail: map[string]any{"actor": actor}}); err != nil {
+				s.log.WarnContext(ctx, "cancel event not recorded", "build_id", id, "error", err)
+			}
+			return s.view(ctx, nb), nil
+		case StatusCanceling:
+			return s.view(ctx, b), nil
+		default:
+			return JobView{}, ErrFinished
+		}
+	}
+	return JobView{}, fmt.Errorf("cancel build %d: %w", id, ErrConflict)
+}
+
+// RetryJob creates a new attempt of a finished build (operator retry).
+func (s *Service) RetryJob(ctx context.Context, projectID, id int64, actor string) (JobView, error) {
+	b, err := s.store.Build(ctx, id)
+	if err != nil {
+		return JobView{}, err
+	}
+	if b.ProjectID != projectID {
+		return JobView{}, ErrNotFound
+	}
+	nb, err := s.store.RetryBuild(ctx, id, s.now(), actor)
+	if err != nil {
+		return JobView{}, err
+	}
+	s.bumpQueue(ctx)
+	return s.view(ctx, nb), nil
+}
+
+// Runners lists runners; Runner returns one with its managers.
+func (s *Service) Runners(ctx context.Context, p Page) ([]Runner, int, error) {
+	return s.store.Runners(ctx, p)
+}
+
+// Runner returns one runner with its managers.
+func (s *Service) Runner(ctx context.Context, id int64) (Runner, error) {
+	return s.store.Runner(ctx, id)
+}
+
+// Ready reports whether Postgres answers.
+func (s *Service) Ready(ctx context.Context) error { return s.store.Ping(ctx) }

@@ -1,0 +1,236 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobapi/jobapi/builds"
+)
+
+// buildCols selects a builds.Build from `builds b` joined by buildJoins.
+const buildCols = `b.id, b.project_id, b.pipeline_id, b.stage, b.stage_idx, b.name, b.status, b.token_hash,
+    b.tags, b.payload, b.timeout_seconds, b.allow_failure, COALESCE(b.runner_id, 0),
+    COALESCE(b.runner_manager_id, 0), COALESCE(m.system_id, ''), b.attempt, COALESCE(b.retry_of, 0),
+    COALESCE(b.retried_by, 0), b.two_phase, b.cancel_requested, COALESCE(b.failure_reason, ''), b.exit_code,
+    COALESCE(b.runner_final_state, ''), b.trace_size, b.created_at, b.queued_at, b.assigned_at,
+    b.ack_deadline, b.started_at, b.finished_at, b.updated_at, p.ref, p.sha`
+
+const buildJoins = ` JOIN pipelines p ON p.id = b.pipeline_id LEFT JOIN runner_managers m ON m.id = b.runner_manager_id `
+
+func scanBuild(row pgx.Row) (builds.Build, error) {
+	var b builds.Build
+	var status string
+	err := row.Scan(&b.ID, &b.ProjectID, &b.PipelineID, &b.Stage, &b.StageIdx, &b.Name, &status, &b.TokenHash,
+		&b.Tags, &b.Payload, &b.TimeoutSeconds, &b.AllowFailure, &b.RunnerID,
+		&b.RunnerManagerID, &b.RunnerSystemID, &b.Attempt, &b.RetryOf,
+		&b.RetriedBy, &b.TwoPhase, &b.CancelRequested, &b.FailureReason, &b.ExitCode,
+		&b.RunnerFinalState, &b.TraceSize, &b.CreatedAt, &b.QueuedAt, &b.AssignedAt,
+		&b.AckDeadline, &b.StartedAt, &b.FinishedAt, &b.UpdatedAt, &b.Ref, &b.SHA)
+	b.Status = builds.Status(status)
+	return b, err
+}
+
+func collectBuilds(rows pgx.Rows) ([]builds.Build, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (builds.Build, error) { return scanBuild(row) })
+}
+
+const buildByID = `SELECT ` + buildCols + ` FROM builds b` + buildJoins + `WHERE b.id = $1`
+
+// Build returns one build.
+func (s *Store) Build(ctx context.Context, id int64) (builds.Build, error) {
+	b, err := scanBuild(s.pool.QueryRow(ctx, buildByID, id))
+	return b, notFound(err, fmt.Sprintf("build %d", id))
+}
+
+const buildsByStatus = `SELECT ` + buildCols + ` FROM builds b` + buildJoins + `
+WHERE b.status = $1 ORDER BY b.id LIMIT $2 OFFSET $3`
+
+const countByStatus = `SELECT count(*) FROM builds WHERE status = $1`
+
+// BuildsByStatus lists builds in one state, oldest first.
+func (s *Store) BuildsByStatus(ctx context.Context, status builds.Status, p builds.Page) ([]builds.Build, int, error) {
+	limit, off := offset(p)
+	rows, err := s.pool.Query(ctx, buildsByStatus, string(status), limit, off)
+	if err != nil {
+		return nil, 0, err
+	}
+	list, err := collectBuilds(rows)
+	if err != nil {
+		return nil, 0, err
+	}
+	var total int
+	if err := s.pool.QueryRow(ctx, countByStatus, string(status)).Scan(&total); err != nil {
+		return nil, 0, err
+	}
+	return list, total, nil
+}
+
+const eventsOf = `
+SELECT id, build_id, type, at, runner_manager, detail, count(*) OVER ()
+FROM build_events WHERE build_id = $1 ORDER BY id LIMIT $2 OFFSET $3`
+
+// Events returns a build's history, oldest first.
+func (s *Store) Events(ctx context.Context, buildID int64, p builds.Page) ([]builds.Event, int, error) {
+	limit, off := offset(p)
+	rows, err := s.pool.Query(ctx, eventsOf, buildID, limit, off)
+	if err != nil {
+		return nil, 0, err
+	}
+	var total int
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (builds.Event, error) {
+		var e builds.Event
+		err := row.Scan(&e.ID, &e.BuildID, &e.Type, &e.At, &e.RunnerManager, &e.Detail, &total)
+		return e, err
+	})
+	return list, total, err
+}
+
+const addEvent = `INSERT INTO build_events (build_id, type, at, runner_manager, detail) VALUES ($1, $2, $3, $4, $5)`
+
+// AddEvent appends to a build's history.
+func (s *Store) AddEvent(ctx context.Context, e builds.Event) error {
+	if e.Detail == nil {
+		e.Detail = map[string]any{}
+	}
+	_, err := s.pool.Exec(ctx, addEvent, e.BuildID, e.Type, e.At, e.RunnerManager, e.Detail)
+	return err
+}
+
+// claimCandidate locks the oldest pending build this runner may run. SKIP LOCKED lets
+// concurrent claims take different builds instead of queueing on the same row.
+const claimCandidate = `
+SELECT b.id, b.project_id FROM builds b
+WHERE b.status = 'pending'
+  AND b.tags <@ $1::text[]
+  AND ($2::boolean OR cardinality(b.tags) > 0)
+ORDER BY b.queued_at, b.id
+LIMIT 1
+FOR UPDATE SKIP LOCKED`
+
+const assignBuild = `
+WITH b AS (
+    UPDATE builds SET status = $2, token_hash = $3, runner_id = $4, runner_manager_id = $5,
+        assigned_at = $6, updated_at = $6, two_phase = $8,
+        ack_deadline = CASE WHEN $8 THEN $7::timestamptz END,
+        started_at = CASE WHEN $8 THEN NULL ELSE $6::timestamptz END
+    WHERE id = $1 AND status = 'pending'
+    RETURNING *
+), e AS (
+    INSERT INTO build_events (build_id, type, at, runner_manager, detail)
+    SELECT id, 'assigned', $6, $9, jsonb_build_object('two_phase', $8::boolean, 'runner_id', $4::bigint)
+    FROM b
+)
+SELECT ` + buildCols + ` FROM b` + buildJoins
+
+// assignOldest does the claim in one statement when the two-phase decision cannot depend on
+// the build (the runner did not declare the capability): one round trip per job request.
+const assignOldest = `
+WITH c AS (` + claimCandidate + `
+), b AS (
+    UPDATE builds SET status = 'running', token_hash = $3, runner_id = $4, runner_manager_id = $5,
+        assigned_at = $6, started_at = $6, updated_at = $6, two_phase = false
+    FROM c WHERE builds.id = c.id
+    RETURNING builds.*
+), e AS (
+    INSERT INTO build_events (build_id, type, at, runner_manager, detail)
+    SELECT id, 'assigned', $6, $7, jsonb_build_object('two_phase', false, 'runner_id', $4::bigint)
+    FROM b
+)
+SELECT ` + buildCols + ` FROM b` + buildJoins
+
+// Claim hands the oldest matching pending build to a runner manager.
+func (s *Store) Claim(ctx context.Context, c builds.Claim) (builds.Build, error) {
+	tags := c.Runner.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	if c.TwoPhase == nil {
+		b, err := scanBuild(s.pool.QueryRow(ctx, assignOldest, tags, c.Runner.RunUntagged, c.TokenHash,
+			c.Runner.ID, c.ManagerID, c.Now, c.SystemID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return builds.Build{}, builds.ErrNoBuild
+		}
+		return b, err
+	}
+	var b builds.Build
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var id, projectID int64
+		if err := tx.QueryRow(ctx, claimCandidate, tags, c.Runner.RunUntagged).Scan(&id, &projectID); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return builds.ErrNoBuild
+			}
+			return err
+		}
+		twoPhase := c.TwoPhase(projectID)
+		status := builds.StatusRunning
+		if twoPhase {
+			status = builds.StatusWaiting
+		}
+		var err error
+		b, err = scanBuild(tx.QueryRow(ctx, assignBuild, id, string(status), c.TokenHash, c.Runner.ID,
+			c.ManagerID, c.Now, c.AckDeadline, twoPhase, c.SystemID))
+		return err
+	})
+	return b, err
+}
+
+const acknowledge = `
+WITH b AS (
+    UPDATE builds SET status = 'running', started_at = $2, updated_at = $2, ack_deadline = NULL
+    WHERE id = $1 AND status = 'waiting_for_runner_ack'
+    RETURNING *
+), e AS (
+    INSERT INTO build_events (build_id, type, at, runner_manager, detail)
+    SELECT b.id, 'acknowledged', $2, COALESCE(m.system_id, ''), $3::jsonb
+    FROM b LEFT JOIN runner_managers m ON m.id = b.runner_manager_id
+)
+SELECT ` + buildCols + ` FROM b` + buildJoins
+
+// Acknowledge moves a waiting build to running; ErrConflict if it no longer waits.
+func (s *Store) Acknowledge(ctx context.Context, id int64, now time.Time, detail map[string]any) (builds.Build, error) {
+	if detail == nil {
+		detail = map[string]any{}
+	}
+	b, err := scanBuild(s.pool.QueryRow(ctx, acknowledge, id, now, detail))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return builds.Build{}, builds.ErrConflict
+	}
+	return b, err
+}
+
+const touch = `UPDATE builds SET updated_at = $2 WHERE id = $1 AND updated_at < $2`
+
+// Touch records liveness.
+func (s *Store) Touch(ctx context.Context, id int64, now time.Time) error {
+	_, err := s.pool.Exec(ctx, touch, id, now)
+	return err
+}
+
+const extendAck = `UPDATE builds SET ack_deadline = $2 WHERE id = $1 AND status = 'waiting_for_runner_ack'`
+
+// ExtendAck moves the deadline of record of a waiting build.
+func (s *Store) ExtendAck(ctx context.Context, id int64, deadline time.Time) error {
+	_, err := s.pool.Exec(ctx, extendAck, id, deadline)
+	return err
+}
+
+const requestCancel = `
+WITH b AS (
+    UPDATE builds SET status = 'canceling', cancel_requested = true, updated_at = $2
+    WHERE id = $1 AND status = 'running'
+    RETURNING *
+)
+SELECT ` + buildCols + ` FROM b` + buildJoins
+
+// RequestCancel marks a running build canceling; the runner learns it from Job-Status.
+func (s *Store) RequestCancel(ctx context.Context, id int64, now time.Time) (builds.Build, error) {
+	b, err := scanBuild(s.pool.QueryRow(ctx, requestCancel, id, now))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return builds.Build{}, builds.ErrConflict
+	}
+	return b, err
+}

@@ -1,0 +1,315 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobapi/jobapi/builds"
+)
+
+const finishBuild = `
+WITH b AS (
+    UPDATE builds SET status = $3, failure_reason = NULLIF($4, ''), exit_code = $5,
+        runner_final_state = NULLIF($6, ''), finished_at = $7, updated_at = $7,
+        ack_deadline = NULL, cancel_requested = false
+    WHERE id = $1 AND status = ANY($2::text[])
+    RETURNING *
+), e AS (
+    INSERT INTO build_events (build_id, type, at, runner_manager, detail)
+    SELECT id, $8, $7, $9,
+           $10::jsonb || jsonb_strip_nulls(jsonb_build_object('status', $3::text,
+               'failure_reason', NULLIF($4, ''), 'exit_code', $5::integer))
+    FROM b
+)
+SELECT ` + buildCols + ` FROM b` + buildJoins
+
+// Finish moves a build to an end state, retries it if the policy allows, and advances its
+// pipeline, all in one transaction. ErrConflict when the build is not in f.From.
+func (s *Store) Finish(ctx context.Context, f builds.Finish) (builds.Finished, error) {
+	var res builds.Finished
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		res, err = finishTx(ctx, tx, f)
+		return err
+	})
+	return res, err
+}
+
+func finishTx(ctx context.Context, tx pgx.Tx, f builds.Finish) (builds.Finished, error) {
+	from := make([]string, len(f.From))
+	for i, st := range f.From {
+		from[i] = string(st)
+	}
+	detail := f.Detail
+	if detail == nil {
+		detail = map[string]any{}
+	}
+	b, err := scanBuild(tx.QueryRow(ctx, finishBuild, f.BuildID, from, string(f.To), f.Reason, f.ExitCode,
+		f.RunnerFinalState, f.Now, f.Event, f.RunnerManager, detail))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return builds.Finished{}, builds.ErrConflict
+	}
+	if err != nil {
+		return builds.Finished{}, err
+	}
+	res := builds.Finished{Build: b}
+	if b.Status == builds.StatusFailed && f.Policy != nil && b.RetriedBy == 0 {
+		limit := f.Policy.Limit(b.Payload.Retry, f.Reason)
+		if f.AlsoRetryAs != "" {
+			limit = max(limit, f.Policy.Limit(b.Payload.Retry, f.AlsoRetryAs))
+		}
+		switch {
+		case b.Attempt-1 < limit:
+			retry, err := createRetry(ctx, tx, b.ID, f.Now, f.Reason, "auto")
+			if err != nil {
+				return builds.Finished{}, err
+			}
+			res.Retry, res.Queued = &retry, true
+			res.Build.RetriedBy = retry.ID
+		case limit > 0:
+			if _, err := tx.Exec(ctx, addEvent, b.ID, builds.EventRetryExhausted, f.Now, f.RunnerManager,
+				map[string]any{"reason": f.Reason, "attempts": b.Attempt, "limit": limit}); err != nil {
+				return builds.Finished{}, err
+			}
+		}
+	}
+	queued, err := advance(ctx, tx, b.PipelineID, f.Now)
+	if err != nil {
+		return builds.Finished{}, err
+	}
+	res.Queued = res.Queued || queued
+	return res, nil
+}
+
+// createRetry copies a build into a new pending attempt. retry_of is UNIQUE, so a second
+// retry of the same build fails instead of duplicating it.
+const insertRetry = `
+WITH n AS (
+    INSERT INTO builds (project_id, pipeline_id, stage, stage_idx, name, status, tags, payload,
+                        timeout_seconds, allow_failure, attempt, retry_of, queued_at, created_at, updated_at)
+    SELECT project_id, pipeline_id, stage, stage_idx, name, 'pending', tags, payload,
+           timeout_seconds, allow_failure, attempt + 1, id, $2, $2, $2
+    FROM builds WHERE id = $1
+    RETURNING *
+), o AS (
+    UPDATE builds SET retried_by = (SELECT id FROM n) WHERE id = $1
+), e AS (
+    INSERT INTO build_events (build_id, type, at, detail)
+    SELECT $1, 'retried', $2, jsonb_build_object('new_id', n.id, 'reason', $3::text, 'actor', $4::text) FROM n
+    UNION ALL
+    SELECT n.id, 'queued', $2, jsonb_build_object('retry_of', $1::bigint, 'attempt', n.attempt) FROM n
+)
+SELECT ` + buildCols + ` FROM n b` + buildJoins
+
+func createRetry(ctx context.Context, tx pgx.Tx, id int64, now time.Time, reason, actor string) (builds.Build, error) {
+	return scanBuild(tx.QueryRow(ctx, insertRetry, id, now, reason, actor))
+}
+
+const lockBuild = `SELECT status, retried_by IS NULL, pipeline_id, stage_idx FROM builds WHERE id = $1 FOR UPDATE`
+
+const reopenLaterStages = `
+WITH b AS (
+    UPDATE builds SET status = 'created', finished_at = NULL, updated_at = $3
+    WHERE pipeline_id = $1 AND stage_idx > $2 AND status = 'skipped' AND retried_by IS NULL
+    RETURNING id
+)
+INSERT INTO build_events (build_id, type, at, detail)
+SELECT id, 'reopened', $3, '{}'::jsonb FROM b`
+
+// RetryBuild creates a new attempt of a finished build that has not been retried yet.
+func (s *Store) RetryBuild(ctx context.Context, id int64, now time.Time, actor string) (builds.Build, error) {
+	var retry builds.Build
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var status string
+		var latest bool
+		var pipelineID int64
+		var stageIdx int
+		if err := tx.QueryRow(ctx, lockBuild, id).Scan(&status, &latest, &pipelineID, &stageIdx); err != nil {
+			return notFound(err, "build")
+		}
+		st := builds.Status(status)
+		if !latest || !(st == builds.StatusFailed || st == builds.StatusCanceled || st == builds.StatusSuccess) {
+			return builds.ErrNotRetryable
+		}
+		// Later stages were skipped because of this build: they get another chance.
+		if _, err := tx.Exec(ctx, reopenLaterStages, pipelineID, stageIdx, now); err != nil {
+			return err
+		}
+		var err error
+		if retry, err = createRetry(ctx, tx, id, now, "operator", actor); err != nil {
+			return err
+		}
+		_, err = advance(ctx, tx, pipelineID, now)
+		return err
+	})
+	return retry, err
+}
+
+// stageStats counts the latest attempts of one stage by what they mean for advancement.
+type stageStats struct {
+	created, active, succeeded, failedAllowed, failedBlocking, canceled, skipped, started int
+}
+
+const pipelineShape = `
+SELECT stage_idx, status, allow_failure, count(*)::int FROM builds
+WHERE pipeline_id = $1 AND retried_by IS NULL
+GROUP BY stage_idx, status, allow_failure
+ORDER BY stage_idx`
+
+const lockPipeline = `SELECT status FROM pipelines WHERE id = $1 FOR UPDATE`
+
+const releaseStage = `
+WITH b AS (
+    UPDATE builds SET status = 'pending', queued_at = $3, updated_at = $3
+    WHERE pipeline_id = $1 AND stage_idx = $2 AND status = 'created'
+    RETURNING id
+)
+INSERT INTO build_events (build_id, type, at, detail) SELECT id, 'queued', $3, '{}'::jsonb FROM b`
+
+const skipLaterStages = `
+WITH b AS (
+    UPDATE builds SET status = 'skipped', finished_at = $3, updated_at = $3
+    WHERE pipeline_id = $1 AND stage_idx >= $2 AND status = 'created'
+    RETURNING id
+)
+INSERT INTO build_events (build_id, type, at, detail) SELECT id, 'skipped', $3, '{}'::jsonb FROM b`
+
+const setPipelineStatus = `
+UPDATE pipelines SET status = $2, updated_at = $3,
+    finished_at = CASE WHEN $4 THEN $3::timestamptz END
+WHERE id = $1 AND status <> $2`
+
+// advance applies SPEC §6 to a pipeline after one of its builds changed: release the next
+// stage when every latest attempt of the current one is finished (success, or failed with
+// allow_failure), skip what follows a blocking failure, and store the derived status. It
+// locks the pipeline row, so concurrent finishes of one pipeline advance it one at a time.
+func advance(ctx context.Context, tx pgx.Tx, pipelineID int64, now time.Time) (queued bool, err error) {
+	var current string
+	if err := tx.QueryRow(ctx, lockPipeline, pipelineID).Scan(&current); err != nil {
+		return false, err
+	}
+	stages, order, err := shape(ctx, tx, pipelineID)
+	if err != nil {
+		return false, err
+	}
+	blocked := false
+	changed := false
+	for _, idx := range order {
+		st := stages[idx]
+		if blocked {
+			if st.created > 0 {
+				if _, err := tx.Exec(ctx, skipLaterStages, pipelineID, idx, now); err != nil {
+					return false, err
+				}
+				changed = true
+			}
+			break
+		}
+		if st.created > 0 {
+			if st.active == 0 {
+				if _, err := tx.Exec(ctx, releaseStage, pipelineID, idx, now); err != nil {
+					return false, err
+				}
+				queued, changed = true, true
+			}
+			break
+		}
+		if st.active > 0 {
+			break
+		}
+		if st.failedBlocking > 0 || st.canceled > 0 {
+			blocked = true
+		}
+	}
+	if changed {
+		if stages, order, err = shape(ctx, tx, pipelineID); err != nil {
+			return false, err
+		}
+	}
+	status := pipelineStatus(stages, order)
+	finished := status == "success" || status == "failed" || status == "canceled"
+	if status != current {
+		if _, err := tx.Exec(ctx, setPipelineStatus, pipelineID, status, now, finished); err != nil {
+			return false, err
+		}
+	}
+	return queued, nil
+}
+
+func shape(ctx context.Context, tx pgx.Tx, pipelineID int64) (map[int]*stageStats, []int, error) {
+	rows, err := tx.Query(ctx, pipelineShape, pipelineID)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	stages := map[int]*stageStats{}
+	var order []int
+	for rows.Next() {
+		var idx, n int
+		var status string
+		var allowFailure bool
+		if err := rows.Scan(&idx, &status, &allowFailure, &n); err != nil {
+			return nil, nil, err
+		}
+		st, ok := stages[idx]
+		if !ok {
+			st = &stageStats{}
+			stages[idx] = st
+			order = append(order, idx)
+		}
+		switch builds.Status(status) {
+		case builds.StatusCreated:
+			st.created += n
+		case builds.StatusPending:
+			st.active += n
+		case builds.StatusWaiting, builds.StatusRunning, builds.StatusCanceling:
+			st.active += n
+			st.started += n
+		case builds.StatusSuccess:
+			st.succeeded += n
+		case builds.StatusFailed:
+			if allowFailure {
+				st.failedAllowed += n
+			} else {
+				st.failedBlocking += n
+			}
+		case builds.StatusCanceled:
+			st.canceled += n
+		case builds.StatusSkipped:
+			st.skipped += n
+		}
+	}
+	return stages, order, rows.Err()
+}
+
+// pipelineStatus derives a pipeline's status from its latest attempts.
+func pipelineStatus(stages map[int]*stageStats, order []int) string {
+	var t stageStats
+	for _, idx := range order {
+		st := stages[idx]
+		t.created += st.created
+		t.active += st.active
+		t.started += st.started
+		t.succeeded += st.succeeded
+		t.failedAllowed += st.failedAllowed
+		t.failedBlocking += st.failedBlocking
+		t.canceled += st.canceled
+		t.skipped += st.skipped
+	}
+	finished := t.succeeded + t.failedAllowed + t.failedBlocking + t.canceled + t.skipped
+	switch {
+	case t.active > 0 && (t.started > 0 || finished > 0):
+		return "running"
+	case t.active > 0 || t.created > 0:
+		return "pending"
+	case t.failedBlocking > 0:
+		return "failed"
+	case t.canceled > 0:
+		return "canceled"
+	default:
+		return "success"
+	}
+}

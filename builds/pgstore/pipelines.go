@@ -1,0 +1,126 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobapi/jobapi/builds"
+)
+
+const insertPipeline = `
+INSERT INTO pipelines (project_id, ref, sha, stages, timeout_strategy, status, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, 'pending', $6, $6)
+RETURNING id`
+
+// CreatePipeline stores a normalized definition: jobs of the first stage that has any are
+// pending, the rest created. Builds are inserted with COPY, so thousands of jobs cost one
+// round trip.
+func (s *Store) CreatePipeline(ctx context.Context, d builds.PipelineDefinition, now time.Time) (builds.Pipeline, error) {
+	first := len(d.Stages)
+	for _, j := range d.Jobs {
+		first = min(first, d.StageIndex(j.Stage))
+	}
+	var id int64
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, insertPipeline, d.ProjectID, d.Ref, d.SHA, d.Stages, d.TimeoutStrategy, now).Scan(&id); err != nil {
+			return err
+		}
+		rows := make([][]any, len(d.Jobs))
+		for i, j := range d.Jobs {
+			idx := d.StageIndex(j.Stage)
+			status, queuedAt := string(builds.StatusCreated), (*time.Time)(nil)
+			if idx == first {
+				status, queuedAt = string(builds.StatusPending), &now
+			}
+			tags := j.Tags
+			if tags == nil {
+				tags = []string{}
+			}
+			payload := builds.Payload{Script: j.Script, AfterScript: j.AfterScript, Variables: j.Variables,
+				Image: j.Image, Services: j.Services, Retry: j.Retry, AllowFailure: j.AllowFailure}
+			rows[i] = []any{d.ProjectID, id, j.Stage, idx, j.Name, status, tags, payload,
+				j.TimeoutSeconds, j.AllowFailure, queuedAt, now, now}
+		}
+		_, err := tx.CopyFrom(ctx, pgx.Identifier{"builds"},
+			[]string{"project_id", "pipeline_id", "stage", "stage_idx", "name", "status", "tags", "payload",
+				"timeout_seconds", "allow_failure", "queued_at", "created_at", "updated_at"},
+			pgx.CopyFromRows(rows))
+		if err != nil {
+			return fmt.Errorf("insert builds: %w", err)
+		}
+		_, err = tx.Exec(ctx, `
+INSERT INTO build_events (build_id, type, at, detail)
+SELECT id, CASE WHEN status = 'pending' THEN 'queued' ELSE 'created' END, $2, '{}'::jsonb
+FROM builds WHERE pipeline_id = $1`, id, now)
+		return err
+	})
+	if err != nil {
+		return builds.Pipeline{}, err
+	}
+	return s.Pipeline(ctx, d.ProjectID, id)
+}
+
+const pipelineByID = `
+SELECT id, project_id, ref, sha, stages, timeout_strategy, status, created_at, updated_at, finished_at
+FROM pipelines WHERE id = $1 AND project_id = $2`
+
+const buildsOfPipeline = `SELECT ` + buildCols + ` FROM builds b` + buildJoins + `WHERE b.pipeline_id = $1 ORDER BY b.stage_idx, b.id`
+
+// Pipeline returns a pipeline with all its builds (every attempt), by stage.
+func (s *Store) Pipeline(ctx context.Context, projectID, id int64) (builds.Pipeline, error) {
+	var p builds.Pipeline
+	err := s.pool.QueryRow(ctx, pipelineByID, id, projectID).Scan(&p.ID, &p.ProjectID, &p.Ref, &p.SHA, &p.Stages,
+		&p.TimeoutStrategy, &p.Status, &p.CreatedAt, &p.UpdatedAt, &p.FinishedAt)
+	if err != nil {
+		return builds.Pipeline{}, notFound(err, fmt.Sprintf("pipeline %d", id))
+	}
+	rows, err := s.pool.Query(ctx, buildsOfPipeline, id)
+	if err != nil {
+		return builds.Pipeline{}, err
+	}
+	p.Builds, err = collectBuilds(rows)
+	return p, err
+}
+
+const cancelPipelineBuilds = `
+WITH b AS (
+    UPDATE builds SET status = 'canceled', finished_at = $2, updated_at = $2, ack_deadline = NULL
+    WHERE pipeline_id = $1 AND status IN ('created', 'pending', 'waiting_for_runner_ack')
+    RETURNING id
+)
+INSERT INTO build_events (build_id, type, at, detail)
+SELECT id, 'canceled', $2, '{"actor": "pipeline cancel"}'::jsonb FROM b`
+
+const cancelPipelineRunning = `
+WITH b AS (
+    UPDATE builds SET status = 'canceling', cancel_requested = true, updated_at = $2
+    WHERE pipeline_id = $1 AND status = 'running'
+    RETURNING id
+)
+INSERT INTO build_events (build_id, type, at, detail)
+SELECT id, 'cancel_requested', $2, '{"actor": "pipeline cancel"}'::jsonb FROM b`
+
+// CancelPipeline cancels every unfinished build of a pipeline.
+func (s *Store) CancelPipeline(ctx context.Context, projectID, id int64, now time.Time) (builds.Pipeline, error) {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var ok bool
+		if err := tx.QueryRow(ctx, `SELECT true FROM pipelines WHERE id = $1 AND project_id = $2`, id, projectID).Scan(&ok); err != nil {
+			return notFound(err, fmt.Sprintf("pipeline %d", id))
+		}
+		if _, err := tx.Exec(ctx, cancelPipelineBuilds, id, now); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, cancelPipelineRunning, id, now); err != nil {
+			return err
+		}
+		_, err := advance(ctx, tx, id, now)
+		return err
+	})
+	if err != nil {
+		return builds.Pipeline{}, err
+	}
+	return s.Pipeline(ctx, projectID, id)
+}

@@ -1,0 +1,105 @@
+package pgstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobapi/jobapi/builds"
+)
+
+// expiredAcks reads only waiting builds whose deadline of record passed, through the partial
+// index builds_waiting_ack_idx: the cost follows the number of expired builds, not of all
+// builds. SKIP LOCKED gives concurrent sweepers (one per replica) disjoint batches, and a
+// late ack blocks on the row lock until this sweep commits, then finds the build failed.
+const expiredAcks = `
+SELECT b.id, b.assigned_at, COALESCE(m.system_id, '') FROM builds b
+LEFT JOIN runner_managers m ON m.id = b.runner_manager_id
+WHERE b.status = 'waiting_for_runner_ack' AND b.ack_deadline <= $1
+ORDER BY b.ack_deadline
+LIMIT $2
+FOR UPDATE OF b SKIP LOCKED`
+
+// SweepExpiredAcks processes one batch of waiting builds whose deadline of record passed:
+// those still holding a live ack key (kept alive) get their deadline moved, the others are
+// failed with runner_provisioning_timeout and retried when the policy allows.
+func (s *Store) SweepExpiredAcks(ctx context.Context, p builds.SweepParams) (builds.SweepResult, error) {
+	var res builds.SweepResult
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		res = builds.SweepResult{}
+		type candidate struct {
+			id         int64
+			assignedAt time.Time
+			systemID   string
+		}
+		rows, err := tx.Query(ctx, expiredAcks, p.Now, p.Batch)
+		if err != nil {
+			return err
+		}
+		var cands []candidate
+		for rows.Next() {
+			var c candidate
+			if err := rows.Scan(&c.id, &c.assignedAt, &c.systemID); err != nil {
+				rows.Close()
+				return err
+			}
+			cands = append(cands, c)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		res.Candidates = len(cands)
+		if len(cands) == 0 {
+			return nil
+		}
+		ids := make([]int64, len(cands))
+		for i, c := range cands {
+			ids[i] = c.id
+		}
+		alive, err := p.Alive(ctx, ids)
+		if err != nil {
+			return err
+		}
+		for _, c := range cands {
+			waited := p.Now.Sub(c.assignedAt)
+			overMax := p.MaxWait > 0 && waited >= p.MaxWait
+			if ttl, ok := alive[c.id]; ok && !overMax {
+				deadline := p.Now.Add(ttl)
+				if p.MaxWait > 0 && deadline.After(c.assignedAt.Add(p.MaxWait)) {
+					deadline = c.assignedAt.Add(p.MaxWait)
+				}
+				if _, err := tx.Exec(ctx, extendAck, c.id, deadline); err != nil {
+					return err
+				}
+				res.Extended++
+				continue
+			}
+			cause := "ack key expired"
+			if overMax {
+				cause = "max provisioning wait exceeded"
+			}
+			policy := p.Policy
+			f, err := finishTx(ctx, tx, builds.Finish{
+				BuildID: c.id, From: []builds.Status{builds.StatusWaiting}, To: builds.StatusFailed,
+				Reason: builds.ReasonRunnerProvisioningTimeout, Event: builds.EventAckTimeout,
+				RunnerManager: c.systemID, Now: p.Now, Policy: &policy,
+				Detail: map[string]any{"cause": cause, "waited_seconds": waited.Seconds()},
+			})
+			if err != nil {
+				return err
+			}
+			res.TimedOut++
+			res.TimedOutIDs = append(res.TimedOutIDs, c.id)
+			if f.Retry != nil {
+				res.Retried++
+			} else if policy.Limit(f.Build.Payload.Retry, builds.ReasonRunnerProvisioningTimeout) > 0 {
+				res.Exhausted++
+			}
+			res.Queued = res.Queued || f.Queued
+		}
+		return nil
+	})
+	return res, err
+}

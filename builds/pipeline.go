@@ -1,0 +1,225 @@
+package builds
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"time"
+)
+
+// Pipeline statuses.
+const (
+	PipelineCreated  = "created"
+	PipelinePending  = "pending"
+	PipelineRunning  = "running"
+	PipelineSuccess  = "success"
+	PipelineFailed   = "failed"
+	PipelineCanceled = "canceled"
+)
+
+// Timeout strategies for stuck stages (SPEC §6).
+const (
+	TimeoutPessimistic = "pessimistic"
+	TimeoutOptimistic  = "optimistic"
+)
+
+// Pipeline is an ordered list of stages and the builds in them.
+type Pipeline struct {
+	ID              int64
+	ProjectID       int64
+	Ref             string
+	SHA             string
+	Stages          []string
+	TimeoutStrategy string
+	Status          string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	FinishedAt      *time.Time
+	Builds          []Build
+}
+
+// PipelineDefinition is what an operator posts to create a pipeline.
+type PipelineDefinition struct {
+	ProjectID       int64
+	Ref             string
+	SHA             string
+	Stages          []string
+	TimeoutStrategy string
+	Jobs            []JobDefinition
+}
+
+// JobDefinition uses .gitlab-ci.yml's keys where they exist.
+type JobDefinition struct {
+	Name           string
+	Stage          string
+	Script         []string
+	AfterScript    []string
+	Tags           []string
+	Variables      []Variable
+	TimeoutSeconds int
+	Retry          RetryRule
+	AllowFailure   bool
+	Image          string
+	Services       []string
+}
+
+// Limits on a definition, so that one request cannot flood the database.
+const (
+	MaxJobsPerPipeline = 5000
+	MaxStages          = 100
+	MaxNameLength      = 255
+	MaxScriptLines     = 1000
+	MaxScriptLine      = 64 << 10
+	MaxVariables       = 200
+	MaxVariableValue   = 64 << 10
+	MaxTags            = 50
+	MaxRetry           = 10
+	MaxTimeoutSeconds  = 30 * 24 * 3600
+	DefaultTimeout     = 3600
+	DefaultStage       = "test"
+)
+
+var (
+	variableKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,254}$`)
+	shaPattern  = regexp.MustCompile(`^[0-9a-f]{40}$`)
+)
+
+// ValidationError explains what is wrong with a definition; the message is for the client.
+type ValidationError struct{ Msg string }
+
+func (e *ValidationError) Error() string { return e.Msg }
+
+func invalid(format string, args ...any) error {
+	return &ValidationError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// Normalize fills defaults and validates the definition. It returns a *ValidationError.
+func (d *PipelineDefinition) Normalize() error {
+	if d.ProjectID <= 0 {
+		return invalid("project_id must be a positive integer")
+	}
+	if d.Ref == "" {
+		d.Ref = "main"
+	}
+	if len(d.Ref) > MaxNameLength {
+		return invalid("ref is longer than %d characters", MaxNameLength)
+	}
+	if d.SHA == "" {
+		d.SHA = "0000000000000000000000000000000000000000"
+	}
+	if !shaPattern.MatchString(d.SHA) {
+		return invalid("sha must be 40 lowercase hex characters")
+	}
+	switch d.TimeoutStrategy {
+	case "":
+		d.TimeoutStrategy = TimeoutPessimistic
+	case TimeoutPessimistic, TimeoutOptimistic:
+	default:
+		return invalid("timeout_strategy must be pessimistic or optimistic, not %q", d.TimeoutStrategy)
+	}
+	if len(d.Stages) == 0 {
+		d.Stages = []string{"build", DefaultStage, "deploy"}
+	}
+	if len(d.Stages) > MaxStages {
+		return invalid("at most %d stages", MaxStages)
+	}
+	for i, s := range d.Stages {
+		if err := checkName("stage", s); err != nil {
+			return err
+		}
+		if slices.Contains(d.Stages[:i], s) {
+			return invalid("stage %q is listed twice", s)
+		}
+	}
+	if len(d.Jobs) == 0 {
+		return invalid("a pipeline needs at least one job")
+	}
+	if len(d.Jobs) > MaxJobsPerPipeline {
+		return invalid("at most %d jobs per pipeline", MaxJobsPerPipeline)
+	}
+	names := make(map[string]bool, len(d.Jobs))
+	for i := range d.Jobs {
+		if err := d.Jobs[i].normalize(d.Stages); err != nil {
+			return err
+		}
+		if names[d.Jobs[i].Name] {
+			return invalid("job name %q is used twice", d.Jobs[i].Name)
+		}
+		names[d.Jobs[i].Name] = true
+	}
+	return nil
+}
+
+func checkName(what, s string) error {
+	if s == "" {
+		return invalid("%s name must not be empty", what)
+	}
+	if len(s) > MaxNameLength {
+		return invalid("%s name %.40q… is longer than %d characters", what, s, MaxNameLength)
+	}
+	return nil
+}
+
+func (j *JobDefinition) normalize(stages []string) error {
+	if err := checkName("job", j.Name); err != nil {
+		return err
+	}
+	if j.Stage == "" {
+		j.Stage = DefaultStage
+	}
+	if !slices.Contains(stages, j.Stage) {
+		return invalid("job %q: stage %q is not in stages", j.Name, j.Stage)
+	}
+	if len(j.Script) == 0 {
+		return invalid("job %q: script must have at least one line", j.Name)
+	}
+	for _, lines := range [][]string{j.Script, j.AfterScript} {
+		if len(lines) > MaxScriptLines {
+			return invalid("job %q: at most %d script lines", j.Name, MaxScriptLines)
+		}
+		for _, l := range lines {
+			if len(l) > MaxScriptLine {
+				return invalid("job %q: a script line is longer than %d bytes", j.Name, MaxScriptLine)
+			}
+		}
+	}
+	if len(j.Tags) > MaxTags {
+		return invalid("job %q: at most %d tags", j.Name, MaxTags)
+	}
+	for _, t := range j.Tags {
+		if t == "" || len(t) > MaxNameLength {
+			return invalid("job %q: tags must be 1 to %d characters", j.Name, MaxNameLength)
+		}
+	}
+	if len(j.Variables) > MaxVariables {
+		return invalid("job %q: at most %d variables", j.Name, MaxVariables)
+	}
+	for _, v := range j.Variables {
+		if !variableKey.MatchString(v.Key) {
+			return invalid("job %q: variable name %.40q must match %s", j.Name, v.Key, variableKey)
+		}
+		if len(v.Value) > MaxVariableValue {
+			return invalid("job %q: variable %s is longer than %d bytes", j.Name, v.Key, MaxVariableValue)
+		}
+	}
+	switch {
+	case j.TimeoutSeconds == 0:
+		j.TimeoutSeconds = DefaultTimeout
+	case j.TimeoutSeconds < 0 || j.TimeoutSeconds > MaxTimeoutSeconds:
+		return invalid("job %q: timeout must be between 1 second and 30 days", j.Name)
+	}
+	if j.Retry.Max < 0 || j.Retry.Max > MaxRetry {
+		return invalid("job %q: retry max must be between 0 and %d", j.Name, MaxRetry)
+	}
+	for _, w := range j.Retry.When {
+		if w != "always" && !ValidFailureReason(w) {
+			return invalid("job %q: unknown retry when %.40q", j.Name, w)
+		}
+	}
+	return nil
+}
+
+// StageIndex returns the position of stage in the pipeline's stage list.
+func (d *PipelineDefinition) StageIndex(stage string) int {
+	return slices.Index(d.Stages, stage)
+}

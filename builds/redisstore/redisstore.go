@@ -1,0 +1,175 @@
+// Package redisstore keeps jobapi's hot, expiring state in Redis: the ack TTL key of each
+// waiting build (builds.Leases) and the queue version that answers idle polls (builds.Queue).
+// Redis is never the truth: every key here can vanish and the worst outcome is a waiting
+// build timed out early or an idle runner querying Postgres once.
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobapi/jobapi/builds"
+)
+
+// CallTimeout bounds every Redis call, so that a hung Redis costs a request at most this.
+const CallTimeout = 500 * time.Millisecond
+
+// Store implements builds.Leases and builds.Queue.
+type Store struct {
+	rdb    redis.UniversalClient
+	prefix string
+}
+
+var (
+	_ builds.Leases = (*Store)(nil)
+	_ builds.Queue  = (*Store)(nil)
+)
+
+// New returns a Store whose keys all start with prefix (e.g. "jobapi:").
+func New(rdb redis.UniversalClient, prefix string) *Store {
+	return &Store{rdb: rdb, prefix: prefix}
+}
+
+// ackKey is one key per build; the hash tag puts nothing else in its slot on a cluster,
+// which is fine because no command here touches two ack keys at once.
+func (s *Store) ackKey(id int64) string {
+	return s.prefix + "ack:{" + strconv.FormatInt(id, 10) + "}"
+}
+
+func (s *Store) versionKey() string { return s.prefix + "queue:version" }
+
+func callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, CallTimeout)
+}
+
+// Grant sets the ack key of a fresh assignment with SET NX. go-redis retries a SET whose
+// answer was lost, and the retry then finds the key: comparing the value tells our own
+// earlier attempt from a real conflict.
+func (s *Store) Grant(ctx context.Context, buildID int64, holder string, ttl time.Duration) error {
+	ctx, cancel := callCtx(ctx)
+	defer cancel()
+	ok, err := s.rdb.SetNX(ctx, s.ackKey(buildID), holder, ttl).Result()
+	if err != nil {
+		return fmt.Errorf("set ack key: %w", err)
+	}
+	if ok {
+		return nil
+	}
+	cur, err := s.rdb.Get(ctx, s.ackKey(buildID)).Result()
+	if err != nil {
+		return fmt.Errorf("read ack key after SET NX: %w", err)
+	}
+	if cur != holder {
+		return fmt.Errorf("ack key of build %d held by %q, not %q", buildID, cur, holder)
+	}
+	return nil
+}
+
+// Refresh extends the ack key (keep-alive). Postgres already said the build waits for this
+// holder, so a vanished key is recreated rather than refused.
+func (s *Store) Refresh(ctx context.Context, buildID int64, holder string, ttl time.Duration) error {
+	ctx, cancel := callCtx(ctx)
+	defer cancel()
+	return s.rdb.Set(ctx, s.ackKey(buildID), holder, ttl).Err()
+}
+
+// Release deletes the ack key.
+func (s *Store) Release(ctx context.Context, buildID int64) error {
+	ctx, cancel := callCtx(ctx)
+	defer cancel()
+	return s.rdb.Del(ctx, s.ackKey(buildID)).Err()
+}
+
+// TTLs returns the time left on each live ack key, in one pipelined round trip (the cluster
+// client splits the pipeline per node).
+func (s *Store) TTLs(ctx context.Context, buildIDs []int64) (map[int64]time.Duration, error) {
+	ctx, cancel := callCtx(ctx)
+	defer cancel()
+	cmds := make([]*redis.DurationCmd, len(buildIDs))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range buildIDs {
+			cmds[i] = p.PTTL(ctx, s.ackKey(id))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read ack TTLs: %w", err)
+	}
+	out := make(map[int64]time.Duration, len(buildIDs))
+	for i, c := range cmds {
+		// PTTL: -2 no key, -1 no expiry (never set by us; treat as alive for a full TTL).
+		d := c.Val()
+		switch {
+		case d > 0:
+			out[buildIDs[i]] = d
+		case d == -1:
+			out[buildIDs[i]] = time.Minute
+		}
+	}
+	return out, nil
+}
+
+// Version returns the queue version, creating one if Redis lost it.
+func (s *Store) Version(ctx context.Context) (string, error) {
+	ctx, cancel := callCtx(ctx)
+	defer cancel()
+	v, err := s.rdb.Get(ctx, s.versionKey()).Result()
+	if errors.Is(err, redis.Nil) {
+		v = newVersion()
+		if err := s.rdb.SetNX(ctx, s.versionKey(), v, 0).Err(); err != nil {
+			return "", err
+		}
+		return s.rdb.Get(ctx, s.versionKey()).Result()
+	}
+	return v, err
+}
+
+// Bump sets a new, never-seen version. Random values rather than INCR: after Redis loses
+// the key a counter would restart and could equal a version a runner still echoes.
+func (s *Store) Bump(ctx context.Context) error {
+	ctx, cancel := callCtx(ctx)
+	defer cancel()
+	return s.rdb.Set(ctx, s.versionKey(), newVersion(), 0).Err()
+}
+
+func newVersion() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return strconv.FormatInt(time.Now().UnixMilli(), 36) + "-" + hex.EncodeToString(b)
+}
+
+// Ping checks that Redis answers.
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := callCtx(ctx)
+	defer cancel()
+	return s.rdb.Ping(ctx).Err()
+}
+
+// traceWatchTTL is how long one read of a log keeps its runner on the short interval.
+const traceWatchTTL = 10 * time.Second
+
+func (s *Store) watchKey(id int64) string {
+	return s.prefix + "trace:watch:{" + strconv.FormatInt(id, 10) + "}"
+}
+
+// Watch marks a build's log as being read.
+func (s *Store) Watch(ctx context.Context, buildID int64) error {
+	ctx, cancel := callCtx(ctx)
+	defer cancel()
+	return s.rdb.Set(ctx, s.watchKey(buildID), "1", traceWatchTTL).Err()
+}
+
+// Watched reports whether someone read the log in the last few seconds.
+func (s *Store) Watched(ctx context.Context, buildID int64) (bool, error) {
+	ctx, cancel := callCtx(ctx)
+	defer cancel()
+	n, err := s.rdb.Exists(ctx, s.watchKey(buildID)).Result()
+	return n > 0, err
+}

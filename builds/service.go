@@ -1,0 +1,530 @@
+package builds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Config holds the service's tunables (SPEC §10).
+type Config struct {
+	AckTTL              time.Duration
+	MaxProvisioningWait time.Duration
+	TraceLimit          int64
+	LongPoll            time.Duration
+	Policy              RetryPolicy
+	// TouchInterval throttles liveness writes: at most one per build per interval per replica.
+	TouchInterval time.Duration
+	// RunnerCacheTTL bounds how long a runner's settings are served from memory.
+	RunnerCacheTTL time.Duration
+}
+
+// TwoPhaseGate evaluates the allow_runner_job_acknowledgement flag for one candidate.
+type TwoPhaseGate func(ctx context.Context, projectID, runnerID int64, systemID string) bool
+
+// Service applies the build rules on top of a Store (truth), Leases (ack TTLs) and a Queue.
+type Service struct {
+	store  Store
+	leases Leases
+	queue  Queue
+	gate   TwoPhaseGate
+	cfg    Config
+	now    func() time.Time
+	log    *slog.Logger
+
+	runners  *runnerCache
+	touches  sync.Map // build id → time.Time of the last liveness write
+	watchers *versionWatcher
+	observer Observer
+}
+
+// Observer is told about domain events worth a metric. Set it with SetObserver.
+type Observer interface {
+	Acknowledged(assignToAck time.Duration)
+}
+
+// SetObserver installs o; call before serving.
+func (s *Service) SetObserver(o Observer) { s.observer = o }
+
+// NewService wires the service. now may be nil (time.Now).
+func NewService(store Store, leases Leases, queue Queue, gate TwoPhaseGate, cfg Config, now func() time.Time, log *slog.Logger) *Service {
+	if now == nil {
+		now = time.Now
+	}
+	if gate == nil {
+		gate = func(context.Context, int64, int64, string) bool { return false }
+	}
+	if cfg.TouchInterval == 0 {
+		cfg.TouchInterval = time.Minute
+	}
+	if cfg.RunnerCacheTTL == 0 {
+		cfg.RunnerCacheTTL = 5 * time.Second
+	}
+	s := &Service{store: store, leases: leases, queue: queue, gate: gate, cfg: cfg, now: now, log: log,
+		runners: newRunnerCache(cfg.RunnerCacheTTL)}
+	s.watchers = newVersionWatcher(queue, log)
+	return s
+}
+
+// Now is the service's clock (injectable for tests).
+func (s *Service) Now() time.Time { return s.now() }
+
+// Config returns the service configuration.
+func (s *Service) Config() Config { return s.cfg }
+
+// ErrRunnerForbidden: unknown runner token (403 on runner endpoints).
+var ErrRunnerForbidden = errors.New("403 Forbidden - invalid runner token")
+
+// ErrInvalid wraps a message for the client about a bad request (400).
+type ErrInvalid struct{ Msg string }
+
+func (e *ErrInvalid) Error() string { return e.Msg }
+
+// JobForbidden is a 403 on a job endpoint; Status (when known) goes out as Job-Status so that
+// gitlab-runner aborts the job.
+type JobForbidden struct {
+	Status Status
+	Msg    string
+}
+
+func (e *JobForbidden) Error() string { return e.Msg }
+
+// NoJob is the 204 answer to a job request; LastUpdate goes out as X-GitLab-Last-Update.
+type NoJob struct{ LastUpdate string }
+
+func (e *NoJob) Error() string { return "no job" }
+
+// RegisterRunner creates a runner and returns its token (shown once).
+func (s *Service) RegisterRunner(ctx context.Context, r Runner) (Runner, string, error) {
+	token := NewToken(RunnerTokenPrefix)
+	created, err := s.store.CreateRunner(ctx, r, HashToken(token))
+	if err != nil {
+		return Runner{}, "", err
+	}
+	return created, token, nil
+}
+
+// UpdateRunner changes a runner's settings and makes every runner poll Postgres again,
+// so an unpaused or retagged runner sees its builds at its next request.
+func (s *Service) UpdateRunner(ctx context.Context, id int64, u RunnerUpdate) (Runner, error) {
+	r, err := s.store.UpdateRunner(ctx, id, u)
+	if err != nil {
+		return Runner{}, err
+	}
+	s.runners.forgetRunner(id)
+	s.bumpQueue(ctx)
+	return r, nil
+}
+
+// authenticateRunner resolves a runner token, from memory when recently seen.
+func (s *Service) authenticateRunner(ctx context.Context, token string) (Runner, error) {
+	if len(token) < len(RunnerTokenPrefix)+8 || len(token) > 256 {
+		return Runner{}, ErrRunnerForbidden
+	}
+	hash := HashToken(token)
+	if r, ok := s.runners.get(hash, s.now()); ok {
+		return r, nil
+	}
+	r, err := s.store.RunnerByTokenHash(ctx, hash)
+	if errors.Is(err, ErrNotFound) {
+		return Runner{}, ErrRunnerForbidden
+	}
+	if err != nil {
+		return Runner{}, err
+	}
+	s.runners.put(hash, r, s.now())
+	return r, nil
+}
+
+// manager returns the manager row id for (runner, system id), upserting at most once per
+// minute per replica so that polls stay cheap.
+func (s *Service) manager(ctx context.Context, r Runner, systemID string, info ManagerInfo) (int64, error) {
+	if systemID == "" {
+		systemID = "<legacy>"
+	}
+	now := s.now()
+	if id, ok := s.runners.manager(r.ID, systemID, now); ok {
+		return id, nil
+	}
+	m, err := s.store.UpsertManager(ctx, r.ID, systemID, info, now)
+	if err != nil {
+		return 0, err
+	}
+	s.runners.putManager(r.ID, systemID, m.ID, now)
+	return m.ID, nil
+}
+
+// VerifyRunner answers POST /runners/verify and records the manager.
+func (s *Service) VerifyRunner(ctx context.Context, token, systemID string, info ManagerInfo) (Runner, error) {
+	r, err := s.authenticateRunner(ctx, token)
+	if err != nil {
+		return Runner{}, err
+	}
+	if systemID == "" {
+		systemID = "<legacy>"
+	}
+	m, err := s.store.UpsertManager(ctx, r.ID, systemID, info, s.now())
+	if err != nil {
+		return Runner{}, err
+	}
+	s.runners.putManager(r.ID, systemID, m.ID, s.now())
+	return r, nil
+}
+
+// JobRequest is a runner's POST /jobs/request.
+type JobRequest struct {
+	Token      string
+	SystemID   string
+	LastUpdate string
+	Info       ManagerInfo
+	// TwoPhaseCapable: info.features.two_phase_job_commit.
+	TwoPhaseCapable bool
+}
+
+// Assignment is a build handed to a runner, with the job token issued for it.
+type Assignment struct {
+	Build      Build
+	JobToken   string
+	LastUpdate string
+}
+
+// RequestJob hands out the oldest matching build, or returns *NoJob.
+func (s *Service) RequestJob(ctx context.Context, req JobRequest) (Assignment, error) {
+	r, err := s.authenticateRunner(ctx, req.Token)
+	if err != nil {
+		return Assignment{}, err
+	}
+	version, verr := s.queueVersion(ctx)
+	if r.Paused {
+		return Assignment{}, &NoJob{LastUpdate: version}
+	}
+	if verr == nil && version != "" && req.LastUpdate == version {
+		// Nothing changed since this runner last found nothing: answer without Postgres,
+		// holding the request for the long-poll duration if configured.
+		if s.cfg.LongPoll <= 0 {
+			return Assignment{}, &NoJob{LastUpdate: version}
+		}
+		changed, err := s.watchers.wait(ctx, version, s.cfg.LongPoll)
+		if err != nil || !changed {
+			return Assignment{}, &NoJob{LastUpdate: version}
+		}
+		if version, verr = s.queueVersion(ctx); verr != nil {
+			version = ""
+		}
+	}
+	managerID, err := s.manager(ctx, r, req.SystemID, req.Info)
+	if err != nil {
+		return Assignment{}, err
+	}
+	systemID := req.SystemID
+	if systemID == "" {
+		systemID = "<legacy>"
+	}
+	jobToken := NewToken(JobTokenPrefix)
+	now := s.now()
+	claim := Claim{
+		Runner: r, ManagerID: managerID, SystemID: systemID, TokenHash: HashToken(jobToken), Now: now,
+		AckDeadline: now.Add(s.ackTTL(now, now)),
+	}
+	if req.TwoPhaseCapable {
+		// The flag is per project, so it is evaluated for the locked candidate.
+		claim.TwoPhase = func(projectID int64) bool { return s.gate(ctx, projectID, r.ID, systemID) }
+	}
+	b, err := s.store.Claim(ctx, claim)
+	if errors.Is(err, ErrNoBuild) {
+		return Assignment{}, &NoJob{LastUpdate: version}
+	}
+	if err != nil {
+		return Assignment{}, err
+	}
+	if b.TwoPhase {
+		// The row is already waiting in Postgres; a failed SET only means the sweeper will
+		// time the build out at its deadline of record unless the runner acks first.
+		if err := s.leases.Grant(ctx, b.ID, strconv.FormatInt(managerID, 10), s.cfg.AckTTL); err != nil {
+			s.log.WarnContext(ctx, "ack key not set; the sweeper will use the deadline of record",
+				"build_id", b.ID, "error", err)
+		}
+	}
+	return Assignment{Build: b, JobToken: jobToken, LastUpdate: version}, nil
+}
+
+// ackTTL is the TTL to grant now for a build assigned at assignedAt, never reaching past
+// the max provisioning wait.
+func (s *Service) ackTTL(assignedAt, now time.Time) time.Duration {
+	ttl := s.cfg.AckTTL
+	if s.cfg.MaxProvisioningWait > 0 {
+		if left := assignedAt.Add(s.cfg.MaxProvisioningWait).Sub(now); left < ttl {
+			ttl = left
+		}
+	}
+	return ttl
+}
+
+func (s *Service) queueVersion(ctx context.Context) (string, error) {
+	v, err := s.queue.Version(ctx)
+	if err != nil {
+		s.log.WarnContext(ctx, "queue version unavailable; answering from Postgres", "error", err)
+		return "", err
+	}
+	return v, nil
+}
+
+// bumpQueue tells every runner to look in Postgres again. A failure is logged: runners then
+// keep answering from their old version until the next bump, so retry once.
+func (s *Service) bumpQueue(ctx context.Context) {
+	for i := 0; i < 2; i++ {
+		if err := s.queue.Bump(ctx); err == nil {
+			return
+		} else if i == 1 {
+			s.log.WarnContext(ctx, "queue version not bumped; idle runners may see new builds late", "error", err)
+		}
+	}
+}
+
+// JobUpdate is a runner's PUT /jobs/:id.
+type JobUpdate struct {
+	ID            int64
+	Token         string
+	State         string
+	FailureReason string
+	ExitCode      *int
+}
+
+// Runner-reported states.
+const (
+	StatePending = "pending"
+	StateRunning = "running"
+	StateSuccess = "success"
+	StateFailed  = "failed"
+)
+
+// UpdateJob applies SPEC §4's PUT table and returns the build's state for Job-Status.
+func (s *Service) UpdateJob(ctx context.Context, u JobUpdate) (Status, error) {
+	switch u.State {
+	case StatePending, StateRunning, StateSuccess, StateFailed:
+	default:
+		return "", &ErrInvalid{Msg: fmt.Sprintf("state must be one of pending, running, success, failed; got %.40q", u.State)}
+	}
+	if u.FailureReason != "" && !ValidFailureReason(u.FailureReason) {
+		return "", &ErrInvalid{Msg: fmt.Sprintf("unknown failure_reason %.40q", u.FailureReason)}
+	}
+	// A compare-and-set that loses re-reads and decides again; three rounds are plenty, as
+	// each loss means the build moved one step towards an end state.
+	for round := 0; round < 5; round++ {
+		b, err := s.jobForToken(ctx, u.ID, u.Token)
+		if err != nil {
+			return "", err
+		}
+		st, err := s.applyUpdate(ctx, b, u)
+		if errors.Is(err, ErrConflict) {
+			continue
+		}
+		return st, err
+	}
+	return "", fmt.Errorf("update build %d: %w", u.ID, ErrConflict)
+}
+
+// jobForToken loads a build and checks the presented job token against it: the fence.
+func (s *Service) jobForToken(ctx context.Context, id int64, token string) (Build, error) {
+	b, err := s.store.Build(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return Build{}, &JobForbidden{Msg: "403 Forbidden - invalid job token"}
+	}
+	if err != nil {
+		return Build{}, err
+	}
+	if !TokenMatches(token, b.TokenHash) {
+		return Build{}, &JobForbidden{Msg: "403 Forbidden - invalid job token"}
+	}
+	return b, nil
+}
+
+func (s *Service) applyUpdate(ctx context.Context, b Build, u JobUpdate) (Status, error) {
+	now := s.now()
+	switch b.Status {
+	case StatusWaiting:
+		switch u.State {
+		case StateRunning:
+			return s.acknowledge(ctx, b, now)
+		case StatePending:
+			return s.keepalive(ctx, b, now)
+		case StateFailed:
+			return s.decline(ctx, b, u, now)
+		default:
+			return "", &ErrInvalid{Msg: "a job waiting for its acknowledgement cannot succeed: send state=running first"}
+		}
+	case StatusRunning, StatusCanceling:
+		switch u.State {
+		case StateRunning, StatePending:
+			s.touch(ctx, b, now)
+			return b.Status, nil
+		default:
+			return s.finishFromRunner(ctx, b, u, now)
+		}
+	}
+	if b.Status.Finished() && b.RunnerFinalState != "" && b.RunnerFinalState == u.State {
+		// The runner lost our answer to its final update and sent it again.
+		return b.Status, nil
+	}
+	return "", &JobForbidden{Status: b.Status, Msg: fmt.Sprintf("403 Forbidden - job is not processing on runner (status %s)", b.Status)}
+}
+
+func (s *Service) acknowledge(ctx context.Context, b Build, now time.Time) (Status, error) {
+	detail := map[string]any{}
+	if b.AssignedAt != nil {
+		latency := now.Sub(*b.AssignedAt)
+		detail["assign_to_ack_seconds"] = latency.Seconds()
+		if s.observer != nil {
+			s.observer.Acknowledged(latency)
+		}
+	}
+	nb, err := s.store.Acknowledge(ctx, b.ID, now, detail)
+	if err != nil {
+		return "", err
+	}
+	if err := s.leases.Release(ctx, b.ID); err != nil {
+		// Harmless: the build is running in Postgres and the sweeper only looks at waiting
+		// builds; the key expires on its own.
+		s.log.WarnContext(ctx, "ack key not deleted", "build_id", b.ID, "error", err)
+	}
+	return nb.Status, nil
+}
+
+func (s *Service) keepalive(ctx context.Context, b Build, now time.Time) (Status, error) {
+	assignedAt := now
+	if b.AssignedAt != nil {
+		assignedAt = *b.AssignedAt
+	}
+	ttl := s.ackTTL(assignedAt, now)
+	if ttl <= 0 {
+		// Past the max provisioning wait: the sweeper fails it; tell the runner now.
+		return "", &JobForbidden{Status: b.Status, Msg: "403 Forbidden - provisioning took longer than the maximum wait"}
+	}
+	if err := s.leases.Refresh(ctx, b.ID, strconv.FormatInt(b.RunnerManagerID, 10), ttl); err != nil {
+		return "", fmt.Errorf("refresh ack key of build %d: %w: %w", b.ID, ErrUnavailable, err)
+	}
+	if err := s.store.AddEvent(ctx, Event{BuildID: b.ID, Type: EventKeepalive, At: now,
+		RunnerManager: b.RunnerSystemID, Detail: map[string]any{"ttl_seconds": ttl.Seconds()}}); err != nil {
+		s.log.WarnContext(ctx, "keepalive event not recorded", "build_id", b.ID, "error", err)
+	}
+	return b.Status, nil
+}
+
+func (s *Service) decline(ctx context.Context, b Build, u JobUpdate, now time.Time) (Status, error) {
+	reason := u.FailureReason
+	if reason == "" {
+		reason = ReasonRunnerSystemFailure
+	}
+	f, err := s.finish(ctx, Finish{
+		BuildID: b.ID, From: []Status{StatusWaiting}, To: StatusFailed, Reason: reason, ExitCode: u.ExitCode,
+		RunnerFinalState: u.State, Event: EventDeclined, RunnerManager: b.RunnerSystemID, Now: now,
+		Policy: &s.cfg.Policy, AlsoRetryAs: ReasonRunnerProvisioningTimeout,
+	})
+	if err != nil {
+		return "", err
+	}
+	if err := s.leases.Release(ctx, b.ID); err != nil {
+		s.log.WarnContext(ctx, "ack key not deleted", "build_id", b.ID, "error", err)
+	}
+	return f.Build.Status, nil
+}
+
+func (s *Service) finishFromRunner(ctx context.Context, b Build, u JobUpdate, now time.Time) (Status, error) {
+	to, reason := StatusSuccess, ""
+	if u.State == StateFailed {
+		to, reason = StatusFailed, u.FailureReason
+		if reason == "" {
+			reason = ReasonUnknownFailure
+		}
+	}
+	if b.Status == StatusCanceling {
+		to, reason = StatusCanceled, ""
+	}
+	f, err := s.finish(ctx, Finish{
+		BuildID: b.ID, From: []Status{b.Status}, To: to, Reason: reason, ExitCode: u.ExitCode,
+		RunnerFinalState: u.State, Event: EventFinished, RunnerManager: b.RunnerSystemID, Now: now,
+		Policy: &s.cfg.Policy,
+	})
+	if err != nil {
+		return "", err
+	}
+	s.touches.Delete(b.ID)
+	return f.Build.Status, nil
+}
+
+// finish runs a Finish and bumps the queue when builds became pending.
+func (s *Service) finish(ctx context.Context, f Finish) (Finished, error) {
+	res, err := s.store.Finish(ctx, f)
+	if err != nil {
+		return Finished{}, err
+	}
+	if res.Queued {
+		s.bumpQueue(ctx)
+	}
+	return res, nil
+}
+
+// touch records liveness at most once per TouchInterval per build on this replica.
+func (s *Service) touch(ctx context.Context, b Build, now time.Time) {
+	if last, ok := s.touches.Load(b.ID); ok && now.Sub(last.(time.Time)) < s.cfg.TouchInterval {
+		return
+	}
+	if now.Sub(b.UpdatedAt) < s.cfg.TouchInterval {
+		s.touches.Store(b.ID, b.UpdatedAt)
+		return
+	}
+	if err := s.store.Touch(ctx, b.ID, now); err != nil {
+		s.log.WarnContext(ctx, "liveness not recorded", "build_id", b.ID, "error", err)
+		return
+	}
+	s.touches.Store(b.ID, now)
+}
+
+// TraceResult is the answer to a trace PATCH.
+type TraceResult struct {
+	Size   int64
+	Status Status
+}
+
+// AppendTrace applies a runner's PATCH /jobs/:id/trace.
+func (s *Service) AppendTrace(ctx context.Context, id int64, token string, offset int64, data []byte) (TraceResult, error) {
+	b, err := s.jobForToken(ctx, id, token)
+	if err != nil {
+		return TraceResult{}, err
+	}
+	if b.Status != StatusRunning && b.Status != StatusCanceling {
+		return TraceResult{}, &JobForbidden{Status: b.Status, Msg: fmt.Sprintf("403 Forbidden - job is not running (status %s)", b.Status)}
+	}
+	if offset != b.TraceSize {
+		return TraceResult{Size: b.TraceSize, Status: b.Status}, &TraceRangeError{Size: b.TraceSize}
+	}
+	now := s.now()
+	if s.cfg.TraceLimit > 0 && offset+int64(len(data)) > s.cfg.TraceLimit {
+		f, err := s.finish(ctx, Finish{
+			BuildID: b.ID, From: []Status{b.Status}, To: StatusFailed, Reason: ReasonTraceSizeExceeded,
+			Event: EventTraceExceeded, RunnerManager: b.RunnerSystemID, Now: now, Policy: &s.cfg.Policy,
+			Detail: map[string]any{"limit_bytes": s.cfg.TraceLimit},
+		})
+		if errors.Is(err, ErrConflict) {
+			return s.AppendTrace(ctx, id, token, offset, data)
+		}
+		if err != nil {
+			return TraceResult{}, err
+		}
+		return TraceResult{}, &JobForbidden{Status: f.Build.Status, Msg: "403 Forbidden - trace size exceeded"}
+	}
+	size, err := s.store.AppendTrace(ctx, b.ID, offset, data, now)
+	if errors.Is(err, ErrConflict) {
+		// The build left running between our read and the append: answer from its new state.
+		return s.AppendTrace(ctx, id, token, offset, data)
+	}
+	if err != nil {
+		return TraceResult{}, err
+	}
+	s.touches.Store(b.ID, now) // an append wrote updated_at
+	return TraceResult{Size: size, Status: b.Status}, nil
+}

@@ -1,0 +1,161 @@
+package builds
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors returned by Store and Leases implementations and by the Service.
+var (
+	// ErrNotFound: no such runner, pipeline or build.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: a compare-and-set found the row in another state; re-read and decide again.
+	ErrConflict = errors.New("state changed concurrently")
+	// ErrNoBuild: nothing to hand out to this runner.
+	ErrNoBuild = errors.New("no build for this runner")
+	// ErrUnavailable: a backing service is down and the answer cannot be given now.
+	ErrUnavailable = errors.New("temporarily unavailable")
+)
+
+// Claim asks the store to hand the oldest matching pending build to a runner manager.
+type Claim struct {
+	Runner    Runner
+	ManagerID int64
+	SystemID  string
+	TokenHash []byte
+	Now       time.Time
+	// TwoPhase decides, for the locked candidate, whether it waits for an ack. It runs
+	// inside the claim transaction, so it must not block (flags evaluate from memory).
+	TwoPhase func(projectID int64) bool
+	// AckDeadline is the deadline of record for a two-phase assignment.
+	AckDeadline time.Time
+}
+
+// Finish moves a build to an end state in one transaction: the compare-and-set, its event,
+// the automatic retry the policy allows, and the pipeline's stage advancement.
+type Finish struct {
+	BuildID          int64
+	From             []Status
+	To               Status
+	Reason           string
+	ExitCode         *int
+	RunnerFinalState string
+	Event            string
+	Detail           map[string]any
+	RunnerManager    string
+	Now              time.Time
+	// Policy nil: no automatic retry.
+	Policy *RetryPolicy
+	// AlsoRetryAs: another reason whose budget may pay for the retry (a decline is a
+	// provisioning failure whatever reason the runner gave).
+	AlsoRetryAs string
+}
+
+// Finished is the outcome of a Finish.
+type Finished struct {
+	Build Build
+	// Retry is the new attempt, when one was created.
+	Retry *Build
+	// Queued is true when builds became pending (a retry or a released stage).
+	Queued bool
+}
+
+// SweepParams drives one batch of the ack sweeper.
+type SweepParams struct {
+	Now     time.Time
+	Batch   int
+	MaxWait time.Duration
+	// Alive reports, for builds whose deadline of record passed, which still hold a live
+	// ack key and how long it has left. An error leaves the batch untouched.
+	Alive  func(ctx context.Context, ids []int64) (map[int64]time.Duration, error)
+	Policy RetryPolicy
+}
+
+// SweepResult counts what one sweep batch did.
+type SweepResult struct {
+	Candidates int
+	Extended   int // still kept alive in Redis; deadline of record moved
+	TimedOut   int
+	Retried    int
+	Exhausted  int
+	Queued     bool
+	TimedOutIDs []int64
+}
+
+// Page selects a slice of a listing (1-based page).
+type Page struct {
+	Page    int
+	PerPage int
+}
+
+// Store is the state of record (Postgres).
+type Store interface {
+	CreateRunner(ctx context.Context, r Runner, tokenHash []byte) (Runner, error)
+	RunnerByTokenHash(ctx context.Context, hash []byte) (Runner, error)
+	Runner(ctx context.Context, id int64) (Runner, error)
+	Runners(ctx context.Context, p Page) ([]Runner, int, error)
+	UpdateRunner(ctx context.Context, id int64, u RunnerUpdate) (Runner, error)
+	UpsertManager(ctx context.Context, runnerID int64, systemID string, info ManagerInfo, now time.Time) (Manager, error)
+
+	CreatePipeline(ctx context.Context, d PipelineDefinition, now time.Time) (Pipeline, error)
+	Pipeline(ctx context.Context, projectID, id int64) (Pipeline, error)
+	CancelPipeline(ctx context.Context, projectID, id int64, now time.Time) (Pipeline, error)
+
+	Claim(ctx context.Context, c Claim) (Build, error)
+	Build(ctx context.Context, id int64) (Build, error)
+	BuildsByStatus(ctx context.Context, status Status, p Page) ([]Build, int, error)
+	Events(ctx context.Context, buildID int64, p Page) ([]Event, int, error)
+	AddEvent(ctx context.Context, e Event) error
+
+	// Acknowledge: waiting_for_runner_ack → running. ErrConflict when not waiting.
+	Acknowledge(ctx context.Context, id int64, now time.Time, detail map[string]any) (Build, error)
+	// Touch records runner liveness (callers throttle it).
+	Touch(ctx context.Context, id int64, now time.Time) error
+	// ExtendAck moves the deadline of record of a waiting build.
+	ExtendAck(ctx context.Context, id int64, deadline time.Time) error
+	Finish(ctx context.Context, f Finish) (Finished, error)
+	// RequestCancel: running → canceling. ErrConflict when not running.
+	RequestCancel(ctx context.Context, id int64, now time.Time) (Build, error)
+	// RetryBuild creates a new attempt of a finished, latest build (operator retry).
+	RetryBuild(ctx context.Context, id int64, now time.Time, actor string) (Build, error)
+
+	// AppendTrace appends data at offset when offset equals the stored size and the build
+	// is on a runner; it returns the new size. *TraceRangeError when offsets disagree.
+	AppendTrace(ctx context.Context, id int64, offset int64, data []byte, now time.Time) (int64, error)
+	Trace(ctx context.Context, id int64) ([]byte, error)
+
+	SweepExpiredAcks(ctx context.Context, p SweepParams) (SweepResult, error)
+	Ping(ctx context.Context) error
+}
+
+// TraceRangeError says the runner's offset is not where the stored trace ends.
+type TraceRangeError struct{ Size int64 }
+
+func (e *TraceRangeError) Error() string { return "trace offset does not match stored size" }
+
+// Leases holds the ack TTL keys (Redis). Values identify the runner manager.
+type Leases interface {
+	// Grant sets the ack key for a fresh assignment.
+	Grant(ctx context.Context, buildID int64, holder string, ttl time.Duration) error
+	// Refresh extends a live key (keep-alive), recreating it if it vanished.
+	Refresh(ctx context.Context, buildID int64, holder string, ttl time.Duration) error
+	Release(ctx context.Context, buildID int64) error
+	// TTLs returns the time left of each live key; missing keys are absent from the map.
+	TTLs(ctx context.Context, buildIDs []int64) (map[int64]time.Duration, error)
+}
+
+// Queue carries the queue version that answers idle polls without Postgres.
+type Queue interface {
+	// Version returns the current queue version ("" if none is set).
+	Version(ctx context.Context) (string, error)
+	// Bump sets a new version: every runner's next poll goes to Postgres.
+	Bump(ctx context.Context) error
+}
+
+// TraceWatch remembers for a few seconds that someone reads a build's log, so that the
+// runner is told to send it more often (GitLab's WATCH_FLAG_TTL).
+type TraceWatch interface {
+	Watch(ctx context.Context, buildID int64) error
+	Watched(ctx context.Context, buildID int64) (bool, error)
+}

@@ -1,0 +1,72 @@
+// Package handlers is jobapi's HTTP surface: the GitLab v4 runner API, the operator API and
+// health endpoints. Handlers decode into api types, call builds.Service with plain values,
+// and map its results and sentinel errors to statuses in one place (respond.go).
+package handlers
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jobapi/jobapi/builds"
+)
+
+// Flags is the operator side of the feature-flag backend (the Features API).
+type Flags interface {
+	List(r *http.Request) (any, error)
+	Get(r *http.Request, name string) (any, error)
+	Set(r *http.Request, name string, req FeatureChange) (any, error)
+	Delete(r *http.Request, name string) error
+}
+
+// Health is what readiness checks.
+type Health interface {
+	Ready(r *http.Request) error
+}
+
+// Deps are what the HTTP surface needs.
+type Deps struct {
+	Service    *builds.Service
+	AdminToken string
+	Logger     *slog.Logger
+	Flags      Flags  // nil: Features API answers 501
+	Health     Health // nil: readiness checks the service only
+	Registry   *prometheus.Registry
+	// TraceWatch paces runners: a short trace interval while someone reads the log.
+	TraceWatch builds.TraceWatch
+}
+
+// Handler carries the dependencies of every route.
+type Handler struct {
+	svc        *builds.Service
+	adminHash  []byte
+	log        *slog.Logger
+	flags      Flags
+	health     Health
+	traceWatch builds.TraceWatch
+	metrics    *httpMetrics
+}
+
+// Trace update intervals sent to runners (GitLab's UPDATE_FREQUENCY_DEFAULT and while watched).
+const (
+	traceIntervalIdle    = 30 * time.Second
+	traceIntervalWatched = 3 * time.Second
+)
+
+// New returns the whole HTTP surface.
+func New(d Deps) http.Handler {
+	h := &Handler{
+		svc:        d.Service,
+		log:        d.Logger,
+		flags:      d.Flags,
+		health:     d.Health,
+		traceWatch: d.TraceWatch,
+		metrics:    newHTTPMetrics(d.Registry),
+	}
+	if d.AdminToken != "" {
+		h.adminHash = builds.HashToken(d.AdminToken)
+	}
+	return h.routes(d.Registry)
+}

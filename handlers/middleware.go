@@ -1,0 +1,169 @@
+package handlers
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jobapi/jobapi/builds"
+)
+
+type ctxKey int
+
+const requestIDKey ctxKey = iota
+
+var validRequestID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// RequestID returns the id of the request being served ("" outside a request).
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+// requestID keeps the runner's X-Request-Id (gitlab-runner sends 32 hex) or makes one, and
+// echoes it, so a runner log line and a server log line can be matched.
+func (h *Handler) requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if !validRequestID.MatchString(id) {
+			b := make([]byte, 16)
+			_, _ = rand.Read(b)
+			id = hex.EncodeToString(b)
+		}
+		w.Header().Set("X-Request-Id", id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+	})
+}
+
+func (h *Handler) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				h.log.ErrorContext(r.Context(), "panic serving request", "panic", v, "path", r.URL.Path)
+				writeError(w, http.StatusInternalServerError, "500 Internal Server Error")
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+type httpMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newHTTPMetrics(reg *prometheus.Registry) *httpMetrics {
+	m := &httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobapi_http_requests_total", Help: "HTTP requests by route pattern, method and status.",
+		}, []string{"route", "method", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "jobapi_http_request_duration_seconds", Help: "HTTP request latency by route pattern.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10, 60},
+		}, []string{"route", "method"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.duration)
+	}
+	return m
+}
+
+// observe logs one JSON line per request and counts it by route pattern (bounded
+// cardinality: never the job id). Headers and bodies are never logged: they carry tokens.
+func (h *Handler) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		route := chi.RouteContext(r.Context()).RoutePattern()
+		if route == "" {
+			route = "unmatched"
+		}
+		if rec.status == 0 {
+			rec.status = http.StatusOK
+		}
+		elapsed := time.Since(start)
+		h.metrics.requests.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Inc()
+		h.metrics.duration.WithLabelValues(route, r.Method).Observe(elapsed.Seconds())
+		level := slog.LevelInfo
+		if rec.status >= 500 {
+			level = slog.LevelError
+		} else if route == "/api/v4/jobs/request" && rec.status == http.StatusNoContent {
+			level = slog.LevelDebug // idle polls would drown everything else
+		}
+		h.log.Log(r.Context(), level, "request", "request_id", RequestID(r.Context()), "method", r.Method,
+			"route", route, "status", rec.status, "duration_ms", float64(elapsed.Microseconds())/1000)
+	})
+}
+
+// requireAdmin checks PRIVATE-TOKEN against the admin token's hash in constant time.
+func (h *Handler) requireAdmin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token := r.Header.Get("PRIVATE-TOKEN")
+		if token == "" {
+			writeError(w, http.StatusUnauthorized, "401 Unauthorized - send the admin token in the PRIVATE-TOKEN header")
+			return
+		}
+		if h.adminHash == nil || subtle.ConstantTimeCompare(builds.HashToken(token), h.adminHash) != 1 {
+			writeError(w, http.StatusForbidden, "403 Forbidden - wrong admin token")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (h *Handler) liveness(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (h *Handler) readiness(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	r = r.WithContext(ctx)
+	var err error
+	if h.health != nil {
+		err = h.health.Ready(r)
+	} else {
+		err = h.svc.Ready(ctx)
+	}
+	if err != nil {
+		h.log.WarnContext(ctx, "not ready", "error", err)
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "message": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}

@@ -1,0 +1,559 @@
+package handlers
+
+import (
+	"encoding/json"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jobapi/jobapi/api"
+	"github.com/jobapi/jobapi/builds"
+)
+
+// isForm reports whether the body is form-encoded (GitLab accepts both forms and JSON).
+func isForm(r *http.Request) bool {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return mt == "application/x-www-form-urlencoded" || mt == "multipart/form-data"
+}
+
+// runnerFields is the body of POST /user/runners and PUT /runners/:id.
+type runnerFields struct {
+	Description *string   `json:"description"`
+	TagList     *tagList  `json:"tag_list"`
+	RunUntagged *boolish  `json:"run_untagged"`
+	Paused      *boolish  `json:"paused"`
+	Active      *boolish  `json:"active"`
+	RunnerType  *string   `json:"runner_type"`
+	Locked      *boolish  `json:"locked"`
+	AccessLevel *string   `json:"access_level"`
+	MaxTimeout  *int      `json:"maximum_timeout"`
+}
+
+// tagList accepts ["a","b"] or "a,b" (GitLab's tag_list).
+type tagList []string
+
+func (t *tagList) UnmarshalJSON(b []byte) error {
+	var list []string
+	if err := json.Unmarshal(b, &list); err == nil {
+		*t = list
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return badRequest("tag_list must be a list of strings or a comma-separated string")
+	}
+	*t = splitTags(s)
+	return nil
+}
+
+func splitTags(s string) []string {
+	out := []string{}
+	for _, part := range strings.Split(s, ",") {
+		if p := strings.TrimSpace(part); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// boolish accepts true/false as JSON booleans or strings, as GitLab does.
+type boolish bool
+
+func (b *boolish) UnmarshalJSON(data []byte) error {
+	v, err := parseBool(strings.Trim(string(data), `"`))
+	if err != nil {
+		return err
+	}
+	*b = boolish(v)
+	return nil
+}
+
+func parseBool(s string) (bool, error) {
+	switch strings.ToLower(s) {
+	case "true", "1", "yes":
+		return true, nil
+	case "false", "0", "no":
+		return false, nil
+	}
+	return false, badRequest("expected true or false, got %.40q", s)
+}
+
+func (h *Handler) decodeRunnerFields(r *http.Request) (runnerFields, error) {
+	var f runnerFields
+	if !isForm(r) {
+		if r.ContentLength == 0 && r.Header.Get("Content-Type") == "" {
+			return f, nil
+		}
+		return f, decodeJSON(r, &f, true)
+	}
+	if err := r.ParseForm(); err != nil {
+		return f, badRequest("malformed form body: %s", err.Error())
+	}
+	for key, vals := range r.PostForm {
+		v := vals[len(vals)-1]
+		switch key {
+		case "description":
+			f.Description = &v
+		case "tag_list", "tag_list[]":
+			var tags tagList
+			if key == "tag_list[]" {
+				tags = vals
+			} else {
+				tags = splitTags(v)
+			}
+			f.TagList = &tags
+		case "run_untagged", "paused", "active", "locked":
+			b, err := parseBool(v)
+			if err != nil {
+				return f, badRequest("%s: expected true or false", key)
+			}
+			bb := boolish(b)
+			switch key {
+			case "run_untagged":
+				f.RunUntagged = &bb
+			case "paused":
+				f.Paused = &bb
+			case "active":
+				f.Active = &bb
+			case "locked":
+				f.Locked = &bb
+			}
+		case "runner_type", "access_level", "maximum_timeout", "token":
+			// Accepted for GitLab compatibility; jobapi has one runner type.
+		default:
+			return f, badRequest("unknown field %.40q", key)
+		}
+	}
+	return f, nil
+}
+
+func (f runnerFields) update() (builds.RunnerUpdate, error) {
+	var u builds.RunnerUpdate
+	if f.Description != nil {
+		if len(*f.Description) > 1024 {
+			return u, badRequest("description is longer than 1024 characters")
+		}
+		u.Description = f.Description
+	}
+	if f.TagList != nil {
+		tags := []string(*f.TagList)
+		if len(tags) > builds.MaxTags {
+			return u, badRequest("at most %d tags", builds.MaxTags)
+		}
+		for _, t := range tags {
+			if t == "" || len(t) > builds.MaxNameLength {
+				return u, badRequest("tags must be 1 to %d characters", builds.MaxNameLength)
+			}
+		}
+		u.Tags = &tags
+	}
+	if f.RunUntagged != nil {
+		v := bool(*f.RunUntagged)
+		u.RunUntagged = &v
+	}
+	if f.Active != nil { // GitLab's older name: active=false means paused
+		v := !bool(*f.Active)
+		u.Paused = &v
+	}
+	if f.Paused != nil {
+		v := bool(*f.Paused)
+		u.Paused = &v
+	}
+	return u, nil
+}
+
+func (h *Handler) createRunner(w http.ResponseWriter, r *http.Request) error {
+	f, err := h.decodeRunnerFields(r)
+	if err != nil {
+		return err
+	}
+	u, err := f.update()
+	if err != nil {
+		return err
+	}
+	runner := builds.Runner{RunUntagged: true}
+	if u.Description != nil {
+		runner.Description = *u.Description
+	}
+	if u.Tags != nil {
+		runner.Tags = *u.Tags
+	}
+	if u.RunUntagged != nil {
+		runner.RunUntagged = *u.RunUntagged
+	}
+	if u.Paused != nil {
+		runner.Paused = *u.Paused
+	}
+	created, token, err := h.svc.RegisterRunner(r.Context(), runner)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, api.RunnerCreated{ID: created.ID, Token: token})
+	return nil
+}
+
+func runnerView(r builds.Runner) api.Runner {
+	out := api.Runner{ID: r.ID, Description: r.Description, TagList: r.Tags, RunUntagged: r.RunUntagged,
+		Paused: r.Paused, Active: !r.Paused, CreatedAt: r.CreatedAt, ContactedAt: r.ContactedAt, Managers: []api.Manager{}}
+	if out.TagList == nil {
+		out.TagList = []string{}
+	}
+	for _, m := range r.Managers {
+		features := map[string]bool{}
+		_ = json.Unmarshal(m.Features, &features)
+		out.Managers = append(out.Managers, api.Manager{SystemID: m.SystemID, Version: m.Version, Revision: m.Revision,
+			Platform: m.Platform, Architecture: m.Architecture, Executor: m.Executor, Features: features, ContactedAt: m.ContactedAt})
+	}
+	return out
+}
+
+func (h *Handler) listRunners(w http.ResponseWriter, r *http.Request) error {
+	p, err := pageOf(r)
+	if err != nil {
+		return err
+	}
+	list, total, err := h.svc.Runners(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	out := make([]api.Runner, len(list))
+	for i, rn := range list {
+		out[i] = runnerView(rn)
+	}
+	writePage(w, p, total, out)
+	return nil
+}
+
+func (h *Handler) getRunner(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "runner_id")
+	if err != nil {
+		return err
+	}
+	rn, err := h.svc.Runner(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, runnerView(rn))
+	return nil
+}
+
+func (h *Handler) updateRunner(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "runner_id")
+	if err != nil {
+		return err
+	}
+	f, err := h.decodeRunnerFields(r)
+	if err != nil {
+		return err
+	}
+	u, err := f.update()
+	if err != nil {
+		return err
+	}
+	rn, err := h.svc.UpdateRunner(r.Context(), id, u)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, runnerView(rn))
+	return nil
+}
+
+// Pagination as GitLab does it: page/per_page in, X-Page/X-Per-Page/X-Total/X-Next-Page out.
+const (
+	defaultPerPage = 20
+	maxPerPage     = 100
+)
+
+func pageOf(r *http.Request) (builds.Page, error) {
+	p := builds.Page{Page: 1, PerPage: defaultPerPage}
+	q := r.URL.Query()
+	if v := q.Get("page"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1_000_000 {
+			return p, badRequest("page must be a positive integer")
+		}
+		p.Page = n
+	}
+	if v := q.Get("per_page"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return p, badRequest("per_page must be a positive integer")
+		}
+		p.PerPage = min(n, maxPerPage)
+	}
+	return p, nil
+}
+
+func writePage(w http.ResponseWriter, p builds.Page, total int, body any) {
+	w.Header().Set("X-Page", strconv.Itoa(p.Page))
+	w.Header().Set("X-Per-Page", strconv.Itoa(p.PerPage))
+	w.Header().Set("X-Total", strconv.Itoa(total))
+	w.Header().Set("X-Total-Pages", strconv.Itoa((total+p.PerPage-1)/p.PerPage))
+	next := ""
+	if p.Page*p.PerPage < total {
+		next = strconv.Itoa(p.Page + 1)
+	}
+	w.Header().Set("X-Next-Page", next)
+	writeJSON(w, http.StatusOK, body)
+}
+
+func projectID(r *http.Request) (int64, error) { return pathID(r, "project_id") }
+
+func pipelineView(p builds.Pipeline) api.Pipeline {
+	out := api.Pipeline{ID: p.ID, ProjectID: p.ProjectID, Ref: p.Ref, Sha: p.SHA, Status: p.Status, Stages: p.Stages,
+		TimeoutStrategy: p.TimeoutStrategy, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, FinishedAt: p.FinishedAt,
+		Jobs: make([]api.PipelineJob, len(p.Builds))}
+	for i, b := range p.Builds {
+		out.Jobs[i] = api.PipelineJob{ID: b.ID, Name: b.Name, Stage: b.Stage, Status: string(b.Status),
+			Attempt: b.Attempt, RetryOf: nonZero(b.RetryOf), RetriedBy: nonZero(b.RetriedBy)}
+	}
+	return out
+}
+
+func nonZero(v int64) *int64 {
+	if v == 0 {
+		return nil
+	}
+	return &v
+}
+
+func (h *Handler) createPipeline(w http.ResponseWriter, r *http.Request) error {
+	pid, err := projectID(r)
+	if err != nil {
+		return err
+	}
+	if isForm(r) {
+		return &httpError{code: http.StatusUnsupportedMediaType, msg: "a pipeline definition must be sent as JSON"}
+	}
+	var req pipelineRequest
+	if err := decodeJSON(r, &req, true); err != nil {
+		return err
+	}
+	def := req.definition(pid)
+	p, err := h.svc.CreatePipeline(r.Context(), def)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, pipelineView(p))
+	return nil
+}
+
+func (h *Handler) pipeline(r *http.Request) (builds.Pipeline, error) {
+	pid, err := projectID(r)
+	if err != nil {
+		return builds.Pipeline{}, err
+	}
+	id, err := pathID(r, "pipeline_id")
+	if err != nil {
+		return builds.Pipeline{}, err
+	}
+	return h.svc.Pipeline(r.Context(), pid, id)
+}
+
+func (h *Handler) getPipeline(w http.ResponseWriter, r *http.Request) error {
+	p, err := h.pipeline(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, pipelineView(p))
+	return nil
+}
+
+func (h *Handler) getPipelineJobs(w http.ResponseWriter, r *http.Request) error {
+	p, err := h.pipeline(r)
+	if err != nil {
+		return err
+	}
+	jobs := make([]api.JobDetail, len(p.Builds))
+	for i, b := range p.Builds {
+		jobs[i] = jobView(builds.JobView{Build: b}, time.Now())
+	}
+	writeJSON(w, http.StatusOK, jobs)
+	return nil
+}
+
+func (h *Handler) cancelPipeline(w http.ResponseWriter, r *http.Request) error {
+	pid, err := projectID(r)
+	if err != nil {
+		return err
+	}
+	id, err := pathID(r, "pipeline_id")
+	if err != nil {
+		return err
+	}
+	p, err := h.svc.CancelPipeline(r.Context(), pid, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, pipelineView(p))
+	return nil
+}
+
+func jobView(v builds.JobView, now time.Time) api.JobDetail {
+	b := v.Build
+	out := api.JobDetail{ID: b.ID, ProjectID: b.ProjectID, PipelineID: b.PipelineID, Name: b.Name, Stage: b.Stage,
+		Status: string(b.Status), Attempt: b.Attempt, RetryOf: nonZero(b.RetryOf), RetriedBy: nonZero(b.RetriedBy),
+		TwoPhase: b.TwoPhase, Tags: b.Tags, Timeout: b.TimeoutSeconds, AllowFailure: b.AllowFailure,
+		CreatedAt: b.CreatedAt, QueuedAt: b.QueuedAt, AssignedAt: b.AssignedAt, StartedAt: b.StartedAt,
+		FinishedAt: b.FinishedAt, ExitCode: b.ExitCode, TraceSize: b.TraceSize}
+	if out.Tags == nil {
+		out.Tags = []string{}
+	}
+	if b.FailureReason != "" {
+		reason := b.FailureReason
+		out.FailureReason = &reason
+	}
+	if b.RunnerID != 0 {
+		out.Runner = &api.JobRunner{ID: b.RunnerID}
+	}
+	if b.RunnerSystemID != "" {
+		out.RunnerManager = &api.JobRunnerManager{SystemID: b.RunnerSystemID}
+	}
+	if b.Status == builds.StatusWaiting {
+		ack := &api.JobAck{Deadline: b.AckDeadline}
+		if v.AckTTL != nil {
+			secs := v.AckTTL.Seconds()
+			ack.TTLSeconds = &secs
+		}
+		out.Ack = ack
+	}
+	return out
+}
+
+func (h *Handler) jobIDs(r *http.Request) (int64, int64, error) {
+	pid, err := projectID(r)
+	if err != nil {
+		return 0, 0, err
+	}
+	id, err := jobID(r)
+	return pid, id, err
+}
+
+func (h *Handler) getJob(w http.ResponseWriter, r *http.Request) error {
+	pid, id, err := h.jobIDs(r)
+	if err != nil {
+		return err
+	}
+	v, err := h.svc.Job(r.Context(), pid, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, jobView(v, h.svc.Now()))
+	return nil
+}
+
+func (h *Handler) getTrace(w http.ResponseWriter, r *http.Request) error {
+	pid, id, err := h.jobIDs(r)
+	if err != nil {
+		return err
+	}
+	trace, err := h.svc.Trace(r.Context(), pid, id)
+	if err != nil {
+		return err
+	}
+	if h.traceWatch != nil {
+		// Someone is reading: ask the runner for updates every few seconds.
+		if err := h.traceWatch.Watch(r.Context(), id); err != nil {
+			h.log.DebugContext(r.Context(), "trace watch not recorded", "error", err)
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(trace)
+	return nil
+}
+
+func (h *Handler) getEvents(w http.ResponseWriter, r *http.Request) error {
+	pid, id, err := h.jobIDs(r)
+	if err != nil {
+		return err
+	}
+	p, err := pageOf(r)
+	if err != nil {
+		return err
+	}
+	events, total, err := h.svc.Events(r.Context(), pid, id, p)
+	if err != nil {
+		return err
+	}
+	out := make([]api.Event, len(events))
+	for i, e := range events {
+		out[i] = api.Event{ID: e.ID, Type: e.Type, At: e.At, RunnerManager: e.RunnerManager, Detail: e.Detail}
+		if out[i].Detail == nil {
+			out[i].Detail = map[string]any{}
+		}
+	}
+	writePage(w, p, total, out)
+	return nil
+}
+
+// actor names who did an operator action in the event history. There is one admin token,
+// so the actor is "admin" plus the request id that links the event to the access log.
+func actor(r *http.Request) string {
+	return "admin (request " + RequestID(r.Context()) + ")"
+}
+
+func (h *Handler) cancelJob(w http.ResponseWriter, r *http.Request) error {
+	pid, id, err := h.jobIDs(r)
+	if err != nil {
+		return err
+	}
+	v, err := h.svc.CancelJob(r.Context(), pid, id, actor(r))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, jobView(v, h.svc.Now()))
+	return nil
+}
+
+func (h *Handler) retryJob(w http.ResponseWriter, r *http.Request) error {
+	pid, id, err := h.jobIDs(r)
+	if err != nil {
+		return err
+	}
+	v, err := h.svc.RetryJob(r.Context(), pid, id, actor(r))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, jobView(v, h.svc.Now()))
+	return nil
+}
+
+func (h *Handler) listJobs(w http.ResponseWriter, r *http.Request) error {
+	raw := r.URL.Query().Get("status")
+	if raw == "" {
+		raw = r.URL.Query().Get("scope")
+	}
+	if raw == "" {
+		return badRequest("status is required, one of %s", statusNames())
+	}
+	status, ok := builds.ParseStatus(raw)
+	if !ok {
+		return badRequest("unknown status %.40q, expected one of %s", raw, statusNames())
+	}
+	p, err := pageOf(r)
+	if err != nil {
+		return err
+	}
+	views, total, err := h.svc.Jobs(r.Context(), status, p)
+	if err != nil {
+		return err
+	}
+	now := h.svc.Now()
+	out := make([]api.JobDetail, len(views))
+	for i, v := range views {
+		out[i] = jobView(v, now)
+	}
+	writePage(w, p, total, out)
+	return nil
+}
+
+func statusNames() string {
+	names := make([]string, len(builds.AllStatuses))
+	for i, s := range builds.AllStatuses {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}

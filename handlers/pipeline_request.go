@@ -1,0 +1,162 @@
+package handlers
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jobapi/jobapi/builds"
+)
+
+// pipelineRequest is the body of POST /projects/:id/pipeline, with .gitlab-ci.yml's
+// spellings: script as a string or a list, retry as a number or {max, when}, timeout as
+// seconds or a duration ("1h 30m"), variables as strings or {value, masked}.
+type pipelineRequest struct {
+	Ref             string       `json:"ref"`
+	Sha             string       `json:"sha"`
+	Stages          []string     `json:"stages"`
+	TimeoutStrategy string       `json:"timeout_strategy"`
+	Jobs            []jobRequest `json:"jobs"`
+}
+
+type jobRequest struct {
+	Name         string                   `json:"name"`
+	Stage        string                   `json:"stage"`
+	Script       stringList               `json:"script"`
+	AfterScript  stringList               `json:"after_script"`
+	Tags         []string                 `json:"tags"`
+	Variables    map[string]variableValue `json:"variables"`
+	Timeout      timeoutValue             `json:"timeout"`
+	Retry        retryValue               `json:"retry"`
+	AllowFailure bool                     `json:"allow_failure"`
+	Image        string                   `json:"image"`
+	Services     []string                 `json:"services"`
+}
+
+func (p pipelineRequest) definition(projectID int64) builds.PipelineDefinition {
+	d := builds.PipelineDefinition{ProjectID: projectID, Ref: p.Ref, SHA: p.Sha, Stages: p.Stages,
+		TimeoutStrategy: p.TimeoutStrategy, Jobs: make([]builds.JobDefinition, len(p.Jobs))}
+	for i, j := range p.Jobs {
+		keys := make([]string, 0, len(j.Variables))
+		for k := range j.Variables {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		vars := make([]builds.Variable, 0, len(keys))
+		for _, k := range keys {
+			v := j.Variables[k]
+			vars = append(vars, builds.Variable{Key: k, Value: v.Value, Masked: v.Masked, File: v.File})
+		}
+		d.Jobs[i] = builds.JobDefinition{Name: j.Name, Stage: j.Stage, Script: j.Script, AfterScript: j.AfterScript,
+			Tags: j.Tags, Variables: vars, TimeoutSeconds: int(j.Timeout), Retry: builds.RetryRule(j.Retry),
+			AllowFailure: j.AllowFailure, Image: j.Image, Services: j.Services}
+	}
+	return d
+}
+
+type stringList []string
+
+func (s *stringList) UnmarshalJSON(b []byte) error {
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*s = []string{one}
+		return nil
+	}
+	var list []string
+	if err := json.Unmarshal(b, &list); err != nil {
+		return fmt.Errorf("script must be a string or a list of strings")
+	}
+	*s = list
+	return nil
+}
+
+type variableValue struct {
+	Value  string
+	Masked bool
+	File   bool
+}
+
+func (v *variableValue) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v.Value = s
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err == nil {
+		v.Value = n.String()
+		return nil
+	}
+	var obj struct {
+		Value  *string `json:"value"`
+		Masked bool    `json:"masked"`
+		File   bool    `json:"file"`
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&obj); err != nil || obj.Value == nil {
+		return fmt.Errorf("a variable must be a string, a number or {\"value\": ..., \"masked\": bool}")
+	}
+	v.Value, v.Masked, v.File = *obj.Value, obj.Masked, obj.File
+	return nil
+}
+
+// timeoutValue is a job timeout in seconds.
+type timeoutValue int
+
+func (t *timeoutValue) UnmarshalJSON(b []byte) error {
+	var n int
+	if err := json.Unmarshal(b, &n); err == nil {
+		if n <= 0 {
+			return fmt.Errorf("timeout must be positive")
+		}
+		*t = timeoutValue(n)
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("timeout must be seconds or a duration such as \"1h 30m\"")
+	}
+	if secs, err := strconv.Atoi(s); err == nil && secs > 0 {
+		*t = timeoutValue(secs)
+		return nil
+	}
+	d, err := time.ParseDuration(strings.ReplaceAll(s, " ", ""))
+	if err != nil || d < time.Second {
+		return fmt.Errorf("timeout %.40q is not a duration such as \"1h 30m\"", s)
+	}
+	*t = timeoutValue(d / time.Second)
+	return nil
+}
+
+// retryValue is `retry: 2` or `retry: {max: 2, when: [script_failure]}`.
+type retryValue builds.RetryRule
+
+func (r *retryValue) UnmarshalJSON(b []byte) error {
+	var n int
+	if err := json.Unmarshal(b, &n); err == nil {
+		*r = retryValue{Max: n}
+		return nil
+	}
+	var obj struct {
+		Max  int             `json:"max"`
+		When json.RawMessage `json:"when"`
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&obj); err != nil {
+		return fmt.Errorf("retry must be a number or {\"max\": n, \"when\": [reasons]}")
+	}
+	*r = retryValue{Max: obj.Max}
+	if len(obj.When) > 0 {
+		var when stringList
+		if err := json.Unmarshal(obj.When, &when); err != nil {
+			return fmt.Errorf("retry.when must be a reason or a list of reasons")
+		}
+		r.When = when
+	}
+	return nil
+}

@@ -1,0 +1,155 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"syscall"
+
+	"github.com/jobapi/jobapi/api"
+	"github.com/jobapi/jobapi/builds"
+)
+
+// httpError is an error with the status and client message already decided.
+type httpError struct {
+	code   int
+	msg    string
+	header http.Header
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &httpError{code: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
+}
+
+// wrap turns a handler that returns an error into an http.HandlerFunc; the error table
+// below is the only place that chooses statuses for failures.
+func (h *Handler) wrap(fn func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := fn(w, r); err != nil {
+			h.fail(w, r, err)
+		}
+	}
+}
+
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var (
+		he       *httpError
+		invalid  *builds.ErrInvalid
+		verr     *builds.ValidationError
+		jf       *builds.JobForbidden
+		noJob    *builds.NoJob
+		rangeErr *builds.TraceRangeError
+		tooBig   *http.MaxBytesError
+	)
+	switch {
+	case errors.As(err, &he):
+		for k, vs := range he.header {
+			w.Header()[k] = vs
+		}
+		writeError(w, he.code, he.msg)
+	case errors.As(err, &noJob):
+		if noJob.LastUpdate != "" {
+			w.Header().Set("X-GitLab-Last-Update", noJob.LastUpdate)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	case errors.As(err, &jf):
+		if jf.Status != "" {
+			w.Header().Set("Job-Status", string(jf.Status))
+		}
+		writeError(w, http.StatusForbidden, jf.Msg)
+	case errors.As(err, &rangeErr):
+		w.Header().Set("Range", "0-"+strconv.FormatInt(rangeErr.Size, 10))
+		writeError(w, http.StatusRequestedRangeNotSatisfiable, "416 Range Not Satisfiable")
+	case errors.As(err, &invalid):
+		writeError(w, http.StatusBadRequest, invalid.Msg)
+	case errors.As(err, &verr):
+		writeError(w, http.StatusBadRequest, verr.Msg)
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", tooBig.Limit))
+	case errors.Is(err, builds.ErrRunnerForbidden):
+		writeError(w, http.StatusForbidden, "403 Forbidden")
+	case errors.Is(err, builds.ErrNotFound):
+		writeError(w, http.StatusNotFound, "404 Not Found")
+	case errors.Is(err, builds.ErrFinished), errors.Is(err, builds.ErrNotRetryable):
+		writeError(w, http.StatusConflict, err.Error())
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		// The client went away; nobody reads an answer.
+		h.log.DebugContext(r.Context(), "client gone", "error", err)
+	case unavailable(err):
+		h.log.WarnContext(r.Context(), "backend unavailable", "error", err)
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "503 Service Unavailable - try again")
+	default:
+		h.log.ErrorContext(r.Context(), "request failed", "error", err)
+		writeError(w, http.StatusInternalServerError, "500 Internal Server Error")
+	}
+}
+
+// unavailable classifies the failures of a backend (Postgres or Redis down, restarting,
+// timing out) that a client should simply retry: gitlab-runner retries 503s by itself.
+func unavailable(err error) bool {
+	var netErr net.Error
+	return errors.Is(err, builds.ErrUnavailable) ||
+		errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.As(err, &netErr)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, api.Error{Message: msg})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// decodeJSON reads one JSON value into v, rejecting trailing data; with strict, unknown
+// fields too (operator definitions, where a typo should not be silently ignored).
+func decodeJSON(r *http.Request, v any, strict bool) error {
+	dec := json.NewDecoder(r.Body)
+	if strict {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return err
+		}
+		if errors.Is(err, io.EOF) {
+			return badRequest("request body is empty; expected a JSON object")
+		}
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return badRequest("field %q has the wrong type: expected %s", typeErr.Field, typeErr.Type)
+		}
+		return badRequest("malformed JSON: %s", err.Error())
+	}
+	if dec.More() {
+		return badRequest("malformed JSON: unexpected data after the object")
+	}
+	return nil
+}
+
+func limitBody(n int64) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ContentLength > n {
+				writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", n))
+				return
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, n)
+			next.ServeHTTP(w, r)
+		})
+	}
+}

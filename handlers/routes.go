@@ -1,0 +1,67 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Body limits per route family. A trace PATCH carries at most 1 MiB from gitlab-runner.
+const (
+	limitSmall    = 64 << 10
+	limitTrace    = 1<<20 + 64<<10
+	limitPipeline = 8 << 20
+)
+
+// routes lists every route; it mirrors openapi.yaml.
+func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
+	r := chi.NewRouter()
+	r.Use(h.requestID, h.recoverer, h.observe)
+
+	r.Get("/-/liveness", h.liveness)
+	r.Get("/-/readiness", h.readiness)
+	if reg != nil {
+		r.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	}
+
+	r.Route("/api/v4", func(r chi.Router) {
+		// Runner API: authenticated by runner and job tokens.
+		r.With(limitBody(limitSmall)).Post("/runners/verify", h.wrap(h.verifyRunner))
+		r.With(limitBody(limitSmall)).Post("/jobs/request", h.wrap(h.requestJob))
+		r.With(limitBody(limitSmall)).Put("/jobs/{job_id}", h.wrap(h.updateJob))
+		r.With(limitBody(limitTrace)).Patch("/jobs/{job_id}/trace", h.wrap(h.patchTrace))
+
+		// Operator API: PRIVATE-TOKEN.
+		r.Group(func(r chi.Router) {
+			r.Use(h.requireAdmin, limitBody(limitSmall))
+			r.Post("/user/runners", h.wrap(h.createRunner))
+			r.Get("/runners", h.wrap(h.listRunners))
+			r.Get("/runners/{runner_id}", h.wrap(h.getRunner))
+			r.Put("/runners/{runner_id}", h.wrap(h.updateRunner))
+
+			r.Get("/projects/{project_id}/pipelines/{pipeline_id}", h.wrap(h.getPipeline))
+			r.Get("/projects/{project_id}/pipelines/{pipeline_id}/jobs", h.wrap(h.getPipelineJobs))
+			r.Post("/projects/{project_id}/pipelines/{pipeline_id}/cancel", h.wrap(h.cancelPipeline))
+			r.Get("/projects/{project_id}/jobs/{job_id}", h.wrap(h.getJob))
+			r.Get("/projects/{project_id}/jobs/{job_id}/trace", h.wrap(h.getTrace))
+			r.Get("/projects/{project_id}/jobs/{job_id}/events", h.wrap(h.getEvents))
+			r.Post("/projects/{project_id}/jobs/{job_id}/cancel", h.wrap(h.cancelJob))
+			r.Post("/projects/{project_id}/jobs/{job_id}/retry", h.wrap(h.retryJob))
+			r.Get("/admin/jobs", h.wrap(h.listJobs))
+
+			r.Get("/features", h.wrap(h.listFeatures))
+			r.Post("/features/{name}", h.wrap(h.setFeature))
+			r.Delete("/features/{name}", h.wrap(h.deleteFeature))
+		})
+		r.With(h.requireAdmin, limitBody(limitPipeline)).Post("/projects/{project_id}/pipeline", h.wrap(h.createPipeline))
+	})
+	r.NotFound(h.wrap(func(w http.ResponseWriter, r *http.Request) error {
+		return &httpError{code: http.StatusNotFound, msg: "404 Not Found"}
+	}))
+	r.MethodNotAllowed(h.wrap(func(w http.ResponseWriter, r *http.Request) error {
+		return &httpError{code: http.StatusMethodNotAllowed, msg: "405 Method Not Allowed"}
+	}))
+	return r
+}

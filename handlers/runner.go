@@ -1,0 +1,249 @@
+package handlers
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jobapi/jobapi/api"
+	"github.com/jobapi/jobapi/builds"
+)
+
+func managerInfo(in api.RunnerInfo) builds.ManagerInfo {
+	var features json.RawMessage
+	if len(in.Features) > 0 {
+		features, _ = json.Marshal(in.Features)
+	}
+	return builds.ManagerInfo{Version: clip(in.Version), Revision: clip(in.Revision), Platform: clip(in.Platform),
+		Architecture: clip(in.Architecture), Executor: clip(in.Executor), Shell: clip(in.Shell), Features: features}
+}
+
+// clip bounds runner-reported strings before they reach the database.
+func clip(s string) string {
+	if len(s) > 255 {
+		return s[:255]
+	}
+	return s
+}
+
+func runnerToken(r *http.Request, body string) string {
+	if body != "" {
+		return body
+	}
+	return r.Header.Get("RUNNER-TOKEN")
+}
+
+// systemIDs are "s_" or "r_" plus hex in practice; anything printable and short is kept.
+var validSystemID = regexp.MustCompile(`^[A-Za-z0-9_<>.:-]{0,128}$`)
+
+func (h *Handler) verifyRunner(w http.ResponseWriter, r *http.Request) error {
+	var req api.VerifyRequest
+	if err := decodeJSON(r, &req, false); err != nil {
+		return err
+	}
+	if !validSystemID.MatchString(req.SystemID) {
+		return badRequest("system_id must be at most 128 letters, digits or _-.:")
+	}
+	token := runnerToken(r, req.Token)
+	runner, err := h.svc.VerifyRunner(r.Context(), token, req.SystemID, managerInfo(req.Info))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.VerifyResponse{ID: runner.ID, Token: token})
+	return nil
+}
+
+func (h *Handler) requestJob(w http.ResponseWriter, r *http.Request) error {
+	var req api.JobRequest
+	if err := decodeJSON(r, &req, false); err != nil {
+		return err
+	}
+	if !validSystemID.MatchString(req.SystemID) {
+		return badRequest("system_id must be at most 128 letters, digits or _-.:")
+	}
+	if len(req.LastUpdate) > 128 {
+		return badRequest("last_update is longer than 128 characters")
+	}
+	a, err := h.svc.RequestJob(r.Context(), builds.JobRequest{
+		Token: runnerToken(r, req.Token), SystemID: req.SystemID, LastUpdate: req.LastUpdate,
+		Info: managerInfo(req.Info), TwoPhaseCapable: req.Info.Features["two_phase_job_commit"],
+	})
+	if err != nil {
+		return err
+	}
+	if a.LastUpdate != "" {
+		w.Header().Set("X-GitLab-Last-Update", a.LastUpdate)
+	}
+	writeJSON(w, http.StatusCreated, jobPayload(r, a))
+	return nil
+}
+
+// jobPayload builds the job JSON gitlab-runner decodes into spec.Job.
+func jobPayload(r *http.Request, a builds.Assignment) api.Job {
+	b := a.Build
+	project := fmt.Sprintf("project-%d", b.ProjectID)
+	vars := []api.JobVariable{
+		{Key: "CI", Value: "true", Public: true},
+		{Key: "GITLAB_CI", Value: "true", Public: true},
+		{Key: "CI_JOB_ID", Value: strconv.FormatInt(b.ID, 10), Public: true},
+		{Key: "CI_JOB_NAME", Value: b.Name, Public: true},
+		{Key: "CI_JOB_STAGE", Value: b.Stage, Public: true},
+		{Key: "CI_JOB_TOKEN", Value: a.JobToken, Masked: true},
+		{Key: "CI_JOB_TIMEOUT", Value: strconv.Itoa(b.TimeoutSeconds), Public: true},
+		{Key: "CI_PIPELINE_ID", Value: strconv.FormatInt(b.PipelineID, 10), Public: true},
+		{Key: "CI_PROJECT_ID", Value: strconv.FormatInt(b.ProjectID, 10), Public: true},
+		{Key: "CI_PROJECT_NAME", Value: project, Public: true},
+		{Key: "CI_PROJECT_PATH", Value: "jobapi/" + project, Public: true},
+		{Key: "CI_COMMIT_REF_NAME", Value: b.Ref, Public: true},
+		{Key: "CI_COMMIT_SHA", Value: b.SHA, Public: true},
+		{Key: "CI_RUNNER_ID", Value: strconv.FormatInt(b.RunnerID, 10), Public: true},
+		{Key: "CI_JOB_ATTEMPT", Value: strconv.Itoa(b.Attempt), Public: true},
+	}
+	for _, v := range b.Payload.Variables {
+		// Operator variables come last so that they override predefined ones (GIT_STRATEGY…).
+		vars = append(vars, api.JobVariable{Key: v.Key, Value: v.Value, Public: !v.Masked, Masked: v.Masked, File: v.File})
+	}
+	steps := []api.Step{{Name: "script", Script: b.Payload.Script, Timeout: b.TimeoutSeconds, When: "on_success"}}
+	if len(b.Payload.AfterScript) > 0 {
+		steps = append(steps, api.Step{Name: "after_script", Script: b.Payload.AfterScript,
+			Timeout: b.TimeoutSeconds, When: "always", AllowFailure: true})
+	}
+	services := make([]api.Image, 0, len(b.Payload.Services))
+	for _, s := range b.Payload.Services {
+		services = append(services, api.Image{Name: s, Command: []string{}, Entrypoint: []string{}, Ports: []any{}})
+	}
+	var inQueue float64
+	if b.QueuedAt != nil && b.AssignedAt != nil {
+		inQueue = b.AssignedAt.Sub(*b.QueuedAt).Seconds()
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	refType := "branch"
+	if strings.HasPrefix(b.Ref, "refs/tags/") {
+		refType = "tag"
+	}
+	return api.Job{
+		ID: b.ID, Token: a.JobToken,
+		JobInfo: api.JobInfo{ID: b.ID, Name: b.Name, Stage: b.Stage, PipelineID: b.PipelineID, ProjectID: b.ProjectID,
+			ProjectName: project, ProjectFullPath: "jobapi/" + project, TimeInQueueSeconds: inQueue},
+		GitInfo: api.GitInfo{
+			// A syntactically valid URL keeps the runner's build directory stable even when
+			// GIT_STRATEGY=none means nothing is cloned.
+			RepoURL:          fmt.Sprintf("%s://gitlab-ci-token:%s@%s/jobapi/%s.git", scheme, a.JobToken, r.Host, project),
+			RepoObjectFormat: "sha1", Ref: b.Ref, Sha: b.SHA, BeforeSha: "0000000000000000000000000000000000000000",
+			RefType: refType, Refspecs: []string{"+refs/heads/" + b.Ref + ":refs/remotes/origin/" + b.Ref}, Depth: 20,
+		},
+		RunnerInfo: api.JobRunnerInfo{Timeout: b.TimeoutSeconds},
+		Variables:  vars,
+		Steps:      steps,
+		Image:      api.Image{Name: b.Payload.Image, Command: []string{}, Entrypoint: []string{}, Ports: []any{}},
+		Services:   services,
+		Artifacts:  []any{}, Cache: []any{}, Credentials: []any{}, Dependencies: []any{}, Hooks: []any{},
+		Secrets: map[string]any{},
+		Features: api.JobFeatures{TraceSections: true, TokenMaskPrefixes: []string{"glcbt-", "glrt-"},
+			FailureReasons: builds.FailureReasons},
+	}
+}
+
+func jobID(r *http.Request) (int64, error) {
+	return pathID(r, "job_id")
+}
+
+func pathID(r *http.Request, name string) (int64, error) {
+	v := chi.URLParam(r, name)
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, badRequest("%s must be a positive integer, got %.40q", name, v)
+	}
+	return id, nil
+}
+
+func jobToken(r *http.Request, body string) string {
+	if t := r.Header.Get("JOB-TOKEN"); t != "" {
+		return t
+	}
+	return body
+}
+
+func (h *Handler) updateJob(w http.ResponseWriter, r *http.Request) error {
+	id, err := jobID(r)
+	if err != nil {
+		return err
+	}
+	var req api.UpdateJobRequest
+	if err := decodeJSON(r, &req, false); err != nil {
+		return err
+	}
+	status, err := h.svc.UpdateJob(r.Context(), builds.JobUpdate{
+		ID: id, Token: jobToken(r, req.Token), State: req.State, FailureReason: req.FailureReason, ExitCode: req.ExitCode,
+	})
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Job-Status", string(status))
+	writeJSON(w, http.StatusOK, map[string]string{"status": string(status)})
+	return nil
+}
+
+// contentRange parses "start-end" (end inclusive, as gitlab-runner sends it). Like GitLab,
+// only start decides where the body goes; end must agree with the body's length.
+var contentRangePattern = regexp.MustCompile(`^(?:bytes )?(\d{1,15})-(\d{1,15})$`)
+
+// ParseContentRange returns the start offset of a trace patch of n bytes.
+func ParseContentRange(header string, n int) (int64, error) {
+	if header == "" {
+		return 0, errors.New("missing header Content-Range")
+	}
+	m := contentRangePattern.FindStringSubmatch(strings.TrimSpace(header))
+	if m == nil {
+		return 0, fmt.Errorf("Content-Range must be start-end, got %.40q", header)
+	}
+	start, _ := strconv.ParseInt(m[1], 10, 64)
+	end, _ := strconv.ParseInt(m[2], 10, 64)
+	if end < start-1 {
+		return 0, fmt.Errorf("Content-Range end %d is before start %d", end, start)
+	}
+	if n > 0 && end-start+1 != int64(n) {
+		return 0, fmt.Errorf("Content-Range %d-%d does not match a body of %d bytes", start, end, n)
+	}
+	return start, nil
+}
+
+func (h *Handler) patchTrace(w http.ResponseWriter, r *http.Request) error {
+	id, err := jobID(r)
+	if err != nil {
+		return err
+	}
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err
+	}
+	start, err := ParseContentRange(r.Header.Get("Content-Range"), len(data))
+	if err != nil {
+		return badRequest("%s", err.Error())
+	}
+	res, err := h.svc.AppendTrace(r.Context(), id, jobToken(r, ""), start, data)
+	if err != nil {
+		return err
+	}
+	interval := traceIntervalIdle
+	if h.traceWatch != nil {
+		if watched, err := h.traceWatch.Watched(r.Context(), id); err == nil && watched {
+			interval = traceIntervalWatched
+		}
+	}
+	w.Header().Set("Job-Status", string(res.Status))
+	w.Header().Set("Range", "0-"+strconv.FormatInt(res.Size, 10))
+	w.Header().Set("X-GitLab-Trace-Update-Interval", strconv.Itoa(int(interval.Seconds())))
+	writeJSON(w, http.StatusAccepted, map[string]string{"status": string(res.Status)})
+	return nil
+}

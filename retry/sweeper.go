@@ -1,0 +1,137 @@
+// Package retry runs the background worker that enforces the two-phase deadline: the ack
+// sweeper fails waiting builds whose runner never acknowledged them, with
+// runner_provisioning_timeout, and lets the auto-retry policy create their next attempt in
+// the same transaction. It is safe to run on every replica at once: batches are claimed
+// with FOR UPDATE SKIP LOCKED, so two sweepers never process the same build.
+package retry
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jobapi/jobapi/builds"
+)
+
+// Sweeper fails expired two-phase assignments.
+type Sweeper struct {
+	Store    builds.Store
+	Leases   builds.Leases
+	Queue    builds.Queue
+	Policy   builds.RetryPolicy
+	Interval time.Duration
+	MaxWait  time.Duration
+	// Batch is how many expired builds one transaction handles.
+	Batch int
+	Now   func() time.Time
+	Log   *slog.Logger
+	// OnSweep, when set, is told what each sweep did (metrics).
+	OnSweep func(Report, error)
+}
+
+// Report counts what one sweep did across its batches.
+type Report struct {
+	Batches   int
+	Extended  int
+	TimedOut  int
+	Retried   int
+	Exhausted int
+	Duration  time.Duration
+	// TimedOutIDs lists the builds this sweep failed (bounded by what it processed).
+	TimedOutIDs []int64
+}
+
+// batchTimeout bounds one batch so a stuck Postgres or Redis call cannot hold row locks.
+const batchTimeout = 10 * time.Second
+
+// SweepOnce processes every expired waiting build, batch by batch, until none is left. A
+// failed batch rolls back whole, so what earlier batches committed is kept.
+func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
+	start := time.Now()
+	now := s.now()
+	batch := s.Batch
+	if batch <= 0 {
+		batch = 500
+	}
+	var rep Report
+	for {
+		bctx, cancel := context.WithTimeout(ctx, batchTimeout)
+		res, err := s.Store.SweepExpiredAcks(bctx, builds.SweepParams{
+			Now: now, Batch: batch, MaxWait: s.MaxWait, Policy: s.Policy, Alive: s.Leases.TTLs,
+		})
+		cancel()
+		if err != nil {
+			rep.Duration = time.Since(start)
+			return rep, err
+		}
+		if res.Candidates == 0 {
+			break
+		}
+		rep.Batches++
+		rep.Extended += res.Extended
+		rep.TimedOut += res.TimedOut
+		rep.Retried += res.Retried
+		rep.Exhausted += res.Exhausted
+		rep.TimedOutIDs = append(rep.TimedOutIDs, res.TimedOutIDs...)
+		if res.Queued && s.Queue != nil {
+			if err := s.Queue.Bump(ctx); err != nil {
+				s.Log.WarnContext(ctx, "queue version not bumped after retries", "error", err)
+			}
+		}
+		for _, id := range res.TimedOutIDs {
+			// The key is gone or dead already; this only tidies a key that a keep-alive
+			// recreated at the last moment.
+			_ = s.Leases.Release(ctx, id)
+		}
+		if res.Candidates < batch {
+			break
+		}
+	}
+	rep.Duration = time.Since(start)
+	return rep, nil
+}
+
+func (s *Sweeper) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// Run sweeps every Interval (with jitter, so replicas spread out) until ctx ends. Errors
+// are logged and the loop backs off, keeping what earlier batches committed.
+func (s *Sweeper) Run(ctx context.Context) error {
+	interval := s.Interval
+	if interval <= 0 {
+		interval = 5 * time.Second
+	}
+	backoff := interval
+	for {
+		rep, err := s.SweepOnce(ctx)
+		if s.OnSweep != nil {
+			s.OnSweep(rep, err)
+		}
+		wait := interval
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			s.Log.ErrorContext(ctx, "ack sweep failed; will retry", "error", err, "backoff", backoff)
+			wait = backoff
+			backoff = min(backoff*2, time.Minute)
+		default:
+			backoff = interval
+			if rep.TimedOut > 0 || rep.Extended > 0 {
+				s.Log.InfoContext(ctx, "ack sweep", "timed_out", rep.TimedOut, "retried", rep.Retried,
+					"exhausted", rep.Exhausted, "extended", rep.Extended, "duration_ms", rep.Duration.Milliseconds())
+			}
+		}
+		jitter := time.Duration(rand.Int64N(int64(wait)/5 + 1))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait - wait/10 + jitter):
+		}
+	}
+}

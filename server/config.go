@@ -1,0 +1,167 @@
+// Package server assembles a jobapi replica from its configuration: Postgres and Redis
+// clients, migrations, the flag provider, the builds service, the HTTP server and the
+// background workers. cmd/jobapi calls it, and tests start several replicas with it.
+package server
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is SPEC §10's configuration. Env names are contracts.
+type Config struct {
+	ListenAddr          string
+	DatabaseURL         string
+	RedisURL            string
+	RedisClusterAddrs   []string
+	RedisKeyPrefix      string
+	AdminToken          string
+	AckTTL              time.Duration
+	MaxProvisioningWait time.Duration
+	SweepInterval       time.Duration
+	AutoRetryMax        int
+	LongPoll            time.Duration
+	TraceLimit          int64
+	StuckStageTimeout   time.Duration
+	AutoMigrate         bool
+	DatabaseMaxConns    int32
+	FlagRefresh         time.Duration
+	LogLevel            string
+}
+
+// Setting describes one environment variable: the configuration table in README.md is
+// written from the same list.
+type Setting struct {
+	Env, Default, Meaning string
+	apply                func(*Config, string) error
+}
+
+func duration(dst func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("want a Go duration such as 30s or 2h, got %q", v)
+		}
+		*dst(c) = d
+		return nil
+	}
+}
+
+// Settings lists every JOBAPI_* variable with its default.
+var Settings = []Setting{
+	{"JOBAPI_LISTEN_ADDR", ":8080", "HTTP listen address", func(c *Config, v string) error { c.ListenAddr = v; return nil }},
+	{"JOBAPI_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/jobapi?sslmode=disable", "Postgres URL (the state of record)",
+		func(c *Config, v string) error { c.DatabaseURL = v; return nil }},
+	{"JOBAPI_REDIS_URL", "redis://127.0.0.1:6379/0", "Redis URL (ack TTLs, queue version)",
+		func(c *Config, v string) error { c.RedisURL = v; return nil }},
+	{"JOBAPI_REDIS_CLUSTER_ADDRS", "", "comma-separated host:port of a Redis Cluster; replaces JOBAPI_REDIS_URL",
+		func(c *Config, v string) error {
+			c.RedisClusterAddrs = nil
+			for _, a := range strings.Split(v, ",") {
+				if a = strings.TrimSpace(a); a != "" {
+					c.RedisClusterAddrs = append(c.RedisClusterAddrs, a)
+				}
+			}
+			return nil
+		}},
+	{"JOBAPI_REDIS_KEY_PREFIX", "jobapi:", "prefix of every Redis key", func(c *Config, v string) error { c.RedisKeyPrefix = v; return nil }},
+	{"JOBAPI_ADMIN_TOKEN", "", "operator token, sent as PRIVATE-TOKEN (required by serve)",
+		func(c *Config, v string) error { c.AdminToken = v; return nil }},
+	{"JOBAPI_ACK_TTL", "120s", "time a runner has to acknowledge a two-phase job",
+		duration(func(c *Config) *time.Duration { return &c.AckTTL })},
+	{"JOBAPI_MAX_PROVISIONING_WAIT", "1h", "longest total wait for an ack, keep-alives included",
+		duration(func(c *Config) *time.Duration { return &c.MaxProvisioningWait })},
+	{"JOBAPI_SWEEP_INTERVAL", "5s", "how often the ack sweeper runs",
+		duration(func(c *Config) *time.Duration { return &c.SweepInterval })},
+	{"JOBAPI_AUTO_RETRY_MAX", "2", "automatic retries for runner_provisioning_timeout", func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 100 {
+			return fmt.Errorf("want an integer from 0 to 100, got %q", v)
+		}
+		c.AutoRetryMax = n
+		return nil
+	}},
+	{"JOBAPI_LONG_POLL", "0s", "hold idle job requests up to this long (0: answer at once)",
+		duration(func(c *Config) *time.Duration { return &c.LongPoll })},
+	{"JOBAPI_TRACE_LIMIT", "4MiB", "largest job log; beyond it the job fails with trace_size_exceeded", func(c *Config, v string) error {
+		n, err := ParseBytes(v)
+		if err != nil {
+			return err
+		}
+		c.TraceLimit = n
+		return nil
+	}},
+	{"JOBAPI_STUCK_STAGE_TIMEOUT", "2h", "a stage without progress for this long is stuck",
+		duration(func(c *Config) *time.Duration { return &c.StuckStageTimeout })},
+	{"JOBAPI_AUTO_MIGRATE", "true", "serve applies migrations before listening", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("want true or false, got %q", v)
+		}
+		c.AutoMigrate = b
+		return nil
+	}},
+	{"JOBAPI_DATABASE_MAX_CONNS", "20", "Postgres connections per replica", func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 2 || n > 1000 {
+			return fmt.Errorf("want an integer from 2 to 1000, got %q", v)
+		}
+		c.DatabaseMaxConns = int32(n)
+		return nil
+	}},
+	{"JOBAPI_FLAG_REFRESH", "2s", "how often feature flags are reloaded (changes also arrive by NOTIFY)",
+		duration(func(c *Config) *time.Duration { return &c.FlagRefresh })},
+	{"JOBAPI_LOG_LEVEL", "info", "debug, info, warn or error", func(c *Config, v string) error {
+		switch v {
+		case "debug", "info", "warn", "error":
+			c.LogLevel = v
+			return nil
+		}
+		return fmt.Errorf("want debug, info, warn or error, got %q", v)
+	}},
+}
+
+// LoadConfig reads every setting from getenv, falling back to its default. A bad value is
+// an error naming the variable.
+func LoadConfig(getenv func(string) string) (Config, error) {
+	var c Config
+	for _, s := range Settings {
+		v := getenv(s.Env)
+		if v == "" {
+			v = s.Default
+		}
+		if err := s.apply(&c, v); err != nil {
+			return Config{}, fmt.Errorf("%s: %w", s.Env, err)
+		}
+	}
+	if c.AckTTL < time.Second {
+		return Config{}, fmt.Errorf("JOBAPI_ACK_TTL: must be at least 1s")
+	}
+	if c.SweepInterval < 10*time.Millisecond {
+		return Config{}, fmt.Errorf("JOBAPI_SWEEP_INTERVAL: must be at least 10ms")
+	}
+	return c, nil
+}
+
+// ParseBytes reads sizes such as 4MiB, 512KiB, 1048576 or 4MB.
+func ParseBytes(v string) (int64, error) {
+	s := strings.TrimSpace(v)
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 || n > (1<<40)/mult {
+		return 0, fmt.Errorf("want a size such as 4MiB, got %q", v)
+	}
+	return n * mult, nil
+}

@@ -1,0 +1,57 @@
+package server
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jobapi/jobapi/retry"
+)
+
+// metrics are the domain metrics of one replica (HTTP metrics live in handlers).
+type metrics struct {
+	ackLatency    prometheus.Histogram
+	sweeps        *prometheus.CounterVec
+	sweepDuration prometheus.Histogram
+	ackTimeouts   prometheus.Counter
+	retries       *prometheus.CounterVec
+}
+
+func newMetrics(reg *prometheus.Registry) *metrics {
+	m := &metrics{
+		ackLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "jobapi_assign_to_ack_seconds", Help: "Time from two-phase assignment to the runner's ack.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
+		}),
+		sweeps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobapi_ack_sweeps_total", Help: "Ack sweeper runs by result.",
+		}, []string{"result"}),
+		sweepDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "jobapi_ack_sweep_duration_seconds", Help: "Duration of one ack sweep.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+		}),
+		ackTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jobapi_ack_timeouts_total", Help: "Builds failed with runner_provisioning_timeout.",
+		}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobapi_auto_retries_total", Help: "Automatic retries after ack timeouts, by outcome.",
+		}, []string{"reason", "outcome"}),
+	}
+	reg.MustRegister(m.ackLatency, m.sweeps, m.sweepDuration, m.ackTimeouts, m.retries)
+	return m
+}
+
+// Acknowledged implements builds.Observer.
+func (m *metrics) Acknowledged(d time.Duration) { m.ackLatency.Observe(d.Seconds()) }
+
+func (m *metrics) sweep(r retry.Report, err error) {
+	if err != nil {
+		m.sweeps.WithLabelValues("error").Inc()
+		return
+	}
+	m.sweeps.WithLabelValues("ok").Inc()
+	m.sweepDuration.Observe(r.Duration.Seconds())
+	m.ackTimeouts.Add(float64(r.TimedOut))
+	m.retries.WithLabelValues("runner_provisioning_timeout", "retried").Add(float64(r.Retried))
+	m.retries.WithLabelValues("runner_provisioning_timeout", "exhausted").Add(float64(r.Exhausted))
+}

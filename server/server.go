@@ -1,0 +1,197 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/open-feature/go-sdk/openfeature"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/pgstore"
+	"github.com/jobapi/jobapi/builds/redisstore"
+	"github.com/jobapi/jobapi/featureflags"
+	"github.com/jobapi/jobapi/featureflags/pgflags"
+	"github.com/jobapi/jobapi/handlers"
+	"github.com/jobapi/jobapi/migrations"
+	"github.com/jobapi/jobapi/retry"
+)
+
+// Server is one running replica.
+type Server struct {
+	// URL is the base URL the replica listens on (http://host:port).
+	URL     string
+	Service *builds.Service
+	Sweeper *retry.Sweeper
+	Pool    *pgxpool.Pool
+	Redis   redis.UniversalClient
+
+	cancel context.CancelFunc
+	group  *errgroup.Group
+}
+
+// Options tune a replica beyond Config; zero values are right for production.
+type Options struct {
+	// Now replaces the clock (tests).
+	Now func() time.Time
+	// FlagDomain names the OpenFeature domain; tests give each replica its own.
+	FlagDomain string
+	// Listener, when set, is used instead of listening on Config.ListenAddr.
+	Listener net.Listener
+	// DisableSweeper leaves the background sweeper off (tests drive SweepOnce).
+	DisableSweeper bool
+}
+
+// NewRedis returns a cluster client for JOBAPI_REDIS_CLUSTER_ADDRS, else a single-node
+// client for JOBAPI_REDIS_URL. Every call is bounded by short timeouts.
+func NewRedis(cfg Config) (redis.UniversalClient, error) {
+	if len(cfg.RedisClusterAddrs) > 0 {
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.RedisClusterAddrs,
+			DialTimeout: time.Second, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond}), nil
+	}
+	opt, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return nil, fmt.Errorf("JOBAPI_REDIS_URL: %w", err)
+	}
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
+	return redis.NewClient(opt), nil
+}
+
+// Start connects, migrates (unless disabled), and serves until ctx ends or Close.
+func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Server, error) {
+	if cfg.AdminToken == "" {
+		return nil, errors.New("JOBAPI_ADMIN_TOKEN: required (operators authenticate with it)")
+	}
+	if cfg.AutoMigrate {
+		if err := migrations.Up(cfg.DatabaseURL); err != nil {
+			return nil, fmt.Errorf("migrate: %w", err)
+		}
+	}
+	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("JOBAPI_DATABASE_URL: %w", err)
+	}
+	if cfg.DatabaseMaxConns > 0 {
+		pcfg.MaxConns = cfg.DatabaseMaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to Postgres: %w", err)
+	}
+	rdb, err := NewRedis(cfg)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := newMetrics(reg)
+
+	domain := opts.FlagDomain
+	if domain == "" {
+		domain = "jobapi"
+	}
+	provider := pgflags.New(pool, pgflags.Options{Refresh: cfg.FlagRefresh, Logger: log})
+	if err := openfeature.SetNamedProviderAndWait(domain, provider); err != nil {
+		// Not fatal: flags evaluate to their defaults (off) and count a fallback until the
+		// provider loads, so the legacy flow keeps working.
+		log.Warn("feature flag provider not ready; flags are off until it loads", "error", err)
+	}
+	flags := featureflags.New(openfeature.NewClient(domain), log)
+
+	rs := redisstore.New(rdb, cfg.RedisKeyPrefix)
+	store := pgstore.New(pool)
+	svc := builds.NewService(store, rs, rs, flags.TwoPhaseCommit, builds.Config{
+		AckTTL: cfg.AckTTL, MaxProvisioningWait: cfg.MaxProvisioningWait, TraceLimit: cfg.TraceLimit,
+		LongPoll: cfg.LongPoll, Policy: builds.DefaultRetryPolicy(cfg.AutoRetryMax),
+	}, opts.Now, log)
+	svc.SetObserver(m)
+
+	sweeper := &retry.Sweeper{Store: store, Leases: rs, Queue: rs, Policy: builds.DefaultRetryPolicy(cfg.AutoRetryMax),
+		Interval: cfg.SweepInterval, MaxWait: cfg.MaxProvisioningWait, Now: opts.Now, Log: log, OnSweep: m.sweep}
+
+	h := handlers.New(handlers.Deps{Service: svc, AdminToken: cfg.AdminToken, Logger: log,
+		Flags: featuresAPI{store: pgflags.NewStore(pool)}, Health: health{store: store, redis: rs},
+		Registry: reg, TraceWatch: rs})
+
+	ln := opts.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
+			pool.Close()
+			_ = rdb.Close()
+			return nil, fmt.Errorf("JOBAPI_LISTEN_ADDR: %w", err)
+		}
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second, // slow-loris guard
+		ReadTimeout:       5 * time.Minute,  // a 1 MiB trace patch on a slow link
+		IdleTimeout:       2 * time.Minute,
+		// No WriteTimeout: long polls and waiters hold responses on purpose.
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return provider.Run(gctx) })
+	if !opts.DisableSweeper {
+		g.Go(func() error { return sweeper.Run(gctx) })
+	}
+	g.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		// Let in-flight requests finish; held long polls end with their own timeout.
+		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer scancel()
+		err := srv.Shutdown(sctx)
+		_ = openfeature.SetNamedProviderAndWait(domain, openfeature.NoopProvider{})
+		pool.Close()
+		_ = rdb.Close()
+		return err
+	})
+	s := &Server{URL: "http://" + ln.Addr().String(), Service: svc, Sweeper: sweeper, Pool: pool, Redis: rdb,
+		cancel: cancel, group: g}
+	log.Info("jobapi listening", "addr", ln.Addr().String())
+	return s, nil
+}
+
+// Wait blocks until the replica stopped.
+func (s *Server) Wait() error { return s.group.Wait() }
+
+// Close stops the replica gracefully and waits for it.
+func (s *Server) Close() error {
+	s.cancel()
+	return s.group.Wait()
+}
+
+type health struct {
+	store *pgstore.Store
+	redis *redisstore.Store
+}
+
+// Ready checks both backends: a replica without Redis can still serve, but slower and with
+// early retries, so it should not take new traffic from a load balancer.
+func (h health) Ready(r *http.Request) error {
+	if err := h.store.Ping(r.Context()); err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	if err := h.redis.Ping(r.Context()); err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	return nil
+}
