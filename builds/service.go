@@ -484,6 +484,10 @@ func (s *Service) touch(ctx context.Context, b Build, now time.Time) {
 	s.touches.Store(b.ID, now)
 }
 
+// traceLimitSlack lets a runner configured with the same limit finish: gitlab-runner writes
+// until its log is over its output_limit, then appends a "log exceeded limit" notice.
+const traceLimitSlack = 64 << 10
+
 // TraceResult is the answer to a trace PATCH.
 type TraceResult struct {
 	Size   int64
@@ -503,7 +507,7 @@ func (s *Service) AppendTrace(ctx context.Context, id int64, token string, offse
 		return TraceResult{Size: b.TraceSize, Status: b.Status}, &TraceRangeError{Size: b.TraceSize}
 	}
 	now := s.now()
-	if s.cfg.TraceLimit > 0 && offset+int64(len(data)) > s.cfg.TraceLimit {
+	if s.cfg.TraceLimit > 0 && offset+int64(len(data)) > s.cfg.TraceLimit+traceLimitSlack {
 		f, err := s.finish(ctx, Finish{
 			BuildID: b.ID, From: []Status{b.Status}, To: StatusFailed, Reason: ReasonTraceSizeExceeded,
 			Event: EventTraceExceeded, RunnerManager: b.RunnerSystemID, Now: now, Policy: &s.cfg.Policy,

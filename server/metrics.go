@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jobapi/jobapi/featureflags"
 	"github.com/jobapi/jobapi/retry"
 )
 
@@ -54,4 +55,26 @@ func (m *metrics) sweep(r retry.Report, err error) {
 	m.ackTimeouts.Add(float64(r.TimedOut))
 	m.retries.WithLabelValues("runner_provisioning_timeout", "retried").Add(float64(r.Retried))
 	m.retries.WithLabelValues("runner_provisioning_timeout", "exhausted").Add(float64(r.Exhausted))
+}
+
+// registerFlags exposes the flag getter's own counters as metrics, read at scrape time.
+func (m *metrics) registerFlags(reg *prometheus.Registry, flags *featureflags.Flags) {
+	for _, key := range featureflags.Keys {
+		for _, result := range []string{"on", "off"} {
+			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "jobapi_flag_evaluations_total", Help: "Feature flag evaluations by result.",
+				ConstLabels: prometheus.Labels{"flag": key, "result": result},
+			}, func() float64 {
+				c := flags.Counts(key)
+				if result == "on" {
+					return float64(c.On)
+				}
+				return float64(c.Off)
+			}))
+		}
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "jobapi_flag_fallbacks_total", Help: "Evaluations answered with the default because the flag backend failed.",
+			ConstLabels: prometheus.Labels{"flag": key},
+		}, func() float64 { return float64(flags.Counts(key).Fallbacks) }))
+	}
 }

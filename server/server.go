@@ -108,6 +108,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 		log.Warn("feature flag provider not ready; flags are off until it loads", "error", err)
 	}
 	flags := featureflags.New(openfeature.NewClient(domain), log)
+	m.registerFlags(reg, flags)
 
 	rs := redisstore.New(rdb, cfg.RedisKeyPrefix)
 	store := pgstore.New(pool)
