@@ -74,12 +74,12 @@ type SweepParams struct {
 
 // SweepResult counts what one sweep batch did.
 type SweepResult struct {
-	Candidates int
-	Extended   int // still kept alive in Redis; deadline of record moved
-	TimedOut   int
-	Retried    int
-	Exhausted  int
-	Queued     bool
+	Candidates  int
+	Extended    int // still kept alive in Redis; deadline of record moved
+	TimedOut    int
+	Retried     int
+	Exhausted   int
+	Queued      bool
 	TimedOutIDs []int64
 }
 

@@ -20,15 +20,15 @@ func isForm(r *http.Request) bool {
 
 // runnerFields is the body of POST /user/runners and PUT /runners/:id.
 type runnerFields struct {
-	Description *string   `json:"description"`
-	TagList     *tagList  `json:"tag_list"`
-	RunUntagged *boolish  `json:"run_untagged"`
-	Paused      *boolish  `json:"paused"`
-	Active      *boolish  `json:"active"`
-	RunnerType  *string   `json:"runner_type"`
-	Locked      *boolish  `json:"locked"`
-	AccessLevel *string   `json:"access_level"`
-	MaxTimeout  *int      `json:"maximum_timeout"`
+	Description *string  `json:"description"`
+	TagList     *tagList `json:"tag_list"`
+	RunUntagged *boolish `json:"run_untagged"`
+	Paused      *boolish `json:"paused"`
+	Active      *boolish `json:"active"`
+	RunnerType  *string  `json:"runner_type"`
+	Locked      *boolish `json:"locked"`
+	AccessLevel *string  `json:"access_level"`
+	MaxTimeout  *int     `json:"maximum_timeout"`
 }
 
 // tagList accepts ["a","b"] or "a,b" (GitLab's tag_list).

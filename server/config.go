@@ -35,7 +35,7 @@ type Config struct {
 // written from the same list.
 type Setting struct {
 	Env, Default, Meaning string
-	apply                func(*Config, string) error
+	apply                 func(*Config, string) error
 }
 
 func duration(dst func(*Config) *time.Duration) func(*Config, string) error {
