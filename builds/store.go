@@ -81,6 +81,9 @@ type SweepResult struct {
 	Exhausted   int
 	Queued      bool
 	TimedOutIDs []int64
+	// Skipped candidates could not be checked because Redis failed (LeaseErr).
+	Skipped  int
+	LeaseErr error
 }
 
 // Page selects a slice of a listing (1-based page).

@@ -7,6 +7,7 @@ package retry
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -83,6 +84,11 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
 			// The key is gone or dead already; this only tidies a key that a keep-alive
 			// recreated at the last moment.
 			_ = s.Leases.Release(ctx, id)
+		}
+		if res.LeaseErr != nil {
+			// What this batch could decide is committed; the rest waits for Redis.
+			rep.Duration = time.Since(start)
+			return rep, fmt.Errorf("check ack keys (%d builds wait for Redis): %w", res.Skipped, res.LeaseErr)
 		}
 		if res.Candidates < batch {
 			break

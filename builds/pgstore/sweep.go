@@ -58,13 +58,17 @@ func (s *Store) SweepExpiredAcks(ctx context.Context, p builds.SweepParams) (bui
 		for i, c := range cands {
 			ids[i] = c.id
 		}
-		alive, err := p.Alive(ctx, ids)
-		if err != nil {
-			return err
-		}
+		// Without Redis we cannot tell a kept-alive build from an abandoned one: only the
+		// builds past the max provisioning wait are failed, the rest wait for Redis.
+		alive, aliveErr := p.Alive(ctx, ids)
+		res.LeaseErr = aliveErr
 		for _, c := range cands {
 			waited := p.Now.Sub(c.assignedAt)
 			overMax := p.MaxWait > 0 && waited >= p.MaxWait
+			if aliveErr != nil && !overMax {
+				res.Skipped++
+				continue
+			}
 			if ttl, ok := alive[c.id]; ok && !overMax {
 				deadline := p.Now.Add(ttl)
 				if p.MaxWait > 0 && deadline.After(c.assignedAt.Add(p.MaxWait)) {
