@@ -49,6 +49,9 @@ type Options struct {
 	Listener net.Listener
 	// DisableSweeper leaves the background sweeper off (tests drive SweepOnce).
 	DisableSweeper bool
+	// FlagProvider replaces the Postgres flag provider with any OpenFeature provider
+	// (flagd, a file provider…). The Features API then answers 501: flags are managed there.
+	FlagProvider openfeature.FeatureProvider
 }
 
 // NewRedis returns a cluster client for JOBAPI_REDIS_CLUSTER_ADDRS, else a single-node
@@ -101,7 +104,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 	if domain == "" {
 		domain = "jobapi"
 	}
-	provider := pgflags.New(pool, pgflags.Options{Refresh: cfg.FlagRefresh, Logger: log})
+	pgProvider := pgflags.New(pool, pgflags.Options{Refresh: cfg.FlagRefresh, Logger: log})
+	var provider openfeature.FeatureProvider = pgProvider
+	var featureAdmin handlers.Flags = featuresAPI{store: pgflags.NewStore(pool)}
+	if opts.FlagProvider != nil {
+		provider, featureAdmin = opts.FlagProvider, nil
+	}
 	if err := openfeature.SetNamedProviderAndWait(domain, provider); err != nil {
 		// Not fatal: flags evaluate to their defaults (off) and count a fallback until the
 		// provider loads, so the legacy flow keeps working.
@@ -122,7 +130,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 		Interval: cfg.SweepInterval, MaxWait: cfg.MaxProvisioningWait, Now: opts.Now, Log: log, OnSweep: m.sweep}
 
 	h := handlers.New(handlers.Deps{Service: svc, AdminToken: cfg.AdminToken, Logger: log,
-		Flags: featuresAPI{store: pgflags.NewStore(pool)}, Health: health{store: store, redis: rs},
+		Flags: featureAdmin, Health: health{store: store, redis: rs},
 		Registry: reg, TraceWatch: rs})
 
 	ln := opts.Listener
@@ -144,7 +152,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 
 	ctx, cancel := context.WithCancel(ctx)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return provider.Run(gctx) })
+	if opts.FlagProvider == nil {
+		g.Go(func() error { return pgProvider.Run(gctx) })
+	}
 	if !opts.DisableSweeper {
 		g.Go(func() error { return sweeper.Run(gctx) })
 	}
