@@ -244,7 +244,8 @@ func (s *Service) RequestJob(ctx context.Context, req JobRequest) (Assignment, e
 	if b.TwoPhase {
 		// The row is already waiting in Postgres; a failed SET only means the sweeper will
 		// time the build out at its deadline of record unless the runner acks first.
-		if err := s.leases.Grant(ctx, b.ID, strconv.FormatInt(managerID, 10), s.cfg.AckTTL); err != nil {
+		// The same TTL as the deadline of record: never past the max provisioning wait.
+		if err := s.leases.Grant(ctx, b.ID, strconv.FormatInt(managerID, 10), claim.AckDeadline.Sub(now)); err != nil {
 			s.log.WarnContext(ctx, "ack key not set; the sweeper will use the deadline of record",
 				"build_id", b.ID, "error", err)
 		}
@@ -505,6 +506,11 @@ func (s *Service) AppendTrace(ctx context.Context, id int64, token string, offse
 	}
 	if offset != b.TraceSize {
 		return TraceResult{Size: b.TraceSize, Status: b.Status}, &TraceRangeError{Size: b.TraceSize}
+	}
+	if len(data) == 0 {
+		// Nothing to append (GitLab answers the current length). A stored empty chunk would
+		// hold the offset the next real chunk needs, failing every later append.
+		return TraceResult{Size: b.TraceSize, Status: b.Status}, nil
 	}
 	now := s.now()
 	if s.cfg.TraceLimit > 0 && offset+int64(len(data)) > s.cfg.TraceLimit+traceLimitSlack {

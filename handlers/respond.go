@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/jobapi/jobapi/api"
@@ -79,6 +80,9 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusNotFound, "404 Not Found")
 	case errors.Is(err, builds.ErrFinished), errors.Is(err, builds.ErrNotRetryable):
 		writeError(w, http.StatusConflict, err.Error())
+	case sqlState(err) == "22021" || sqlState(err) == "22P05":
+		// Postgres text and jsonb cannot hold NUL: the client sent "\u0000" somewhere.
+		writeError(w, http.StatusBadRequest, "strings must not contain NUL (\\u0000) characters")
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		// The client went away; nobody reads an answer.
 		h.log.DebugContext(r.Context(), "client gone", "error", err)
@@ -96,12 +100,27 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 // timing out) that a client should simply retry: gitlab-runner retries 503s by itself.
 func unavailable(err error) bool {
 	var netErr net.Error
+	// Postgres shutting down, restarting or refusing connections.
+	switch code := sqlState(err); {
+	case strings.HasPrefix(code, "08"), code == "57P01", code == "57P02", code == "57P03":
+		return true
+	}
 	return errors.Is(err, builds.ErrUnavailable) ||
 		errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.As(err, &netErr)
+}
+
+// sqlState is the SQLSTATE of a Postgres error in err's chain ("" if none), read through
+// pgconn.PgError's method so that handlers stay free of pgx.
+func sqlState(err error) string {
+	var e interface{ SQLState() string }
+	if errors.As(err, &e) {
+		return e.SQLState()
+	}
+	return ""
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {

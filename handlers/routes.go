@@ -23,7 +23,7 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 	r.Get("/-/liveness", h.liveness)
 	r.Get("/-/readiness", h.readiness)
 	if reg != nil {
-		r.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	}
 
 	r.Route("/api/v4", func(r chi.Router) {

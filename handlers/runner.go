@@ -78,9 +78,9 @@ func (h *Handler) requestJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if a.LastUpdate != "" {
-		w.Header().Set("X-GitLab-Last-Update", a.LastUpdate)
-	}
+	// No X-GitLab-Last-Update on a 201 (GitLab sends it only with 204): gitlab-runner keeps
+	// the header from any answer and echoes it, so the next poll would get the cached 204
+	// while other builds are still pending, until something bumps the queue.
 	writeJSON(w, http.StatusCreated, jobPayload(r, a))
 	return nil
 }

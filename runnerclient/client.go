@@ -88,6 +88,14 @@ func (c *Client) LastUpdate() string {
 	return c.lastUpdate
 }
 
+// CloseIdleConnections closes the client's idle keep-alive connections.
+// Call it when done with a client in tests that check for leaked goroutines.
+func (c *Client) CloseIdleConnections() {
+	if c.HTTP != nil {
+		c.HTTP.CloseIdleConnections()
+	}
+}
+
 // StatusError is a response with a status code the call does not accept.
 type StatusError struct {
 	Request string // e.g. "POST /api/v4/jobs/request"

@@ -99,6 +99,10 @@ func (co *coordinator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (co *coordinator) finals() []map[string]any {
 	co.mu.Lock()
 	defer co.mu.Unlock()
+	return co.finalsLocked()
+}
+
+func (co *coordinator) finalsLocked() []map[string]any {
 	var out []map[string]any
 	for _, u := range co.updates {
 		if u["state"] == StateSuccess || u["state"] == StateFailed {
@@ -126,6 +130,7 @@ func startCoordinator(t *testing.T, co *coordinator) *Client {
 	t.Cleanup(srv.Close)
 	c := New(srv.URL, testRunnerToken, "s_test")
 	c.MaxWait = 5 * time.Millisecond
+	t.Cleanup(c.CloseIdleConnections)
 	return c
 }
 
@@ -439,16 +444,6 @@ func TestRunJobFinalUpdateTraceValidationFailed(t *testing.T) {
 	if len(starts) < 2 || starts[len(starts)-1] != 0 {
 		t.Errorf("patch starts = %v, want the log resent from 0", starts)
 	}
-}
-
-func (co *coordinator) finalsLocked() []map[string]any {
-	var out []map[string]any
-	for _, u := range co.updates {
-		if u["state"] == StateSuccess || u["state"] == StateFailed {
-			out = append(out, u)
-		}
-	}
-	return out
 }
 
 // On 416 the runner resends from the length in Range.

@@ -111,6 +111,11 @@ ORDER BY b.queued_at, b.id
 LIMIT 1
 FOR UPDATE SKIP LOCKED`
 
+// startPipeline (a CTE body; b is the assigned build, $6 the time) marks a pending pipeline
+// running once one of its builds is on a runner, as advance would derive it.
+const startPipeline = `UPDATE pipelines SET status = 'running', updated_at = $6
+    WHERE id = (SELECT pipeline_id FROM b) AND status = 'pending'`
+
 const assignBuild = `
 WITH b AS (
     UPDATE builds SET status = $2, token_hash = $3, runner_id = $4, runner_manager_id = $5,
@@ -123,6 +128,8 @@ WITH b AS (
     INSERT INTO build_events (build_id, type, at, runner_manager, detail)
     SELECT id, 'assigned', $6, $9, jsonb_build_object('two_phase', $8::boolean, 'runner_id', $4::bigint)
     FROM b
+), pl AS (
+    ` + startPipeline + `
 )
 SELECT ` + buildCols + ` FROM b` + buildJoins
 
@@ -139,6 +146,8 @@ WITH c AS (` + claimCandidate + `
     INSERT INTO build_events (build_id, type, at, runner_manager, detail)
     SELECT id, 'assigned', $6, $7, jsonb_build_object('two_phase', false, 'runner_id', $4::bigint)
     FROM b
+), pl AS (
+    ` + startPipeline + `
 )
 SELECT ` + buildCols + ` FROM b` + buildJoins
 

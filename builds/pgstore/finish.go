@@ -104,7 +104,16 @@ WITH n AS (
 )
 SELECT ` + buildCols + ` FROM n b` + buildJoins
 
+// lockPipelineOf takes the pipeline row lock before the retry's INSERT. The INSERT's
+// foreign-key check takes KEY SHARE on the pipeline row; upgrading that to advance's
+// FOR UPDATE afterwards deadlocks against any other transaction doing the same in the
+// pipeline (two sweepers, a sweep and a decline, two declines).
+const lockPipelineOf = `SELECT p.id FROM pipelines p JOIN builds b ON b.pipeline_id = p.id WHERE b.id = $1 FOR UPDATE OF p`
+
 func createRetry(ctx context.Context, tx pgx.Tx, id int64, now time.Time, reason, actor string) (builds.Build, error) {
+	if _, err := tx.Exec(ctx, lockPipelineOf, id); err != nil {
+		return builds.Build{}, err
+	}
 	return scanBuild(tx.QueryRow(ctx, insertRetry, id, now, reason, actor))
 }
 
