@@ -112,3 +112,10 @@ type Event struct {
 	RunnerManager string         `json:"runner_manager"`
 	Detail        map[string]any `json:"detail"`
 }
+
+// PipelineWait answers GET .../pipelines/:pipeline_id/wait.
+type PipelineWait struct {
+	Status        string  `json:"status"`
+	JobsRemaining int     `json:"jobs_remaining"`
+	Finished      []int64 `json:"finished"`
+}

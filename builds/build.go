@@ -171,4 +171,5 @@ const (
 	EventSkipped         = "skipped"
 	EventTraceExceeded   = "trace_size_exceeded"
 	EventDroppedStuck    = "dropped_stuck"
+	EventStuckStage      = "stuck_stage"
 )

@@ -40,6 +40,8 @@ type Service struct {
 	touches  sync.Map // build id → time.Time of the last liveness write
 	watchers *versionWatcher
 	observer Observer
+	events   PipelineEvents
+	hub      *pipelineHub
 }
 
 // Observer is told about domain events worth a metric. Set it with SetObserver.
@@ -65,7 +67,7 @@ func NewService(store Store, leases Leases, queue Queue, gate TwoPhaseGate, cfg 
 		cfg.RunnerCacheTTL = 5 * time.Second
 	}
 	s := &Service{store: store, leases: leases, queue: queue, gate: gate, cfg: cfg, now: now, log: log,
-		runners: newRunnerCache(cfg.RunnerCacheTTL)}
+		runners: newRunnerCache(cfg.RunnerCacheTTL), hub: newPipelineHub()}
 	s.watchers = newVersionWatcher(queue, log)
 	return s
 }
@@ -466,6 +468,7 @@ func (s *Service) finish(ctx context.Context, f Finish) (Finished, error) {
 	if res.Queued {
 		s.bumpQueue(ctx)
 	}
+	s.notifyPipelines(ctx, res.Build.PipelineID)
 	return res, nil
 }
 

@@ -81,6 +81,7 @@ type SweepResult struct {
 	Exhausted   int
 	Queued      bool
 	TimedOutIDs []int64
+	Pipelines   []int64
 	// Skipped candidates could not be checked because Redis failed (LeaseErr).
 	Skipped  int
 	LeaseErr error
@@ -129,7 +130,75 @@ type Store interface {
 	Trace(ctx context.Context, id int64) ([]byte, error)
 
 	SweepExpiredAcks(ctx context.Context, p SweepParams) (SweepResult, error)
+	// HandleStuckStages applies each stuck pipeline's timeout strategy (SPEC §6).
+	HandleStuckStages(ctx context.Context, p StuckParams) (StuckResult, error)
+	// Reap fails or cancels builds that runners abandoned (SPEC §5 reapers).
+	Reap(ctx context.Context, p ReapParams) (ReapResult, error)
+	// PipelineProgress reads what a waiter reports.
+	PipelineProgress(ctx context.Context, projectID, id int64) (PipelineProgress, error)
 	Ping(ctx context.Context) error
+}
+
+// PipelineProgress is a waiter's view of a pipeline, read from Postgres.
+type PipelineProgress struct {
+	Status string
+	// Remaining counts the latest attempts not finished yet.
+	Remaining int
+	// Finished lists every finished build (all attempts), by id.
+	Finished []int64
+}
+
+// StuckParams drives one stuck-stage check.
+type StuckParams struct {
+	Now     time.Time
+	Timeout time.Duration
+	Batch   int
+}
+
+// StuckPipeline describes one pipeline found stuck and what was done about it.
+type StuckPipeline struct {
+	PipelineID int64
+	ProjectID  int64
+	Stage      string
+	Strategy   string
+	Builds     []StuckBuild
+}
+
+// StuckBuild is a build a stuck stage was waiting for, with the state it was stuck in.
+type StuckBuild struct {
+	ID     int64
+	Name   string
+	Status Status
+}
+
+// StuckResult is what one stuck-stage check did.
+type StuckResult struct {
+	Checked  int
+	Progress int // candidates that had progressed after all (their mark was moved)
+	Stuck    []StuckPipeline
+	Queued   bool
+}
+
+// ReapParams holds the reapers' thresholds.
+type ReapParams struct {
+	Now            time.Time
+	NoUpdates      time.Duration // running without any update → no_updates_running
+	ExecutionGrace time.Duration // running past timeout + grace → job_execution_timeout
+	Pending        time.Duration // pending this long → stuck_pending
+	Canceling      time.Duration // canceling without updates → canceled
+	Batch          int
+	Policy         RetryPolicy
+}
+
+// ReapResult counts what the reapers did.
+type ReapResult struct {
+	NoUpdates        int
+	ExecutionTimeout int
+	StuckPending     int
+	Canceled         int
+	Retried          int
+	Pipelines        []int64
+	Queued           bool
 }
 
 // TraceRangeError says the runner's offset is not where the stored trace ends.

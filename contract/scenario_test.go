@@ -377,6 +377,16 @@ func TestScenario(t *testing.T) {
 	c.do(http.StatusNotFound, "GET", path("/api/v4/projects/%d/pipelines/999999/jobs", projectID), nil, admin)
 	c.do(http.StatusNotFound, "POST", path("/api/v4/projects/%d/pipelines/999999/cancel", projectID), nil, admin)
 
+	// ---- the waiter: a finished pipeline answers at once; bad timeouts are 400s
+	var waited api.PipelineWait
+	c.decode(&waited, http.StatusOK, "GET", path("/api/v4/projects/%d/pipelines/%d/wait?timeout=5", projectID, p2.ID), nil, admin)
+	if waited.Status != "canceled" || waited.JobsRemaining != 0 || len(waited.Finished) == 0 {
+		t.Errorf("wait on the canceled pipeline = %+v, want canceled, 0 remaining, its finished jobs", waited)
+	}
+	c.decode(&waited, http.StatusOK, "GET", path("/api/v4/projects/%d/pipelines/%d/wait?timeout=0", projectID, p.ID), nil, admin)
+	c.do(http.StatusBadRequest, "GET", path("/api/v4/projects/%d/pipelines/%d/wait?timeout=-1", projectID, p.ID), nil, admin, invalid)
+	c.do(http.StatusNotFound, "GET", path("/api/v4/projects/%d/pipelines/999999/wait?timeout=0", projectID), nil, admin)
+
 	// ---- idle polls: 204 with a queue version, then the cheap path echoing it
 	resp, _ = c.do(http.StatusNoContent, "POST", "/api/v4/jobs/request",
 		jsonBody(t, map[string]any{"token": r1.Token, "system_id": systemID, "info": runnerInfo(true)}))

@@ -44,6 +44,7 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 			r.Get("/projects/{project_id}/pipelines/{pipeline_id}", h.wrap(h.getPipeline))
 			r.Get("/projects/{project_id}/pipelines/{pipeline_id}/jobs", h.wrap(h.getPipelineJobs))
 			r.Post("/projects/{project_id}/pipelines/{pipeline_id}/cancel", h.wrap(h.cancelPipeline))
+			r.Get("/projects/{project_id}/pipelines/{pipeline_id}/wait", h.wrap(h.waitPipeline))
 			r.Get("/projects/{project_id}/jobs/{job_id}", h.wrap(h.getJob))
 			r.Get("/projects/{project_id}/jobs/{job_id}/trace", h.wrap(h.getTrace))
 			r.Get("/projects/{project_id}/jobs/{job_id}/events", h.wrap(h.getEvents))

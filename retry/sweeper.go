@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
@@ -29,6 +28,8 @@ type Sweeper struct {
 	Log   *slog.Logger
 	// OnSweep, when set, is told what each sweep did (metrics).
 	OnSweep func(Report, error)
+	// Notify, when set, wakes the waiters of pipelines whose builds changed.
+	Notify func(ctx context.Context, pipelineIDs []int64)
 }
 
 // Report counts what one sweep did across its batches.
@@ -50,7 +51,7 @@ const batchTimeout = 10 * time.Second
 // failed batch rolls back whole, so what earlier batches committed is kept.
 func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
 	start := time.Now()
-	now := s.now()
+	now := now(s.Now)
 	batch := s.Batch
 	if batch <= 0 {
 		batch = 500
@@ -80,6 +81,9 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
 				s.Log.WarnContext(ctx, "queue version not bumped after retries", "error", err)
 			}
 		}
+		if s.Notify != nil {
+			s.Notify(ctx, res.Pipelines)
+		}
 		for _, id := range res.TimedOutIDs {
 			// The key is gone or dead already; this only tidies a key that a keep-alive
 			// recreated at the last moment.
@@ -98,46 +102,17 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
 	return rep, nil
 }
 
-func (s *Sweeper) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
-	}
-	return time.Now()
-}
-
-// Run sweeps every Interval (with jitter, so replicas spread out) until ctx ends. Errors
-// are logged and the loop backs off, keeping what earlier batches committed.
+// Run sweeps every Interval until ctx ends; see runEvery.
 func (s *Sweeper) Run(ctx context.Context) error {
-	interval := s.Interval
-	if interval <= 0 {
-		interval = 5 * time.Second
-	}
-	backoff := interval
-	for {
+	return runEvery(ctx, s.Interval, s.Log, "ack sweep", func(ctx context.Context) error {
 		rep, err := s.SweepOnce(ctx)
 		if s.OnSweep != nil {
 			s.OnSweep(rep, err)
 		}
-		wait := interval
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case err != nil:
-			s.Log.ErrorContext(ctx, "ack sweep failed; will retry", "error", err, "backoff", backoff)
-			wait = backoff
-			backoff = min(backoff*2, time.Minute)
-		default:
-			backoff = interval
-			if rep.TimedOut > 0 || rep.Extended > 0 {
-				s.Log.InfoContext(ctx, "ack sweep", "timed_out", rep.TimedOut, "retried", rep.Retried,
-					"exhausted", rep.Exhausted, "extended", rep.Extended, "duration_ms", rep.Duration.Milliseconds())
-			}
+		if err == nil && (rep.TimedOut > 0 || rep.Extended > 0) {
+			s.Log.InfoContext(ctx, "ack sweep", "timed_out", rep.TimedOut, "retried", rep.Retried,
+				"exhausted", rep.Exhausted, "extended", rep.Extended, "duration_ms", rep.Duration.Milliseconds())
 		}
-		jitter := time.Duration(rand.Int64N(int64(wait)/5 + 1))
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait - wait/10 + jitter):
-		}
-	}
+		return err
+	})
 }

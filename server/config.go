@@ -29,6 +29,12 @@ type Config struct {
 	DatabaseMaxConns    int32
 	FlagRefresh         time.Duration
 	LogLevel            string
+	// Reapers and the stuck-stage check.
+	MaintenanceInterval time.Duration
+	NoUpdatesTimeout    time.Duration
+	ExecutionGrace      time.Duration
+	PendingTimeout      time.Duration
+	CancelingTimeout    time.Duration
 }
 
 // Setting describes one environment variable: the configuration table in README.md is
@@ -113,6 +119,21 @@ var Settings = []Setting{
 	}},
 	{"JOBAPI_FLAG_REFRESH", "2s", "how often feature flags are reloaded (changes also arrive by NOTIFY)",
 		duration(func(c *Config) *time.Duration { return &c.FlagRefresh })},
+	{"JOBAPI_MAINTENANCE_INTERVAL", "", "how often the reapers and the stuck-stage check run (default: the sweep interval)",
+		func(c *Config, v string) error {
+			if v == "" {
+				return nil
+			}
+			return duration(func(c *Config) *time.Duration { return &c.MaintenanceInterval })(c, v)
+		}},
+	{"JOBAPI_NO_UPDATES_TIMEOUT", "1h", "a running job without any runner update this long fails with no_updates_running",
+		duration(func(c *Config) *time.Duration { return &c.NoUpdatesTimeout })},
+	{"JOBAPI_EXECUTION_TIMEOUT_GRACE", "15m", "a running job this long past its timeout fails with job_execution_timeout",
+		duration(func(c *Config) *time.Duration { return &c.ExecutionGrace })},
+	{"JOBAPI_PENDING_TIMEOUT", "24h", "a job pending this long fails with stuck_pending",
+		duration(func(c *Config) *time.Duration { return &c.PendingTimeout })},
+	{"JOBAPI_CANCELING_TIMEOUT", "30m", "a canceling job without runner updates this long becomes canceled",
+		duration(func(c *Config) *time.Duration { return &c.CancelingTimeout })},
 	{"JOBAPI_LOG_LEVEL", "info", "debug, info, warn or error", func(c *Config, v string) error {
 		switch v {
 		case "debug", "info", "warn", "error":
@@ -141,6 +162,10 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.SweepInterval < 10*time.Millisecond {
 		return Config{}, fmt.Errorf("JOBAPI_SWEEP_INTERVAL: must be at least 10ms")
+	}
+	if c.MaintenanceInterval == 0 || c.MaintenanceInterval > c.SweepInterval {
+		// Short thresholds must act within seconds: never slower than the sweeper.
+		c.MaintenanceInterval = c.SweepInterval
 	}
 	return c, nil
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/featureflags"
 	"github.com/jobapi/jobapi/retry"
 )
@@ -16,6 +17,9 @@ type metrics struct {
 	sweepDuration prometheus.Histogram
 	ackTimeouts   prometheus.Counter
 	retries       *prometheus.CounterVec
+	reaped        *prometheus.CounterVec
+	stuckStages   *prometheus.CounterVec
+	workerErrors  *prometheus.CounterVec
 }
 
 func newMetrics(reg *prometheus.Registry) *metrics {
@@ -38,7 +42,16 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Name: "jobapi_auto_retries_total", Help: "Automatic retries after ack timeouts, by outcome.",
 		}, []string{"reason", "outcome"}),
 	}
-	reg.MustRegister(m.ackLatency, m.sweeps, m.sweepDuration, m.ackTimeouts, m.retries)
+	m.reaped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jobapi_reaped_builds_total", Help: "Builds failed or canceled by the reapers, by reason.",
+	}, []string{"reason"})
+	m.stuckStages = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jobapi_stuck_stages_total", Help: "Pipelines found with a stuck stage, by timeout strategy.",
+	}, []string{"strategy"})
+	m.workerErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jobapi_worker_errors_total", Help: "Failed runs of background workers.",
+	}, []string{"worker"})
+	reg.MustRegister(m.ackLatency, m.sweeps, m.sweepDuration, m.ackTimeouts, m.retries, m.reaped, m.stuckStages, m.workerErrors)
 	return m
 }
 
@@ -76,5 +89,24 @@ func (m *metrics) registerFlags(reg *prometheus.Registry, flags *featureflags.Fl
 			Name: "jobapi_flag_fallbacks_total", Help: "Evaluations answered with the default because the flag backend failed.",
 			ConstLabels: prometheus.Labels{"flag": key},
 		}, func() float64 { return float64(flags.Counts(key).Fallbacks) }))
+	}
+}
+
+func (m *metrics) reap(r builds.ReapResult, err error) {
+	if err != nil {
+		m.workerErrors.WithLabelValues("reaper").Inc()
+	}
+	m.reaped.WithLabelValues(builds.ReasonNoUpdatesRunning).Add(float64(r.NoUpdates))
+	m.reaped.WithLabelValues(builds.ReasonJobExecutionTimeout).Add(float64(r.ExecutionTimeout))
+	m.reaped.WithLabelValues(builds.ReasonStuckPending).Add(float64(r.StuckPending))
+	m.reaped.WithLabelValues("canceled").Add(float64(r.Canceled))
+}
+
+func (m *metrics) stuck(r builds.StuckResult, err error) {
+	if err != nil {
+		m.workerErrors.WithLabelValues("stuck_stages").Inc()
+	}
+	for _, p := range r.Stuck {
+		m.stuckStages.WithLabelValues(p.Strategy).Inc()
 	}
 }

@@ -32,6 +32,8 @@ type Server struct {
 	URL     string
 	Service *builds.Service
 	Sweeper *retry.Sweeper
+	Reaper  *retry.Reaper
+	Stuck   *retry.StuckStages
 	Pool    *pgxpool.Pool
 	Redis   redis.UniversalClient
 
@@ -125,9 +127,17 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 		LongPoll: cfg.LongPoll, Policy: builds.DefaultRetryPolicy(cfg.AutoRetryMax),
 	}, opts.Now, log)
 	svc.SetObserver(m)
+	svc.SetPipelineEvents(rs)
 
 	sweeper := &retry.Sweeper{Store: store, Leases: rs, Queue: rs, Policy: builds.DefaultRetryPolicy(cfg.AutoRetryMax),
-		Interval: cfg.SweepInterval, MaxWait: cfg.MaxProvisioningWait, Now: opts.Now, Log: log, OnSweep: m.sweep}
+		Interval: cfg.SweepInterval, MaxWait: cfg.MaxProvisioningWait, Now: opts.Now, Log: log, OnSweep: m.sweep,
+		Notify: svc.NotifyPipelines}
+	reaper := &retry.Reaper{Store: store, Queue: rs, Interval: cfg.MaintenanceInterval, Now: opts.Now, Log: log,
+		Notify: svc.NotifyPipelines, OnReap: m.reap,
+		Params: builds.ReapParams{NoUpdates: cfg.NoUpdatesTimeout, ExecutionGrace: cfg.ExecutionGrace,
+			Pending: cfg.PendingTimeout, Canceling: cfg.CancelingTimeout, Policy: builds.DefaultRetryPolicy(cfg.AutoRetryMax)}}
+	stuck := &retry.StuckStages{Store: store, Queue: rs, Timeout: cfg.StuckStageTimeout, Interval: cfg.MaintenanceInterval,
+		Now: opts.Now, Log: log, Notify: svc.NotifyPipelines, OnCheck: m.stuck}
 
 	h := handlers.New(handlers.Deps{Service: svc, AdminToken: cfg.AdminToken, Logger: log,
 		Flags: featureAdmin, Health: health{store: store, redis: rs},
@@ -155,8 +165,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 	if opts.FlagProvider == nil {
 		g.Go(func() error { return pgProvider.Run(gctx) })
 	}
+	g.Go(func() error { return svc.RunPipelineEvents(gctx) })
 	if !opts.DisableSweeper {
 		g.Go(func() error { return sweeper.Run(gctx) })
+		g.Go(func() error { return reaper.Run(gctx) })
+		g.Go(func() error { return stuck.Run(gctx) })
 	}
 	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
@@ -175,7 +188,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 		_ = rdb.Close()
 		return err
 	})
-	s := &Server{URL: "http://" + ln.Addr().String(), Service: svc, Sweeper: sweeper, Pool: pool, Redis: rdb,
+	s := &Server{URL: "http://" + ln.Addr().String(), Service: svc, Sweeper: sweeper, Reaper: reaper, Stuck: stuck,
+		Pool: pool, Redis: rdb,
 		cancel: cancel, group: g}
 	log.Info("jobapi listening", "addr", ln.Addr().String())
 	return s, nil

@@ -86,6 +86,10 @@ func (s *Store) Events(ctx context.Context, buildID int64, p builds.Page) ([]bui
 		err := row.Scan(&e.ID, &e.BuildID, &e.Type, &e.At, &e.RunnerManager, &e.Detail, &total)
 		return e, err
 	})
+	if err == nil && len(list) == 0 && off > 0 {
+		// Past the last page the window count has no row to ride on.
+		err = s.pool.QueryRow(ctx, `SELECT count(*) FROM build_events WHERE build_id = $1`, buildID).Scan(&total)
+	}
 	return list, total, err
 }
 
@@ -121,7 +125,8 @@ WITH b AS (
     UPDATE builds SET status = $2, token_hash = $3, runner_id = $4, runner_manager_id = $5,
         assigned_at = $6, updated_at = $6, two_phase = $8,
         ack_deadline = CASE WHEN $8 THEN $7::timestamptz END,
-        started_at = CASE WHEN $8 THEN NULL ELSE $6::timestamptz END
+        started_at = CASE WHEN $8 THEN NULL ELSE $6::timestamptz END,
+        run_deadline = CASE WHEN $8 THEN NULL ELSE $6::timestamptz + make_interval(secs => timeout_seconds) END
     WHERE id = $1 AND status = 'pending'
     RETURNING *
 ), e AS (
@@ -139,7 +144,8 @@ const assignOldest = `
 WITH c AS (` + claimCandidate + `
 ), b AS (
     UPDATE builds SET status = 'running', token_hash = $3, runner_id = $4, runner_manager_id = $5,
-        assigned_at = $6, started_at = $6, updated_at = $6, two_phase = false
+        assigned_at = $6, started_at = $6, updated_at = $6, two_phase = false,
+        run_deadline = $6::timestamptz + make_interval(secs => builds.timeout_seconds)
     FROM c WHERE builds.id = c.id
     RETURNING builds.*
 ), e AS (
@@ -189,7 +195,8 @@ func (s *Store) Claim(ctx context.Context, c builds.Claim) (builds.Build, error)
 
 const acknowledge = `
 WITH b AS (
-    UPDATE builds SET status = 'running', started_at = $2, updated_at = $2, ack_deadline = NULL
+    UPDATE builds SET status = 'running', started_at = $2, updated_at = $2, ack_deadline = NULL,
+        run_deadline = $2::timestamptz + make_interval(secs => timeout_seconds)
     WHERE id = $1 AND status = 'waiting_for_runner_ack'
     RETURNING *
 ), e AS (

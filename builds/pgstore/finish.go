@@ -168,7 +168,7 @@ WHERE pipeline_id = $1 AND retried_by IS NULL
 GROUP BY stage_idx, status, allow_failure
 ORDER BY stage_idx`
 
-const lockPipeline = `SELECT status FROM pipelines WHERE id = $1 FOR UPDATE`
+const lockPipeline = `SELECT status, advanced_past FROM pipelines WHERE id = $1 FOR UPDATE`
 
 const releaseStage = `
 WITH b AS (
@@ -186,10 +186,12 @@ WITH b AS (
 )
 INSERT INTO build_events (build_id, type, at, detail) SELECT id, 'skipped', $3, '{}'::jsonb FROM b`
 
+// setPipelineStatus also records progress: advance runs whenever a build of the pipeline
+// changed state, and the stuck-stage check reads progressed_at.
 const setPipelineStatus = `
-UPDATE pipelines SET status = $2, updated_at = $3,
+UPDATE pipelines SET status = $2, updated_at = $3, progressed_at = $3,
     finished_at = CASE WHEN $4 THEN $3::timestamptz END
-WHERE id = $1 AND status <> $2`
+WHERE id = $1`
 
 // advance applies SPEC §6 to a pipeline after one of its builds changed: release the next
 // stage when every latest attempt of the current one is finished (success, or failed with
@@ -197,7 +199,8 @@ WHERE id = $1 AND status <> $2`
 // locks the pipeline row, so concurrent finishes of one pipeline advance it one at a time.
 func advance(ctx context.Context, tx pgx.Tx, pipelineID int64, now time.Time) (queued bool, err error) {
 	var current string
-	if err := tx.QueryRow(ctx, lockPipeline, pipelineID).Scan(&current); err != nil {
+	var advancedPast int
+	if err := tx.QueryRow(ctx, lockPipeline, pipelineID).Scan(&current, &advancedPast); err != nil {
 		return false, err
 	}
 	stages, order, err := shape(ctx, tx, pipelineID)
@@ -216,6 +219,11 @@ func advance(ctx context.Context, tx pgx.Tx, pipelineID int64, now time.Time) (q
 				changed = true
 			}
 			break
+		}
+		if idx <= advancedPast {
+			// The optimistic stuck strategy moved on from this stage: its unfinished builds
+			// are left to the reapers and do not hold the next stage back.
+			continue
 		}
 		if st.created > 0 {
 			if st.active == 0 {
@@ -240,10 +248,8 @@ func advance(ctx context.Context, tx pgx.Tx, pipelineID int64, now time.Time) (q
 	}
 	status := pipelineStatus(stages, order)
 	finished := status == "success" || status == "failed" || status == "canceled"
-	if status != current {
-		if _, err := tx.Exec(ctx, setPipelineStatus, pipelineID, status, now, finished); err != nil {
-			return false, err
-		}
+	if _, err := tx.Exec(ctx, setPipelineStatus, pipelineID, status, now, finished); err != nil {
+		return false, err
 	}
 	return queued, nil
 }

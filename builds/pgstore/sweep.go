@@ -96,6 +96,7 @@ func (s *Store) SweepExpiredAcks(ctx context.Context, p builds.SweepParams) (bui
 			}
 			res.TimedOut++
 			res.TimedOutIDs = append(res.TimedOutIDs, c.id)
+			res.Pipelines = append(res.Pipelines, f.Build.PipelineID)
 			if f.Retry != nil {
 				res.Retried++
 			} else if policy.Limit(f.Build.Payload.Retry, builds.ReasonRunnerProvisioningTimeout) > 0 {

@@ -173,3 +173,49 @@ func (s *Store) Watched(ctx context.Context, buildID int64) (bool, error) {
 	n, err := s.rdb.Exists(ctx, s.watchKey(buildID)).Result()
 	return n > 0, err
 }
+
+func (s *Store) eventsChannel() string { return s.prefix + "pipeline-events" }
+
+// Publish announces that a build of the pipeline changed.
+func (s *Store) Publish(ctx context.Context, pipelineID int64) error {
+	ctx, cancel := callCtx(ctx)
+	defer cancel()
+	return s.rdb.Publish(ctx, s.eventsChannel(), strconv.FormatInt(pipelineID, 10)).Err()
+}
+
+// eventsPing is how long a silent subscription waits before checking its connection.
+const eventsPing = 5 * time.Second
+
+// Subscribe delivers pipeline events until ctx ends or the connection fails. It does not
+// hide a broken connection behind go-redis's silent reconnects: the caller must know, so
+// that waiters switch to polling while events may be missed.
+func (s *Store) Subscribe(ctx context.Context, ready func(), fn func(pipelineID int64)) error {
+	ps := s.rdb.Subscribe(ctx, s.eventsChannel())
+	defer ps.Close()
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, eventsPing)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var netErr interface{ Timeout() bool }
+			if errors.As(err, &netErr) && netErr.Timeout() {
+				pctx, cancel := callCtx(ctx)
+				err = ps.Ping(pctx)
+				cancel()
+				if err == nil {
+					continue
+				}
+			}
+			return fmt.Errorf("pipeline events: %w", err)
+		}
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			ready()
+		case *redis.Message:
+			if id, err := strconv.ParseInt(m.Payload, 10, 64); err == nil {
+				fn(id)
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +22,9 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "jobapi:", err)
+		if errors.As(err, new(errPipelineFailed)) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }
@@ -32,6 +36,8 @@ commands:
   migrate up|down|version  manage the schema; migrate force N marks version N clean
   dev                      local throwaway Postgres and Redis, a demo runner, curl examples
   config                   list every JOBAPI_* setting with its default
+  wait PROJECT PIPELINE    wait until a pipeline finished (JOBAPI_URL, JOBAPI_ADMIN_TOKEN);
+                           exits 0 on success, 2 when it failed or was canceled
 `
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -55,6 +61,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return migrate(args[1:], getenv, stdout)
 	case "dev":
 		return dev(ctx, args[1:], getenv, stdout, stderr)
+	case "wait":
+		return wait(ctx, args[1:], getenv, stdout)
 	case "config":
 		for _, s := range server.Settings {
 			fmt.Fprintf(stdout, "%-30s %-22q %s\n", s.Env, s.Default, s.Meaning)

@@ -1,0 +1,27 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jobapi/jobapi/builds"
+)
+
+const pipelineProgress = `
+SELECT p.status,
+       (SELECT count(*) FROM builds b WHERE b.pipeline_id = p.id AND b.retried_by IS NULL
+            AND b.status NOT IN ('success', 'failed', 'canceled', 'skipped'))::int,
+       COALESCE((SELECT array_agg(b.id ORDER BY b.id) FROM builds b WHERE b.pipeline_id = p.id
+            AND b.status IN ('success', 'failed', 'canceled', 'skipped')), '{}')
+FROM pipelines p WHERE p.id = $1 AND p.project_id = $2`
+
+// PipelineProgress reads a pipeline's status, how many latest attempts are unfinished, and
+// every finished build id, in one statement (one snapshot).
+func (s *Store) PipelineProgress(ctx context.Context, projectID, id int64) (builds.PipelineProgress, error) {
+	var p builds.PipelineProgress
+	err := s.pool.QueryRow(ctx, pipelineProgress, id, projectID).Scan(&p.Status, &p.Remaining, &p.Finished)
+	if err != nil {
+		return p, notFound(err, fmt.Sprintf("pipeline %d", id))
+	}
+	return p, nil
+}
