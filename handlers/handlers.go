@@ -36,6 +36,9 @@ type Deps struct {
 	Registry   *prometheus.Registry
 	// TraceWatch paces runners: a short trace interval while someone reads the log.
 	TraceWatch builds.TraceWatch
+	// Limiter and Limits rate-limit the runner API (nil: no limits).
+	Limiter RateLimiter
+	Limits  RateLimits
 }
 
 // Handler carries the dependencies of every route.
@@ -47,6 +50,8 @@ type Handler struct {
 	health     Health
 	traceWatch builds.TraceWatch
 	metrics    *httpMetrics
+	limiter    RateLimiter
+	limits     RateLimits
 }
 
 // Trace update intervals sent to runners (GitLab's UPDATE_FREQUENCY_DEFAULT and while watched).
@@ -64,6 +69,8 @@ func New(d Deps) http.Handler {
 		health:     d.Health,
 		traceWatch: d.TraceWatch,
 		metrics:    newHTTPMetrics(d.Registry),
+		limiter:    d.Limiter,
+		limits:     d.Limits,
 	}
 	if d.AdminToken != "" {
 		h.adminHash = builds.HashToken(d.AdminToken)

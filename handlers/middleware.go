@@ -81,8 +81,10 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 type httpMetrics struct {
-	requests *prometheus.CounterVec
-	duration *prometheus.HistogramVec
+	requests    *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	jobRequests *prometheus.CounterVec
+	rateLimit   *prometheus.CounterVec
 }
 
 func newHTTPMetrics(reg *prometheus.Registry) *httpMetrics {
@@ -95,8 +97,14 @@ func newHTTPMetrics(reg *prometheus.Registry) *httpMetrics {
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10, 60},
 		}, []string{"route", "method"}),
 	}
+	m.jobRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jobapi_job_requests_total", Help: "POST /jobs/request by result.",
+	}, []string{"result"})
+	m.rateLimit = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jobapi_rate_limit_total", Help: "Rate-limit decisions that did not simply allow: limited (429) or fail_open (limiter down).",
+	}, []string{"scope", "outcome"})
 	if reg != nil {
-		reg.MustRegister(m.requests, m.duration)
+		reg.MustRegister(m.requests, m.duration, m.jobRequests, m.rateLimit)
 	}
 	return m
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
@@ -48,6 +49,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		noJob    *builds.NoJob
 		rangeErr *builds.TraceRangeError
 		tooBig   *http.MaxBytesError
+		limited  *rateLimited
 	)
 	switch {
 	case errors.As(err, &he):
@@ -55,6 +57,8 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 			w.Header()[k] = vs
 		}
 		writeError(w, he.code, he.msg)
+	case errors.As(err, &limited):
+		writeRateLimited(w, limited.d, time.Now())
 	case errors.As(err, &noJob):
 		if noJob.LastUpdate != "" {
 			w.Header().Set("X-GitLab-Last-Update", noJob.LastUpdate)

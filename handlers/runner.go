@@ -71,10 +71,16 @@ func (h *Handler) requestJob(w http.ResponseWriter, r *http.Request) error {
 	if len(req.LastUpdate) > 128 {
 		return badRequest("last_update is longer than 128 characters")
 	}
+	token := runnerToken(r, req.Token)
+	if err := h.limit(r, "jobs_request", token, h.limits.JobsRequest); err != nil {
+		h.metrics.jobRequests.WithLabelValues("rate_limited").Inc()
+		return err
+	}
 	a, err := h.svc.RequestJob(r.Context(), builds.JobRequest{
-		Token: runnerToken(r, req.Token), SystemID: req.SystemID, LastUpdate: req.LastUpdate,
+		Token: token, SystemID: req.SystemID, LastUpdate: req.LastUpdate,
 		Info: managerInfo(req.Info), TwoPhaseCapable: req.Info.Features["two_phase_job_commit"],
 	})
+	h.metrics.jobRequests.WithLabelValues(jobRequestResult(err)).Inc()
 	if err != nil {
 		return err
 	}
@@ -83,6 +89,21 @@ func (h *Handler) requestJob(w http.ResponseWriter, r *http.Request) error {
 	// while other builds are still pending, until something bumps the queue.
 	writeJSON(w, http.StatusCreated, jobPayload(r, a))
 	return nil
+}
+
+func jobRequestResult(err error) string {
+	var noJob *builds.NoJob
+	switch {
+	case err == nil:
+		return "assigned"
+	case errors.As(err, &noJob):
+		return "no_job"
+	case errors.Is(err, builds.ErrRunnerForbidden):
+		return "forbidden"
+	case unavailable(err):
+		return "unavailable"
+	}
+	return "error"
 }
 
 // jobPayload builds the job JSON gitlab-runner decodes into spec.Job.
@@ -179,6 +200,9 @@ func (h *Handler) updateJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := h.limit(r, "job_update", strconv.FormatInt(id, 10), h.limits.JobUpdates); err != nil {
+		return err
+	}
 	var req api.UpdateJobRequest
 	if err := decodeJSON(r, &req, false); err != nil {
 		return err
@@ -221,6 +245,9 @@ func ParseContentRange(header string, n int) (int64, error) {
 func (h *Handler) patchTrace(w http.ResponseWriter, r *http.Request) error {
 	id, err := jobID(r)
 	if err != nil {
+		return err
+	}
+	if err := h.limit(r, "job_trace", strconv.FormatInt(id, 10), h.limits.JobUpdates); err != nil {
 		return err
 	}
 	data, err := io.ReadAll(r.Body)

@@ -35,6 +35,9 @@ type Config struct {
 	ExecutionGrace      time.Duration
 	PendingTimeout      time.Duration
 	CancelingTimeout    time.Duration
+	// Rate limits, requests per minute (0: off).
+	RateLimitJobsRequest int
+	RateLimitJobUpdates  int
 }
 
 // Setting describes one environment variable: the configuration table in README.md is
@@ -51,6 +54,17 @@ func duration(dst func(*Config) *time.Duration) func(*Config, string) error {
 			return fmt.Errorf("want a Go duration such as 30s or 2h, got %q", v)
 		}
 		*dst(c) = d
+		return nil
+	}
+}
+
+func perMinute(dst func(*Config) *int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 10_000_000 {
+			return fmt.Errorf("want requests per minute, 0 to 10000000, got %q", v)
+		}
+		*dst(c) = n
 		return nil
 	}
 }
@@ -134,6 +148,10 @@ var Settings = []Setting{
 		duration(func(c *Config) *time.Duration { return &c.PendingTimeout })},
 	{"JOBAPI_CANCELING_TIMEOUT", "30m", "a canceling job without runner updates this long becomes canceled",
 		duration(func(c *Config) *time.Duration { return &c.CancelingTimeout })},
+	{"JOBAPI_RATE_LIMIT_JOBS_REQUEST", "2000", "POST /jobs/request per runner token per minute (0: off); over it: 429 + Retry-After",
+		perMinute(func(c *Config) *int { return &c.RateLimitJobsRequest })},
+	{"JOBAPI_RATE_LIMIT_JOB_UPDATES", "200", "PUT /jobs/:id, and separately trace PATCHes, per job per minute (0: off)",
+		perMinute(func(c *Config) *int { return &c.RateLimitJobUpdates })},
 	{"JOBAPI_LOG_LEVEL", "info", "debug, info, warn or error", func(c *Config, v string) error {
 		switch v {
 		case "debug", "info", "warn", "error":

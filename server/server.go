@@ -23,6 +23,7 @@ import (
 	"github.com/jobapi/jobapi/featureflags/pgflags"
 	"github.com/jobapi/jobapi/handlers"
 	"github.com/jobapi/jobapi/migrations"
+	"github.com/jobapi/jobapi/ratelimit"
 	"github.com/jobapi/jobapi/retry"
 )
 
@@ -141,7 +142,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 
 	h := handlers.New(handlers.Deps{Service: svc, AdminToken: cfg.AdminToken, Logger: log,
 		Flags: featureAdmin, Health: health{store: store, redis: rs},
-		Registry: reg, TraceWatch: rs})
+		Registry: reg, TraceWatch: rs, Limiter: limiter{ratelimit.New(rdb, cfg.RedisKeyPrefix)},
+		Limits: handlers.RateLimits{JobsRequest: cfg.RateLimitJobsRequest, JobUpdates: cfg.RateLimitJobUpdates}})
 
 	ln := opts.Listener
 	if ln == nil {
@@ -219,4 +221,12 @@ func (h health) Ready(r *http.Request) error {
 		return fmt.Errorf("redis: %w", err)
 	}
 	return nil
+}
+
+// limiter adapts ratelimit.Limiter to the handlers' interface.
+type limiter struct{ l *ratelimit.Limiter }
+
+func (l limiter) Allow(ctx context.Context, scope, key string, requests int, window time.Duration) (handlers.RateDecision, error) {
+	d, err := l.l.Allow(ctx, scope, key, ratelimit.Limit{Requests: requests, Window: window})
+	return handlers.RateDecision{Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining, Reset: d.Reset}, err
 }

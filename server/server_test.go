@@ -1,0 +1,151 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobapi/jobapi/jobapitest"
+	"github.com/jobapi/jobapi/runnerclient"
+	"github.com/jobapi/jobapi/server"
+	"github.com/jobapi/jobapi/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func TestLoadConfigDefaultsAndErrors(t *testing.T) {
+	cfg, err := server.LoadConfig(func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.AckTTL != 120*time.Second || cfg.MaxProvisioningWait != time.Hour || cfg.SweepInterval != 5*time.Second ||
+		cfg.AutoRetryMax != 2 || cfg.TraceLimit != 4<<20 || cfg.StuckStageTimeout != 2*time.Hour || !cfg.AutoMigrate ||
+		cfg.LongPoll != 0 || cfg.ListenAddr != ":8080" || cfg.MaintenanceInterval != cfg.SweepInterval {
+		t.Errorf("defaults differ from SPEC §10: %+v", cfg)
+	}
+	for env, bad := range map[string]string{
+		"JOBAPI_ACK_TTL": "soon", "JOBAPI_AUTO_RETRY_MAX": "-1", "JOBAPI_TRACE_LIMIT": "4 potatoes",
+		"JOBAPI_AUTO_MIGRATE": "maybe", "JOBAPI_SWEEP_INTERVAL": "1ns", "JOBAPI_RATE_LIMIT_JOBS_REQUEST": "many",
+	} {
+		_, err := server.LoadConfig(func(k string) string {
+			if k == env {
+				return bad
+			}
+			return ""
+		})
+		if err == nil || !strings.Contains(err.Error(), env) {
+			t.Errorf("%s=%q: error %v, want one naming the variable", env, bad, err)
+		}
+	}
+}
+
+// Over the per-token budget a runner gets 429 with the headers gitlab-runner's retry
+// requester honours (Retry-After seconds, RateLimit-ResetTime RFC 1123), never a 403.
+func TestJobRequestRateLimit(t *testing.T) {
+	t.Parallel()
+	inst := jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) { c.RateLimitJobsRequest = 5 }})
+	_, token := inst.CreateRunner(t)
+	rc := runnerclient.New(inst.URL, token, "s_ratelimit")
+	codes := map[int]int{}
+	var limited http.Header
+	for i := 0; i < 8; i++ {
+		_, res, err := rc.RequestJob(context.Background())
+		if err != nil {
+			t.Fatalf("request %d: %v (a rate limit must never look unhealthy to the runner)", i, err)
+		}
+		codes[res.Code]++
+		if res.Code == http.StatusTooManyRequests {
+			limited = res.Header
+		}
+	}
+	if codes[http.StatusNoContent] != 5 || codes[http.StatusTooManyRequests] != 3 {
+		t.Fatalf("codes %v, want 5×204 then 3×429", codes)
+	}
+	retry, err := strconv.Atoi(limited.Get("Retry-After"))
+	if err != nil || retry < 1 || retry > 60 {
+		t.Errorf("Retry-After %q, want 1-60 seconds", limited.Get("Retry-After"))
+	}
+	reset, err := http.ParseTime(limited.Get("RateLimit-ResetTime"))
+	if err != nil || reset.Before(time.Now().Add(-time.Second)) || reset.After(time.Now().Add(61*time.Second)) {
+		t.Errorf("RateLimit-ResetTime %q: want an RFC 1123 time within the minute", limited.Get("RateLimit-ResetTime"))
+	}
+	if limited.Get("RateLimit-Limit") != "5" || limited.Get("RateLimit-Remaining") != "0" {
+		t.Errorf("RateLimit-Limit %q Remaining %q, want 5 and 0", limited.Get("RateLimit-Limit"), limited.Get("RateLimit-Remaining"))
+	}
+	// Another runner has its own budget; a second replica shares this one's.
+	_, other := inst.CreateRunner(t)
+	if _, res, _ := runnerclient.New(inst.URL, other, "s_other").RequestJob(context.Background()); res.Code != http.StatusNoContent {
+		t.Errorf("other runner: %d, want 204", res.Code)
+	}
+	replica := inst.Replica(t, jobapitest.Options{})
+	if _, res, _ := runnerclient.New(replica.URL, token, "s_ratelimit").RequestJob(context.Background()); res.Code != http.StatusTooManyRequests {
+		t.Errorf("same runner on another replica: %d, want 429 (the budget is shared through Redis)", res.Code)
+	}
+	body := scrape(t, inst.URL)
+	if !strings.Contains(body, `jobapi_rate_limit_total{outcome="limited",scope="jobs_request"} 3`) ||
+		!strings.Contains(body, `jobapi_job_requests_total{result="rate_limited"} 3`) {
+		t.Errorf("metrics do not count the 429s:\n%s", grep(body, "rate_limit"))
+	}
+}
+
+// A scrape after some traffic shows the metrics operators rely on, with sane values.
+func TestMetricsAfterTraffic(t *testing.T) {
+	t.Parallel()
+	inst := jobapitest.Start(t, jobapitest.Options{})
+	_, token := inst.CreateRunner(t)
+	inst.EnableTwoPhase(t, 1)
+	inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "a", "script": []string{"true"}})
+	rc := runnerclient.New(inst.URL, token, "s_metrics")
+	job, _, err := rc.RequestJob(context.Background())
+	if err != nil || job == nil {
+		t.Fatalf("request: %v %v", job, err)
+	}
+	if out, err := rc.RunJob(context.Background(), job, runnerclient.FakeShell{}); err != nil || out.Result != runnerclient.Succeeded {
+		t.Fatalf("run: %+v %v", out, err)
+	}
+	if _, err := inst.Sweeper.SweepOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	body := scrape(t, inst.URL)
+	for _, want := range []string{
+		`jobapi_http_requests_total{code="201",method="POST",route="/api/v4/jobs/request"} 1`,
+		`jobapi_job_requests_total{result="assigned"} 1`,
+		`jobapi_assign_to_ack_seconds_count 1`,
+		`jobapi_flag_evaluations_total{flag="allow_runner_job_acknowledgement",result="on"} 1`,
+		`jobapi_flag_fallbacks_total{flag="allow_runner_job_acknowledgement"} 0`,
+		`jobapi_http_request_duration_seconds_bucket{method="PUT",route="/api/v4/jobs/{job_id}"`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("scrape lacks %s", want)
+		}
+	}
+	if strings.Contains(body, fmt.Sprintf("/jobs/%d", job.ID)) {
+		t.Error("a job id appears in a metric label: cardinality must stay bounded")
+	}
+}
+
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func grep(body, word string) string {
+	var out []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.Contains(l, word) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
