@@ -530,7 +530,7 @@ func (s *Service) AppendTrace(ctx context.Context, id int64, token string, offse
 		}
 		return TraceResult{}, &JobForbidden{Status: f.Build.Status, Msg: "403 Forbidden - trace size exceeded"}
 	}
-	size, err := s.store.AppendTrace(ctx, b.ID, offset, data, now)
+	size, err := s.store.AppendTrace(ctx, b.ID, offset, maskSecrets(data, b.Payload.Variables), now)
 	if errors.Is(err, ErrConflict) {
 		// The build left running between our read and the append: answer from its new state.
 		return s.AppendTrace(ctx, id, token, offset, data)

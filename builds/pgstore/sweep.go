@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,7 +15,7 @@ import (
 // builds. SKIP LOCKED gives concurrent sweepers (one per replica) disjoint batches, and a
 // late ack blocks on the row lock until this sweep commits, then finds the build failed.
 const expiredAcks = `
-SELECT b.id, b.assigned_at, COALESCE(m.system_id, '') FROM builds b
+SELECT b.id, b.assigned_at, COALESCE(m.system_id, ''), b.pipeline_id FROM builds b
 LEFT JOIN runner_managers m ON m.id = b.runner_manager_id
 WHERE b.status = 'waiting_for_runner_ack' AND b.ack_deadline <= $1
 ORDER BY b.ack_deadline
@@ -32,6 +33,7 @@ func (s *Store) SweepExpiredAcks(ctx context.Context, p builds.SweepParams) (bui
 			id         int64
 			assignedAt time.Time
 			systemID   string
+			pipelineID int64
 		}
 		rows, err := tx.Query(ctx, expiredAcks, p.Now, p.Batch)
 		if err != nil {
@@ -40,7 +42,7 @@ func (s *Store) SweepExpiredAcks(ctx context.Context, p builds.SweepParams) (bui
 		var cands []candidate
 		for rows.Next() {
 			var c candidate
-			if err := rows.Scan(&c.id, &c.assignedAt, &c.systemID); err != nil {
+			if err := rows.Scan(&c.id, &c.assignedAt, &c.systemID, &c.pipelineID); err != nil {
 				rows.Close()
 				return err
 			}
@@ -54,6 +56,10 @@ func (s *Store) SweepExpiredAcks(ctx context.Context, p builds.SweepParams) (bui
 		if len(cands) == 0 {
 			return nil
 		}
+		// Each timeout locks its pipeline row (retry, stage advancement) until commit. Taking
+		// them in pipeline order keeps two sweepers with batches across the same pipelines
+		// from locking them in opposite orders and deadlocking.
+		sort.SliceStable(cands, func(i, j int) bool { return cands[i].pipelineID < cands[j].pipelineID })
 		ids := make([]int64, len(cands))
 		for i, c := range cands {
 			ids[i] = c.id

@@ -57,14 +57,14 @@ func (s *Store) Grant(ctx context.Context, buildID int64, holder string, ttl tim
 	defer cancel()
 	ok, err := s.rdb.SetNX(ctx, s.ackKey(buildID), holder, ttl).Result()
 	if err != nil {
-		return fmt.Errorf("set ack key: %w", err)
+		return fmt.Errorf("set ack key: %w", unavailable(err))
 	}
 	if ok {
 		return nil
 	}
 	cur, err := s.rdb.Get(ctx, s.ackKey(buildID)).Result()
 	if err != nil {
-		return fmt.Errorf("read ack key after SET NX: %w", err)
+		return fmt.Errorf("read ack key after SET NX: %w", unavailable(err))
 	}
 	if cur != holder {
 		return fmt.Errorf("ack key of build %d held by %q, not %q", buildID, cur, holder)
@@ -77,18 +77,20 @@ func (s *Store) Grant(ctx context.Context, buildID int64, holder string, ttl tim
 func (s *Store) Refresh(ctx context.Context, buildID int64, holder string, ttl time.Duration) error {
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
-	return s.rdb.Set(ctx, s.ackKey(buildID), holder, ttl).Err()
+	return unavailable(s.rdb.Set(ctx, s.ackKey(buildID), holder, ttl).Err())
 }
 
 // Release deletes the ack key.
 func (s *Store) Release(ctx context.Context, buildID int64) error {
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
-	return s.rdb.Del(ctx, s.ackKey(buildID)).Err()
+	return unavailable(s.rdb.Del(ctx, s.ackKey(buildID)).Err())
 }
 
-// TTLs returns the time left on each live ack key, in one pipelined round trip (the cluster
-// client splits the pipeline per node).
+// TTLs returns the time left on each live ack key, in one pipelined round trip. Each ack key
+// has a slot of its own; the cluster client splits the pipeline per node and sends the
+// parts concurrently, and any failed part fails the whole call, so a missing answer is
+// never read as an expired key.
 func (s *Store) TTLs(ctx context.Context, buildIDs []int64) (map[int64]time.Duration, error) {
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
@@ -100,7 +102,7 @@ func (s *Store) TTLs(ctx context.Context, buildIDs []int64) (map[int64]time.Dura
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read ack TTLs: %w", err)
+		return nil, fmt.Errorf("read ack TTLs: %w", unavailable(err))
 	}
 	out := make(map[int64]time.Duration, len(buildIDs))
 	for i, c := range cmds {
@@ -124,11 +126,11 @@ func (s *Store) Version(ctx context.Context) (string, error) {
 	if errors.Is(err, redis.Nil) {
 		v = newVersion()
 		if err := s.rdb.SetNX(ctx, s.versionKey(), v, 0).Err(); err != nil {
-			return "", err
+			return "", unavailable(err)
 		}
-		return s.rdb.Get(ctx, s.versionKey()).Result()
+		v, err = s.rdb.Get(ctx, s.versionKey()).Result()
 	}
-	return v, err
+	return v, unavailable(err)
 }
 
 // Bump sets a new, never-seen version. Random values rather than INCR: after Redis loses
@@ -136,7 +138,7 @@ func (s *Store) Version(ctx context.Context) (string, error) {
 func (s *Store) Bump(ctx context.Context) error {
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
-	return s.rdb.Set(ctx, s.versionKey(), newVersion(), 0).Err()
+	return unavailable(s.rdb.Set(ctx, s.versionKey(), newVersion(), 0).Err())
 }
 
 func newVersion() string {
@@ -145,11 +147,20 @@ func newVersion() string {
 	return strconv.FormatInt(time.Now().UnixMilli(), 36) + "-" + hex.EncodeToString(b)
 }
 
-// Ping checks that Redis answers.
+// Ping checks that Redis answers: on a cluster, every master (a keyless PING reaches one
+// node only, and a cluster with one master down cannot serve the keys of its slots).
 func (s *Store) Ping(ctx context.Context) error {
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
-	return s.rdb.Ping(ctx).Err()
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		return unavailable(cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			if err := c.Ping(ctx).Err(); err != nil {
+				return fmt.Errorf("%s: %w", c.Options().Addr, err)
+			}
+			return nil
+		}))
+	}
+	return unavailable(s.rdb.Ping(ctx).Err())
 }
 
 // traceWatchTTL is how long one read of a log keeps its runner on the short interval.
@@ -163,7 +174,7 @@ func (s *Store) watchKey(id int64) string {
 func (s *Store) Watch(ctx context.Context, buildID int64) error {
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
-	return s.rdb.Set(ctx, s.watchKey(buildID), "1", traceWatchTTL).Err()
+	return unavailable(s.rdb.Set(ctx, s.watchKey(buildID), "1", traceWatchTTL).Err())
 }
 
 // Watched reports whether someone read the log in the last few seconds.
@@ -171,7 +182,7 @@ func (s *Store) Watched(ctx context.Context, buildID int64) (bool, error) {
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
 	n, err := s.rdb.Exists(ctx, s.watchKey(buildID)).Result()
-	return n > 0, err
+	return n > 0, unavailable(err)
 }
 
 func (s *Store) eventsChannel() string { return s.prefix + "pipeline-events" }
@@ -180,7 +191,7 @@ func (s *Store) eventsChannel() string { return s.prefix + "pipeline-events" }
 func (s *Store) Publish(ctx context.Context, pipelineID int64) error {
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
-	return s.rdb.Publish(ctx, s.eventsChannel(), strconv.FormatInt(pipelineID, 10)).Err()
+	return unavailable(s.rdb.Publish(ctx, s.eventsChannel(), strconv.FormatInt(pipelineID, 10)).Err())
 }
 
 // eventsPing is how long a silent subscription waits before checking its connection.
