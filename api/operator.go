@@ -119,3 +119,13 @@ type PipelineWait struct {
 	JobsRemaining int     `json:"jobs_remaining"`
 	Finished      []int64 `json:"finished"`
 }
+
+// AuditEvent is one operator action (GET /api/v4/admin/events), newest first.
+type AuditEvent struct {
+	ID     int64          `json:"id"`
+	At     time.Time      `json:"at"`
+	Actor  string         `json:"actor"`
+	Action string         `json:"action"`
+	Target string         `json:"target"`
+	Detail map[string]any `json:"detail"`
+}

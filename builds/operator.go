@@ -210,3 +210,24 @@ func (s *Service) Runner(ctx context.Context, id int64) (Runner, error) {
 
 // Ready reports whether Postgres answers.
 func (s *Service) Ready(ctx context.Context) error { return s.store.Ping(ctx) }
+
+// Audit records an operator action. A failure is logged, not returned: the action itself
+// already happened and must be answered.
+func (s *Service) Audit(ctx context.Context, actor, action, target string, detail map[string]any) {
+	log, ok := s.store.(AuditLog)
+	if !ok {
+		return
+	}
+	if err := log.AddAudit(ctx, AuditEvent{At: s.now(), Actor: actor, Action: action, Target: target, Detail: detail}); err != nil {
+		s.log.WarnContext(ctx, "operator action not recorded", "action", action, "target", target, "error", err)
+	}
+}
+
+// AuditEvents lists operator actions, newest first.
+func (s *Service) AuditEvents(ctx context.Context, p Page) ([]AuditEvent, int, error) {
+	log, ok := s.store.(AuditLog)
+	if !ok {
+		return []AuditEvent{}, 0, nil
+	}
+	return log.Audit(ctx, p)
+}

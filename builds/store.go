@@ -231,3 +231,19 @@ type TraceWatch interface {
 	Watch(ctx context.Context, buildID int64) error
 	Watched(ctx context.Context, buildID int64) (bool, error)
 }
+
+// AuditEvent is one operator action: who did what to which object.
+type AuditEvent struct {
+	ID     int64          `json:"id"`
+	At     time.Time      `json:"at"`
+	Actor  string         `json:"actor"`
+	Action string         `json:"action"`
+	Target string         `json:"target"`
+	Detail map[string]any `json:"detail"`
+}
+
+// AuditLog records operator actions (Postgres).
+type AuditLog interface {
+	AddAudit(ctx context.Context, e AuditEvent) error
+	Audit(ctx context.Context, p Page) ([]AuditEvent, int, error)
+}

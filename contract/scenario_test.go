@@ -377,6 +377,19 @@ func TestScenario(t *testing.T) {
 	c.do(http.StatusNotFound, "GET", path("/api/v4/projects/%d/pipelines/999999/jobs", projectID), nil, admin)
 	c.do(http.StatusNotFound, "POST", path("/api/v4/projects/%d/pipelines/999999/cancel", projectID), nil, admin)
 
+	// ---- the operator audit log: every change above, newest first
+	var audit []api.AuditEvent
+	c.decode(&audit, http.StatusOK, "GET", "/api/v4/admin/events?per_page=100", nil, admin)
+	actions := map[string]bool{}
+	for _, e := range audit {
+		actions[e.Action] = true
+	}
+	for _, want := range []string{"runner_created", "runner_updated", "feature_set", "job_canceled", "job_retried", "pipeline_canceled"} {
+		if !actions[want] {
+			t.Errorf("audit log lacks %s: %v", want, actions)
+		}
+	}
+
 	// ---- the waiter: a finished pipeline answers at once; bad timeouts are 400s
 	var waited api.PipelineWait
 	c.decode(&waited, http.StatusOK, "GET", path("/api/v4/projects/%d/pipelines/%d/wait?timeout=5", projectID, p2.ID), nil, admin)

@@ -71,6 +71,7 @@ func (h *Handler) setFeature(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return h.mapFlagErr(err)
 	}
+	h.svc.Audit(r.Context(), actor(r), "feature_set", "feature:"+chi.URLParam(r, "name"), change.detail())
 	writeJSON(w, http.StatusCreated, f)
 	return nil
 }
@@ -82,6 +83,7 @@ func (h *Handler) deleteFeature(w http.ResponseWriter, r *http.Request) error {
 	if err := h.flags.Delete(r, chi.URLParam(r, "name")); err != nil {
 		return h.mapFlagErr(err)
 	}
+	h.svc.Audit(r.Context(), actor(r), "feature_deleted", "feature:"+chi.URLParam(r, "name"), nil)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -163,4 +165,18 @@ func decodeFeatureChange(r *http.Request) (FeatureChange, error) {
 		}
 	}
 	return c, nil
+}
+
+func (c FeatureChange) detail() map[string]any {
+	d := map[string]any{}
+	if c.Boolean != nil {
+		d["value"] = *c.Boolean
+	}
+	if c.Percentage != nil {
+		d["percentage_of_actors"] = *c.Percentage
+	}
+	if c.Actor != "" {
+		d["actor"] = c.Actor
+	}
+	return d
 }

@@ -190,6 +190,8 @@ func (h *Handler) createRunner(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	h.svc.Audit(r.Context(), actor(r), "runner_created", "runner:"+strconv.FormatInt(created.ID, 10),
+		map[string]any{"tag_list": created.Tags, "run_untagged": created.RunUntagged, "paused": created.Paused})
 	writeJSON(w, http.StatusCreated, api.RunnerCreated{ID: created.ID, Token: token})
 	return nil
 }
@@ -256,6 +258,8 @@ func (h *Handler) updateRunner(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	h.svc.Audit(r.Context(), actor(r), "runner_updated", "runner:"+strconv.FormatInt(id, 10),
+		map[string]any{"tag_list": rn.Tags, "run_untagged": rn.RunUntagged, "paused": rn.Paused})
 	writeJSON(w, http.StatusOK, runnerView(rn))
 	return nil
 }
@@ -387,6 +391,7 @@ func (h *Handler) cancelPipeline(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	h.svc.Audit(r.Context(), actor(r), "pipeline_canceled", "pipeline:"+strconv.FormatInt(id, 10), nil)
 	writeJSON(w, http.StatusOK, pipelineView(p))
 	return nil
 }
@@ -504,6 +509,7 @@ func (h *Handler) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	h.svc.Audit(r.Context(), actor(r), "job_canceled", "job:"+strconv.FormatInt(id, 10), map[string]any{"status": v.Status})
 	writeJSON(w, http.StatusOK, jobView(v, h.svc.Now()))
 	return nil
 }
@@ -517,6 +523,7 @@ func (h *Handler) retryJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	h.svc.Audit(r.Context(), actor(r), "job_retried", "job:"+strconv.FormatInt(id, 10), map[string]any{"new_id": v.ID})
 	writeJSON(w, http.StatusCreated, jobView(v, h.svc.Now()))
 	return nil
 }
@@ -556,4 +563,24 @@ func statusNames() string {
 		names[i] = string(s)
 	}
 	return strings.Join(names, ", ")
+}
+
+func (h *Handler) listAuditEvents(w http.ResponseWriter, r *http.Request) error {
+	p, err := pageOf(r)
+	if err != nil {
+		return err
+	}
+	events, total, err := h.svc.AuditEvents(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	out := make([]api.AuditEvent, len(events))
+	for i, e := range events {
+		out[i] = api.AuditEvent{ID: e.ID, At: e.At, Actor: e.Actor, Action: e.Action, Target: e.Target, Detail: e.Detail}
+		if out[i].Detail == nil {
+			out[i].Detail = map[string]any{}
+		}
+	}
+	writePage(w, p, total, out)
+	return nil
 }

@@ -51,6 +51,7 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 			r.Post("/projects/{project_id}/jobs/{job_id}/cancel", h.wrap(h.cancelJob))
 			r.Post("/projects/{project_id}/jobs/{job_id}/retry", h.wrap(h.retryJob))
 			r.Get("/admin/jobs", h.wrap(h.listJobs))
+			r.Get("/admin/events", h.wrap(h.listAuditEvents))
 
 			r.Get("/features", h.wrap(h.listFeatures))
 			r.Post("/features/{name}", h.wrap(h.setFeature))

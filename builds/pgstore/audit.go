@@ -1,0 +1,45 @@
+package pgstore
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobapi/jobapi/builds"
+)
+
+var _ builds.AuditLog = (*Store)(nil)
+
+const addAudit = `INSERT INTO operator_events (at, actor, action, target, detail) VALUES ($1, $2, $3, $4, $5)`
+
+// AddAudit records an operator action.
+func (s *Store) AddAudit(ctx context.Context, e builds.AuditEvent) error {
+	if e.Detail == nil {
+		e.Detail = map[string]any{}
+	}
+	_, err := s.pool.Exec(ctx, addAudit, e.At, e.Actor, e.Action, e.Target, e.Detail)
+	return err
+}
+
+const listAudit = `
+SELECT id, at, actor, action, target, detail, count(*) OVER ()
+FROM operator_events ORDER BY id DESC LIMIT $1 OFFSET $2`
+
+// Audit lists operator actions, newest first.
+func (s *Store) Audit(ctx context.Context, p builds.Page) ([]builds.AuditEvent, int, error) {
+	limit, off := offset(p)
+	rows, err := s.pool.Query(ctx, listAudit, limit, off)
+	if err != nil {
+		return nil, 0, err
+	}
+	var total int
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (builds.AuditEvent, error) {
+		var e builds.AuditEvent
+		err := row.Scan(&e.ID, &e.At, &e.Actor, &e.Action, &e.Target, &e.Detail, &total)
+		return e, err
+	})
+	if err == nil && len(list) == 0 && p.Page > 1 {
+		err = s.pool.QueryRow(ctx, `SELECT count(*) FROM operator_events`).Scan(&total)
+	}
+	return list, total, err
+}
