@@ -30,6 +30,12 @@ type cachedManager struct {
 	at time.Time
 }
 
+// idleAuthTTL bounds how long an idle poll (the runner echoes the current queue version) is
+// answered from a cached runner. Any change to a runner bumps the queue version, which sends
+// the runner's next poll down the full path with a fresh lookup; this bound only limits how
+// long a token that vanished some other way could still get 204 instead of 403.
+const idleAuthTTL = 10 * time.Minute
+
 // managerRefresh is how often a manager's contacted_at and info are written per replica.
 const managerRefresh = time.Minute
 
@@ -40,11 +46,17 @@ func newRunnerCache(ttl time.Duration) *runnerCache {
 	return &runnerCache{ttl: ttl, byHash: map[string]cachedRunner{}, managers: map[managerKey]cachedManager{}}
 }
 
-func (c *runnerCache) get(hash []byte, now time.Time) (Runner, bool) {
+// get returns the cached runner of a token hash if it was loaded at most the cache's TTL ago,
+// or idleAuthTTL ago for an idle poll.
+func (c *runnerCache) get(hash []byte, now time.Time, idle bool) (Runner, bool) {
+	maxAge := c.ttl
+	if idle {
+		maxAge = max(maxAge, idleAuthTTL)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.byHash[string(hash)]
-	if !ok || now.Sub(e.at) > c.ttl {
+	if !ok || now.Sub(e.at) > maxAge {
 		return Runner{}, false
 	}
 	return e.runner, true

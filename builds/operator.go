@@ -31,6 +31,8 @@ func (s *Service) CancelPipeline(ctx context.Context, projectID, id int64) (Pipe
 	if err != nil {
 		return Pipeline{}, err
 	}
+	// Builds ended: waiters answer now, not at their next poll.
+	s.notifyPipelines(ctx, id)
 	for _, b := range p.Builds {
 		if b.Status == StatusCanceled && b.TwoPhase {
 			_ = s.leases.Release(ctx, b.ID)

@@ -122,13 +122,14 @@ func (s *Service) UpdateRunner(ctx context.Context, id int64, u RunnerUpdate) (R
 	return r, nil
 }
 
-// authenticateRunner resolves a runner token, from memory when recently seen.
-func (s *Service) authenticateRunner(ctx context.Context, token string) (Runner, error) {
+// authenticateRunner resolves a runner token, from memory when recently seen. An idle poll
+// accepts an older entry (idleAuthTTL): see RequestJob.
+func (s *Service) authenticateRunner(ctx context.Context, token string, idle bool) (Runner, error) {
 	if len(token) < len(RunnerTokenPrefix)+8 || len(token) > 256 {
 		return Runner{}, ErrRunnerForbidden
 	}
 	hash := HashToken(token)
-	if r, ok := s.runners.get(hash, s.now()); ok {
+	if r, ok := s.runners.get(hash, s.now(), idle); ok {
 		return r, nil
 	}
 	r, err := s.store.RunnerByTokenHash(ctx, hash)
@@ -162,7 +163,7 @@ func (s *Service) manager(ctx context.Context, r Runner, systemID string, info M
 
 // VerifyRunner answers POST /runners/verify and records the manager.
 func (s *Service) VerifyRunner(ctx context.Context, token, systemID string, info ManagerInfo) (Runner, error) {
-	r, err := s.authenticateRunner(ctx, token)
+	r, err := s.authenticateRunner(ctx, token, false)
 	if err != nil {
 		return Runner{}, err
 	}
@@ -196,15 +197,20 @@ type Assignment struct {
 
 // RequestJob hands out the oldest matching build, or returns *NoJob.
 func (s *Service) RequestJob(ctx context.Context, req JobRequest) (Assignment, error) {
-	r, err := s.authenticateRunner(ctx, req.Token)
+	version, verr := s.queueVersion(ctx)
+	// An idle poll echoes the current queue version. Its answer, 204, needs only a known
+	// token, and every runner change bumps the version, so it may use an older cached runner:
+	// an idle fleet then costs Postgres nothing, instead of one lookup per runner per
+	// RunnerCacheTTL.
+	idle := verr == nil && version != "" && req.LastUpdate == version
+	r, err := s.authenticateRunner(ctx, req.Token, idle)
 	if err != nil {
 		return Assignment{}, err
 	}
-	version, verr := s.queueVersion(ctx)
 	if r.Paused {
 		return Assignment{}, &NoJob{LastUpdate: version}
 	}
-	if verr == nil && version != "" && req.LastUpdate == version {
+	if idle {
 		// Nothing changed since this runner last found nothing: answer without Postgres,
 		// holding the request for the long-poll duration if configured.
 		if s.cfg.LongPoll <= 0 {
@@ -216,6 +222,13 @@ func (s *Service) RequestJob(ctx context.Context, req JobRequest) (Assignment, e
 		}
 		if version, verr = s.queueVersion(ctx); verr != nil {
 			version = ""
+		}
+		// What changed may be this runner (paused, retagged): read it afresh before claiming.
+		if r, err = s.authenticateRunner(ctx, req.Token, false); err != nil {
+			return Assignment{}, err
+		}
+		if r.Paused {
+			return Assignment{}, &NoJob{LastUpdate: version}
 		}
 	}
 	managerID, err := s.manager(ctx, r, req.SystemID, req.Info)
@@ -246,10 +259,13 @@ func (s *Service) RequestJob(ctx context.Context, req JobRequest) (Assignment, e
 	if b.TwoPhase {
 		// The row is already waiting in Postgres; a failed SET only means the sweeper will
 		// time the build out at its deadline of record unless the runner acks first.
-		// The same TTL as the deadline of record: never past the max provisioning wait.
-		if err := s.leases.Grant(ctx, b.ID, strconv.FormatInt(managerID, 10), claim.AckDeadline.Sub(now)); err != nil {
-			s.log.WarnContext(ctx, "ack key not set; the sweeper will use the deadline of record",
-				"build_id", b.ID, "error", err)
+		// The key expires at the deadline of record, however long the claim took (a key that
+		// outlives it makes the sweeper extend the wait), and never past the max provisioning wait.
+		if ttl := claim.AckDeadline.Sub(s.now()); ttl > 0 {
+			if err := s.leases.Grant(ctx, b.ID, strconv.FormatInt(managerID, 10), ttl); err != nil {
+				s.log.WarnContext(ctx, "ack key not set; the sweeper will use the deadline of record",
+					"build_id", b.ID, "error", err)
+			}
 		}
 	}
 	return Assignment{Build: b, JobToken: jobToken, LastUpdate: version}, nil
@@ -378,16 +394,18 @@ func (s *Service) applyUpdate(ctx context.Context, b Build, u JobUpdate) (Status
 
 func (s *Service) acknowledge(ctx context.Context, b Build, now time.Time) (Status, error) {
 	detail := map[string]any{}
+	var latency time.Duration
 	if b.AssignedAt != nil {
-		latency := now.Sub(*b.AssignedAt)
+		latency = now.Sub(*b.AssignedAt)
 		detail["assign_to_ack_seconds"] = latency.Seconds()
-		if s.observer != nil {
-			s.observer.Acknowledged(latency)
-		}
 	}
 	nb, err := s.store.Acknowledge(ctx, b.ID, now, detail)
 	if err != nil {
 		return "", err
+	}
+	// Only now: an ack that lost the row to the sweeper (ErrConflict) is no acknowledgement.
+	if s.observer != nil && b.AssignedAt != nil {
+		s.observer.Acknowledged(latency)
 	}
 	if err := s.leases.Release(ctx, b.ID); err != nil {
 		// Harmless: the build is running in Postgres and the sweeper only looks at waiting

@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -26,8 +27,15 @@ type Postgres struct {
 	// Dir holds the cluster in Dir/data and the server's unix socket.
 	Dir string
 
-	proc      *process
 	removeDir bool
+	// What started the server, reused by Restart.
+	bin  string
+	args []string
+	cred *syscall.Credential
+	log  io.Writer
+
+	mu   sync.Mutex
+	proc *process
 }
 
 // StartPostgres initialises a cluster in dir (a new temporary directory if dir is "";
@@ -115,7 +123,7 @@ func startPostgres(ctx context.Context, initdb, postgres, dir string, cred *sysc
 		url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
 		err = proc.waitReady(ctx, func(ctx context.Context) error { return pingPostgres(ctx, url) })
 		if err == nil {
-			return &Postgres{URL: url, Dir: dir, proc: proc}, nil
+			return &Postgres{URL: url, Dir: dir, proc: proc, bin: postgres, args: args, cred: cred, log: log}, nil
 		}
 		proc.stop()
 		if !errors.Is(err, errExited) {
@@ -125,9 +133,32 @@ func startPostgres(ctx context.Context, initdb, postgres, dir string, cred *sysc
 	return nil, err
 }
 
+// Restart stops the server (fast shutdown: open sessions are ended, their transactions
+// rolled back) and starts it again on the same port with the same data: the "Postgres
+// restarted under load" fault. It returns once the server accepts connections again.
+func (p *Postgres) Restart(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.proc.stop(); err != nil {
+		return fmt.Errorf("restart postgres: %w", err)
+	}
+	proc, err := startProcess(p.bin, p.args, p.Dir, p.cred, syscall.SIGINT, p.log)
+	if err != nil {
+		return fmt.Errorf("restart postgres: %w", err)
+	}
+	if err := proc.waitReady(ctx, func(ctx context.Context) error { return pingPostgres(ctx, p.URL) }); err != nil {
+		proc.stop()
+		return fmt.Errorf("restart postgres: %w", err)
+	}
+	p.proc = proc
+	return nil
+}
+
 // Stop shuts the server down (fast: open sessions are ended) and removes its directory if
 // StartPostgres created it.
 func (p *Postgres) Stop() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	err := p.proc.stop()
 	if p.removeDir {
 		err = errors.Join(err, os.RemoveAll(p.Dir))

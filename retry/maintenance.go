@@ -77,6 +77,11 @@ type StuckStages struct {
 
 // CheckOnce handles every stuck pipeline found now, batch by batch.
 func (s *StuckStages) CheckOnce(ctx context.Context) (builds.StuckResult, error) {
+	if s.Timeout <= 0 {
+		// Off, as a zero threshold turns a reaper off: a zero timeout would find every
+		// unfinished pipeline stuck and fail them all.
+		return builds.StuckResult{}, nil
+	}
 	batch := s.Batch
 	if batch <= 0 {
 		batch = 200

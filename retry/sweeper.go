@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
@@ -30,6 +31,11 @@ type Sweeper struct {
 	OnSweep func(Report, error)
 	// Notify, when set, wakes the waiters of pipelines whose builds changed.
 	Notify func(ctx context.Context, pipelineIDs []int64)
+
+	// shrunk, when > 0, replaces Batch after a batch ran out of time: a slow Postgres (cold
+	// after a restart, overloaded) must still see progress rather than the same batch
+	// rolled back at every attempt. It grows back while batches finish quickly.
+	shrunk atomic.Int64
 }
 
 // Report counts what one sweep did across its batches.
@@ -52,20 +58,38 @@ const batchTimeout = 10 * time.Second
 func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
 	start := time.Now()
 	now := now(s.Now)
-	batch := s.Batch
-	if batch <= 0 {
-		batch = 500
+	full := s.Batch
+	if full <= 0 {
+		full = 500
+	}
+	batch := full
+	if n := int(s.shrunk.Load()); n > 0 && n < full {
+		batch = n
 	}
 	var rep Report
 	for {
+		bstart := time.Now()
 		bctx, cancel := context.WithTimeout(ctx, batchTimeout)
 		res, err := s.Store.SweepExpiredAcks(bctx, builds.SweepParams{
 			Now: now, Batch: batch, MaxWait: s.MaxWait, Policy: s.Policy, Alive: s.Leases.TTLs,
 		})
+		timedOut := bctx.Err() != nil && ctx.Err() == nil
 		cancel()
+		if err != nil && timedOut && batch > 1 {
+			// Rolled back for lack of time: try again at once with half as many.
+			batch /= 2
+			s.shrunk.Store(int64(batch))
+			s.Log.WarnContext(ctx, "ack sweep batch timed out; retrying with a smaller batch", "batch", batch, "error", err)
+			continue
+		}
 		if err != nil {
 			rep.Duration = time.Since(start)
 			return rep, err
+		}
+		used := batch
+		if batch < full && time.Since(bstart) < batchTimeout/4 {
+			batch = min(batch*2, full)
+			s.shrunk.Store(int64(batch))
 		}
 		if res.Candidates == 0 {
 			break
@@ -86,15 +110,19 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
 		}
 		for _, id := range res.TimedOutIDs {
 			// The key is gone or dead already; this only tidies a key that a keep-alive
-			// recreated at the last moment.
-			_ = s.Leases.Release(ctx, id)
+			// recreated at the last moment. Such keys expire by themselves, so the first
+			// failure ends the tidying: a batch of calls into a Redis that is down would
+			// each wait out the call timeout and hold the sweep for minutes.
+			if err := s.Leases.Release(ctx, id); err != nil {
+				break
+			}
 		}
 		if res.LeaseErr != nil {
 			// What this batch could decide is committed; the rest waits for Redis.
 			rep.Duration = time.Since(start)
 			return rep, fmt.Errorf("check ack keys (%d builds wait for Redis): %w", res.Skipped, res.LeaseErr)
 		}
-		if res.Candidates < batch {
+		if res.Candidates < used {
 			break
 		}
 	}

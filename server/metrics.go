@@ -20,6 +20,7 @@ type metrics struct {
 	reaped        *prometheus.CounterVec
 	stuckStages   *prometheus.CounterVec
 	workerErrors  *prometheus.CounterVec
+	redisErrors   *prometheus.CounterVec
 }
 
 func newMetrics(reg *prometheus.Registry) *metrics {
@@ -51,9 +52,16 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	m.workerErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "jobapi_worker_errors_total", Help: "Failed runs of background workers.",
 	}, []string{"worker"})
-	reg.MustRegister(m.ackLatency, m.sweeps, m.sweepDuration, m.ackTimeouts, m.retries, m.reaped, m.stuckStages, m.workerErrors)
+	m.redisErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jobapi_redis_errors_total",
+		Help: "Failed Redis commands and pipelines (after the client's retries) by kind: loading, clusterdown, failover, refused, reset, timeout, canceled, closed, other.",
+	}, []string{"kind"})
+	reg.MustRegister(m.ackLatency, m.sweeps, m.sweepDuration, m.ackTimeouts, m.retries, m.reaped, m.stuckStages, m.workerErrors, m.redisErrors)
 	return m
 }
+
+// redisError counts one failed Redis call (redisstore.ErrorHook).
+func (m *metrics) redisError(kind string) { m.redisErrors.WithLabelValues(kind).Inc() }
 
 // Acknowledged implements builds.Observer.
 func (m *metrics) Acknowledged(d time.Duration) { m.ackLatency.Observe(d.Seconds()) }

@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/open-feature/go-sdk/openfeature"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/jobapi/jobapi/builds"
@@ -55,20 +57,31 @@ type Options struct {
 	// FlagProvider replaces the Postgres flag provider with any OpenFeature provider
 	// (flagd, a file provider…). The Features API then answers 501: flags are managed there.
 	FlagProvider openfeature.FeatureProvider
+	// Tracer, when set, observes every query of the replica's Postgres pool (cmd/jobapi-bench
+	// counts queries per request with it).
+	Tracer pgx.QueryTracer
 }
 
 // NewRedis returns a cluster client for JOBAPI_REDIS_CLUSTER_ADDRS, else a single-node
-// client for JOBAPI_REDIS_URL. Every call is bounded by short timeouts.
+// client for JOBAPI_REDIS_URL. Every call is bounded by short timeouts, and by its
+// context's deadline too (ContextTimeoutEnabled: without it go-redis reads until
+// ReadTimeout whatever the caller's deadline says).
 func NewRedis(cfg Config) (redis.UniversalClient, error) {
+	// Nor does it send what Redis before 7.2 answers with an error on every new connection
+	// (CLIENT SETINFO, CLIENT MAINT_NOTIFICATIONS, the latter for managed Redis only): after
+	// a restart those errors would drown the real ones in the error metric.
+	noMaint := &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	if len(cfg.RedisClusterAddrs) > 0 {
 		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.RedisClusterAddrs,
-			DialTimeout: time.Second, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond}), nil
+			DialTimeout: time.Second, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond,
+			ContextTimeoutEnabled: true, DisableIdentity: true, MaintNotificationsConfig: noMaint}), nil
 	}
 	opt, err := redis.ParseURL(cfg.RedisURL)
 	if err != nil {
 		return nil, fmt.Errorf("JOBAPI_REDIS_URL: %w", err)
 	}
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
+	opt.ContextTimeoutEnabled, opt.DisableIdentity, opt.MaintNotificationsConfig = true, true, noMaint
 	return redis.NewClient(opt), nil
 }
 
@@ -89,6 +102,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 	if cfg.DatabaseMaxConns > 0 {
 		pcfg.MaxConns = cfg.DatabaseMaxConns
 	}
+	if opts.Tracer != nil {
+		pcfg.ConnConfig.Tracer = opts.Tracer
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to Postgres: %w", err)
@@ -102,6 +118,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := newMetrics(reg)
+	rdb.AddHook(redisstore.ErrorHook(m.redisError))
 
 	domain := opts.FlagDomain
 	if domain == "" {

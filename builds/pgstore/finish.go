@@ -212,17 +212,25 @@ func advance(ctx context.Context, tx pgx.Tx, pipelineID int64, now time.Time) (q
 	for _, idx := range order {
 		st := stages[idx]
 		if blocked {
-			if st.created > 0 {
-				if _, err := tx.Exec(ctx, skipLaterStages, pipelineID, idx, now); err != nil {
-					return false, err
-				}
+			// Skip every created build from here on, even when this stage has none left: it
+			// may have been released already (optimistic move past a stuck stage, or a
+			// retry of an earlier stage that then failed), with later stages still created.
+			tag, err := tx.Exec(ctx, skipLaterStages, pipelineID, idx, now)
+			if err != nil {
+				return false, err
+			}
+			if tag.RowsAffected() > 0 {
 				changed = true
 			}
 			break
 		}
 		if idx <= advancedPast {
 			// The optimistic stuck strategy moved on from this stage: its unfinished builds
-			// are left to the reapers and do not hold the next stage back.
+			// are left to the reapers and do not hold the next stage back, but a blocking
+			// failure in it still stops the stages after it.
+			if st.failedBlocking > 0 || st.canceled > 0 {
+				blocked = true
+			}
 			continue
 		}
 		if st.created > 0 {

@@ -1,7 +1,9 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,18 +15,22 @@ import (
 // with SKIP LOCKED so replicas reap disjoint batches.
 const (
 	reapNoUpdates = `
-SELECT id FROM builds WHERE status = 'running' AND updated_at < $1
+SELECT id, pipeline_id FROM builds WHERE status = 'running' AND updated_at < $1
 ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED`
 	reapExecution = `
-SELECT id FROM builds WHERE status = 'running' AND run_deadline < $1
+SELECT id, pipeline_id FROM builds WHERE status = 'running' AND run_deadline < $1
 ORDER BY run_deadline LIMIT $2 FOR UPDATE SKIP LOCKED`
 	reapPending = `
-SELECT id FROM builds WHERE status = 'pending' AND queued_at < $1
+SELECT id, pipeline_id FROM builds WHERE status = 'pending' AND queued_at < $1
 ORDER BY queued_at, id LIMIT $2 FOR UPDATE SKIP LOCKED`
 	reapCanceling = `
-SELECT id FROM builds WHERE status = 'canceling' AND updated_at < $1
+SELECT id, pipeline_id FROM builds WHERE status = 'canceling' AND updated_at < $1
 ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED`
 )
+
+type reapCandidate struct {
+	ID, PipelineID int64
+}
 
 type reaper struct {
 	query  string
@@ -52,35 +58,47 @@ func (s *Store) Reap(ctx context.Context, p builds.ReapParams) (builds.ReapResul
 		if rp.cutoff <= 0 {
 			continue
 		}
+		// One attempt's counts: inTx reruns the function after a deadlock.
+		var batch builds.ReapResult
 		err := s.inTx(ctx, func(tx pgx.Tx) error {
+			batch = builds.ReapResult{}
 			rows, err := tx.Query(ctx, rp.query, p.Now.Add(-rp.cutoff), p.Batch)
 			if err != nil {
 				return err
 			}
-			ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			cands, err := pgx.CollectRows(rows, pgx.RowToStructByPos[reapCandidate])
 			if err != nil {
 				return err
 			}
-			for _, id := range ids {
+			// Advance locks each pipeline row: take them in one global order, so that reapers
+			// on several replicas do not deadlock on each other's batches.
+			slices.SortFunc(cands, func(a, b reapCandidate) int {
+				return cmp.Or(cmp.Compare(a.PipelineID, b.PipelineID), cmp.Compare(a.ID, b.ID))
+			})
+			for _, c := range cands {
 				policy := p.Policy
-				f, err := finishTx(ctx, tx, builds.Finish{BuildID: id, From: []builds.Status{rp.from}, To: rp.to,
+				f, err := finishTx(ctx, tx, builds.Finish{BuildID: c.ID, From: []builds.Status{rp.from}, To: rp.to,
 					Reason: rp.reason, Event: builds.EventDroppedStuck, Now: p.Now, Policy: &policy,
 					Detail: map[string]any{"reaper": rp.reason, "threshold_seconds": rp.cutoff.Seconds()}})
 				if err != nil {
 					return err
 				}
-				*rp.count(&res)++
+				*rp.count(&batch)++
 				if f.Retry != nil {
-					res.Retried++
+					batch.Retried++
 				}
-				res.Queued = res.Queued || f.Queued
-				res.Pipelines = append(res.Pipelines, f.Build.PipelineID)
+				batch.Queued = batch.Queued || f.Queued
+				batch.Pipelines = append(batch.Pipelines, f.Build.PipelineID)
 			}
 			return nil
 		})
 		if err != nil {
 			return res, err
 		}
+		*rp.count(&res) += *rp.count(&batch)
+		res.Retried += batch.Retried
+		res.Queued = res.Queued || batch.Queued
+		res.Pipelines = append(res.Pipelines, batch.Pipelines...)
 	}
 	return res, nil
 }

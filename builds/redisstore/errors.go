@@ -74,6 +74,21 @@ func unavailable(err error) error {
 	return fmt.Errorf("redis: %w: %w", builds.ErrUnavailable, err)
 }
 
+// pipelineErrorKind classifies a failed pipeline by its first classifiable command error: a
+// MULTI/EXEC that met LOADING fails as EXECABORT, which says nothing of the cause.
+func pipelineErrorKind(err error, cmds []redis.Cmder) string {
+	kind := ErrorKind(err)
+	if kind != KindOther {
+		return kind
+	}
+	for _, c := range cmds {
+		if k := ErrorKind(c.Err()); k != "" && k != KindOther {
+			return k
+		}
+	}
+	return kind
+}
+
 // ErrorHook is a go-redis hook that reports the kind of every failed command or pipeline
 // to observe (a metric), after the client's own retries; redis.Nil is not reported. Add it
 // with AddHook on a Client or a ClusterClient.
@@ -96,7 +111,7 @@ func (h errorHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h errorHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
-		if kind := ErrorKind(err); kind != "" {
+		if kind := pipelineErrorKind(err, cmds); kind != "" {
 			h(kind)
 		}
 		return err

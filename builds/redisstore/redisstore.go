@@ -45,6 +45,12 @@ func (s *Store) ackKey(id int64) string {
 
 func (s *Store) versionKey() string { return s.prefix + "queue:version" }
 
+// versionTTL bounds how long a lost bump (Redis paused or failing over while a stage was
+// released, a replica dying between its commit and its bump) can keep idle runners from
+// seeing pending builds: the version expires, a new one is made, every runner looks in
+// Postgres once. GitLab expires its runner queue keys too.
+const versionTTL = time.Minute
+
 func callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, CallTimeout)
 }
@@ -125,7 +131,7 @@ func (s *Store) Version(ctx context.Context) (string, error) {
 	v, err := s.rdb.Get(ctx, s.versionKey()).Result()
 	if errors.Is(err, redis.Nil) {
 		v = newVersion()
-		if err := s.rdb.SetNX(ctx, s.versionKey(), v, 0).Err(); err != nil {
+		if err := s.rdb.SetNX(ctx, s.versionKey(), v, versionTTL).Err(); err != nil {
 			return "", unavailable(err)
 		}
 		v, err = s.rdb.Get(ctx, s.versionKey()).Result()
@@ -138,7 +144,7 @@ func (s *Store) Version(ctx context.Context) (string, error) {
 func (s *Store) Bump(ctx context.Context) error {
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
-	return unavailable(s.rdb.Set(ctx, s.versionKey(), newVersion(), 0).Err())
+	return unavailable(s.rdb.Set(ctx, s.versionKey(), newVersion(), versionTTL).Err())
 }
 
 func newVersion() string {
