@@ -96,8 +96,10 @@ func (c *Client) WaitPipeline(ctx context.Context, projectID, pipelineID int64, 
 }
 
 func (c *Client) waitOnce(ctx context.Context, projectID, pipelineID int64, perCall time.Duration) (Progress, error) {
+	// The endpoint takes whole seconds: round up, so that a PerCall under a second still
+	// waits on the server instead of answering at once and looping hot.
 	url := fmt.Sprintf("%s/api/v4/projects/%d/pipelines/%d/wait?timeout=%s", c.BaseURL, projectID, pipelineID,
-		strconv.Itoa(int(perCall/time.Second)))
+		strconv.Itoa(int((perCall+time.Second-1)/time.Second)))
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return Progress{}, err
