@@ -25,8 +25,10 @@ type Sweeper struct {
 	MaxWait  time.Duration
 	// Batch is how many expired builds one transaction handles.
 	Batch int
-	Now   func() time.Time
-	Log   *slog.Logger
+	// BatchTimeout bounds one batch's transaction (0: 10 s).
+	BatchTimeout time.Duration
+	Now          func() time.Time
+	Log          *slog.Logger
 	// OnSweep, when set, is told what each sweep did (metrics).
 	OnSweep func(Report, error)
 	// Notify, when set, wakes the waiters of pipelines whose builds changed.
@@ -34,7 +36,8 @@ type Sweeper struct {
 
 	// shrunk, when > 0, replaces Batch after a batch ran out of time: a slow Postgres (cold
 	// after a restart, overloaded) must still see progress rather than the same batch
-	// rolled back at every attempt. It grows back while batches finish quickly.
+	// rolled back at every attempt. It then follows the time batches take, aiming at a
+	// quarter of the timeout, and grows back to Batch when they are quick again.
 	shrunk atomic.Int64
 }
 
@@ -53,6 +56,13 @@ type Report struct {
 // batchTimeout bounds one batch so a stuck Postgres or Redis call cannot hold row locks.
 const batchTimeout = 10 * time.Second
 
+func (s *Sweeper) batchTimeout() time.Duration {
+	if s.BatchTimeout > 0 {
+		return s.BatchTimeout
+	}
+	return batchTimeout
+}
+
 // SweepOnce processes every expired waiting build, batch by batch, until none is left. A
 // failed batch rolls back whole, so what earlier batches committed is kept.
 func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
@@ -69,7 +79,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
 	var rep Report
 	for {
 		bstart := time.Now()
-		bctx, cancel := context.WithTimeout(ctx, batchTimeout)
+		bctx, cancel := context.WithTimeout(ctx, s.batchTimeout())
 		res, err := s.Store.SweepExpiredAcks(bctx, builds.SweepParams{
 			Now: now, Batch: batch, MaxWait: s.MaxWait, Policy: s.Policy, Alive: s.Leases.TTLs,
 		})
@@ -87,8 +97,14 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
 			return rep, err
 		}
 		used := batch
-		if batch < full && time.Since(bstart) < batchTimeout/4 {
-			batch = min(batch*2, full)
+		if batch < full {
+			// Shrunk earlier: aim at a quarter of the timeout, growing at most twofold.
+			target, took := s.batchTimeout()/4, time.Since(bstart)
+			next := batch * 2
+			if took > target/2 {
+				next = int(float64(batch) * float64(target) / float64(took))
+			}
+			batch = max(1, min(next, batch*2, full))
 			s.shrunk.Store(int64(batch))
 		}
 		if res.Candidates == 0 {

@@ -39,6 +39,21 @@ func (s *Store) Finish(ctx context.Context, f builds.Finish) (builds.Finished, e
 }
 
 func finishTx(ctx context.Context, tx pgx.Tx, f builds.Finish) (builds.Finished, error) {
+	res, err := finishBuildTx(ctx, tx, f)
+	if err != nil {
+		return builds.Finished{}, err
+	}
+	queued, err := advance(ctx, tx, res.Build.PipelineID, f.Now)
+	if err != nil {
+		return builds.Finished{}, err
+	}
+	res.Queued = res.Queued || queued
+	return res, nil
+}
+
+// finishBuildTx is finishTx without advancing the pipeline: for a caller that finishes
+// several builds of one pipeline in a transaction and advances it once, after the last.
+func finishBuildTx(ctx context.Context, tx pgx.Tx, f builds.Finish) (builds.Finished, error) {
 	from := make([]string, len(f.From))
 	for i, st := range f.From {
 		from[i] = string(st)
@@ -76,11 +91,6 @@ func finishTx(ctx context.Context, tx pgx.Tx, f builds.Finish) (builds.Finished,
 			}
 		}
 	}
-	queued, err := advance(ctx, tx, b.PipelineID, f.Now)
-	if err != nil {
-		return builds.Finished{}, err
-	}
-	res.Queued = res.Queued || queued
 	return res, nil
 }
 

@@ -37,7 +37,7 @@ func ErrorKind(err error) string {
 		return ""
 	case redis.IsLoadingError(err):
 		return KindLoading
-	case redis.IsClusterDownError(err), redis.IsTryAgainError(err):
+	case redis.IsClusterDownError(err), redis.IsTryAgainError(err), errors.Is(err, errClusterState):
 		return KindClusterDown
 	case redis.IsReadOnlyError(err), redis.IsMasterDownError(err):
 		return KindFailover
@@ -101,7 +101,7 @@ func (h errorHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h errorHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if kind := ErrorKind(err); kind != "" {
+		if kind := ErrorKind(err); kind != "" && !connectionSetup(cmd) {
 			h(kind)
 		}
 		return err
@@ -111,9 +111,19 @@ func (h errorHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h errorHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
-		if kind := pipelineErrorKind(err, cmds); kind != "" {
+		if kind := pipelineErrorKind(err, cmds); kind != "" && (len(cmds) == 0 || !connectionSetup(cmds[0])) {
 			h(kind)
 		}
 		return err
 	}
+}
+
+// connectionSetup tells the commands go-redis sends on a new connection before the
+// caller's: their failure fails the caller's command too, which is what gets counted.
+func connectionSetup(cmd redis.Cmder) bool {
+	switch cmd.Name() {
+	case "hello", "client", "auth", "select":
+		return true
+	}
+	return false
 }

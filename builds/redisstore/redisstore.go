@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -153,21 +154,29 @@ func newVersion() string {
 	return strconv.FormatInt(time.Now().UnixMilli(), 36) + "-" + hex.EncodeToString(b)
 }
 
-// Ping checks that Redis answers: on a cluster, every master (a keyless PING reaches one
-// node only, and a cluster with one master down cannot serve the keys of its slots).
+// Ping checks that Redis answers. On a cluster it asks every master whether the cluster
+// serves all its slots: a keyless PING reaches one node only, and a master answers PING
+// even while the cluster is down (CLUSTERDOWN for every key).
 func (s *Store) Ping(ctx context.Context) error {
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
 	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
 		return unavailable(cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-			if err := c.Ping(ctx).Err(); err != nil {
+			info, err := c.ClusterInfo(ctx).Result()
+			if err != nil {
 				return fmt.Errorf("%s: %w", c.Options().Addr, err)
+			}
+			if !strings.Contains(info, "cluster_state:ok") {
+				return fmt.Errorf("%s: %w: cluster_state is not ok", c.Options().Addr, errClusterState)
 			}
 			return nil
 		}))
 	}
 	return unavailable(s.rdb.Ping(ctx).Err())
 }
+
+// errClusterState is a master that reports the cluster down (it would answer CLUSTERDOWN).
+var errClusterState = errors.New("CLUSTERDOWN")
 
 // traceWatchTTL is how long one read of a log keeps its runner on the short interval.
 const traceWatchTTL = 10 * time.Second

@@ -1,0 +1,361 @@
+// Package faulttest_test breaks jobapi's backends on purpose and checks that nothing is lost:
+// real replicas (jobapitest, and a `jobapi serve` subprocess that is SIGKILLed) on a real
+// Postgres, a real Redis that restarts into LOADING, and a real 3-master Redis Cluster.
+// SPEC §2, §9 and the §11 invariants. Each test logs what its fault cost (answers by status,
+// time to recover), measured.
+package faulttest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/pgstore"
+	"github.com/jobapi/jobapi/builds/redisstore"
+	"github.com/jobapi/jobapi/jobapitest"
+	"github.com/jobapi/jobapi/localserver"
+	"github.com/jobapi/jobapi/server"
+	"github.com/jobapi/jobapi/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// startCluster starts a 3-master Redis Cluster for this test alone.
+func startCluster(t *testing.T) *localserver.RedisCluster {
+	t.Helper()
+	log := &syncBuffer{}
+	c, err := localserver.StartRedisCluster(context.Background(), "", log, 3)
+	if err != nil {
+		t.Fatalf("redis cluster: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("stop redis cluster: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("redis cluster log:\n%s", log)
+		}
+	})
+	return c
+}
+
+// onCluster points a replica at the cluster instead of the shared single Redis.
+func onCluster(c *localserver.RedisCluster, more func(*server.Config)) func(*server.Config) {
+	return func(cfg *server.Config) {
+		cfg.RedisClusterAddrs = c.Addrs
+		cfg.RedisURL = ""
+		if more != nil {
+			more(cfg)
+		}
+	}
+}
+
+// onRedis points a replica at a Redis server of the test's own.
+func onRedis(r *localserver.Redis, more func(*server.Config)) func(*server.Config) {
+	return func(cfg *server.Config) {
+		cfg.RedisURL = r.URL
+		cfg.RedisClusterAddrs = nil
+		if more != nil {
+			more(cfg)
+		}
+	}
+}
+
+// leasesOf is the ack-key store of a replica, for tests that grant keys themselves.
+func leasesOf(inst *jobapitest.Instance) *redisstore.Store {
+	return redisstore.New(inst.Redis, inst.Config.RedisKeyPrefix)
+}
+
+// makeWaiting creates n pending builds in pipelines of perPipeline jobs (project 1) and
+// assigns each two-phase through the store, as RequestJob does: the row waits in Postgres
+// with a deadline of record ttl from now, and its ack key is granted for ttl. Eight workers
+// claim in parallel (SKIP LOCKED hands them different rows).
+func makeWaiting(t *testing.T, inst *jobapitest.Instance, n, perPipeline int, ttl time.Duration) []int64 {
+	t.Helper()
+	ctx := context.Background()
+	store := pgstore.New(inst.Pool)
+	leases := leasesOf(inst)
+	for left := n; left > 0; left -= perPipeline {
+		jobs := make([]builds.JobDefinition, min(left, perPipeline))
+		for i := range jobs {
+			jobs[i] = builds.JobDefinition{Name: "job" + strconv.Itoa(i), Stage: "test", Script: []string{"true"}}
+		}
+		d := builds.PipelineDefinition{ProjectID: 1, Stages: []string{"test"}, Jobs: jobs}
+		if err := d.Normalize(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.CreatePipeline(ctx, d, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := store.CreateRunner(ctx, builds.Runner{RunUntagged: true}, builds.HashToken(builds.NewToken(builds.RunnerTokenPrefix)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := store.UpsertManager(ctx, r.ID, "s_fault", builds.ManagerInfo{}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu  sync.Mutex
+		ids []int64
+		wg  sync.WaitGroup
+	)
+	errs := make(chan error, 8)
+	for w := 0; w < 8; w++ {
+		wg.Go(func() {
+			for {
+				now := time.Now()
+				b, err := store.Claim(ctx, builds.Claim{Runner: r, ManagerID: m.ID, SystemID: "s_fault",
+					TokenHash: builds.HashToken(builds.NewToken(builds.JobTokenPrefix)), Now: now,
+					AckDeadline: now.Add(ttl), TwoPhase: func(int64) bool { return true }})
+				if errors.Is(err, builds.ErrNoBuild) {
+					return
+				}
+				if err == nil {
+					err = leases.Grant(ctx, b.ID, strconv.FormatInt(m.ID, 10), ttl)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				ids = append(ids, b.ID)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("assign: %v", err)
+	}
+	if len(ids) != n {
+		t.Fatalf("assigned %d builds, want %d", len(ids), n)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}
+
+// fillForLoading stores a dataset of about `fields` hash fields of valueBytes each in r and
+// saves it to r's dump file, so that the next Restart spends a while LOADING it and clients
+// see -LOADING instead of a quick empty start. Redis answers clients between every couple
+// of MiB it reads, so incompressible values (more bytes per element) make those answers
+// frequent enough for a client's retries to see them.
+func fillForLoading(t *testing.T, r *localserver.Redis, fields, valueBytes int) {
+	t.Helper()
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: r.Addr})
+	defer c.Close()
+	// One hash is sent, the rest are server-side copies: cheap for a test under -race.
+	const perKey = 2000
+	value := make([]byte, valueBytes)
+	for i := range value {
+		value[i] = byte(i*7919 + i*i*31)
+	}
+	args := make([]any, 0, 2*perKey)
+	for j := 0; j < perKey; j++ {
+		args = append(args, j, value)
+	}
+	if err := c.HSet(ctx, "fill:0", args...).Err(); err != nil {
+		t.Fatalf("fill redis: %v", err)
+	}
+	if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k := 1; k < fields/perKey; k++ {
+			p.Copy(ctx, "fill:0", "fill:"+strconv.Itoa(k), 0, false)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("fill redis: %v", err)
+	}
+	if err := c.Save(ctx).Err(); err != nil {
+		t.Fatalf("SAVE: %v", err)
+	}
+}
+
+// codes counts HTTP answers by endpoint and status; 0 is "no response".
+type codes struct {
+	mu sync.Mutex
+	n  map[string]map[int]int
+	// noRetryAfter counts 503 and 429 answers without a Retry-After header.
+	noRetryAfter int
+	// slowest is the longest any answer took.
+	slowest time.Duration
+}
+
+func (c *codes) add(endpoint string, code int, h http.Header, took time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.slowest = max(c.slowest, took)
+	if c.n == nil {
+		c.n = map[string]map[int]int{}
+	}
+	if c.n[endpoint] == nil {
+		c.n[endpoint] = map[int]int{}
+	}
+	c.n[endpoint][code]++
+	if (code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests) && h.Get("Retry-After") == "" {
+		c.noRetryAfter++
+	}
+}
+
+func (c *codes) get(endpoint string, code int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[endpoint][code]
+}
+
+// total counts code across endpoints.
+func (c *codes) total(code int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, m := range c.n {
+		n += m[code]
+	}
+	return n
+}
+
+func (c *codes) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var eps []string
+	for ep := range c.n {
+		eps = append(eps, ep)
+	}
+	sort.Strings(eps)
+	var b strings.Builder
+	for _, ep := range eps {
+		var cs []int
+		for code := range c.n[ep] {
+			cs = append(cs, code)
+		}
+		sort.Ints(cs)
+		fmt.Fprintf(&b, "%s:", ep)
+		for _, code := range cs {
+			fmt.Fprintf(&b, " %d×%d", code, c.n[ep][code])
+		}
+		b.WriteString("; ")
+	}
+	fmt.Fprintf(&b, "slowest answer %v", c.slowest.Round(time.Millisecond))
+	return b.String()
+}
+
+// noServerErrors fails the test on any 500, on a 403 to /jobs/request, and on a 503 or
+// 429 without Retry-After: the answers SPEC §9 rules out under faults.
+func (c *codes) noServerErrors(t *testing.T) {
+	t.Helper()
+	if n := c.total(http.StatusInternalServerError); n > 0 {
+		t.Errorf("%d answers were 500 (%s)", n, c)
+	}
+	if n := c.get(epRequest, http.StatusForbidden); n > 0 {
+		t.Errorf("%d job requests were answered 403: gitlab-runner stops polling after three (%s)", n, c)
+	}
+	if c.noRetryAfter > 0 {
+		t.Errorf("%d answers 503/429 without Retry-After", c.noRetryAfter)
+	}
+}
+
+const (
+	epRequest   = "request"
+	epAck       = "ack"
+	epKeepalive = "keepalive"
+	epFinish    = "finish"
+	epLateAck   = "late-ack"
+)
+
+// syncBuffer collects a server's output for the failure log.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitReady polls a replica's readiness until it answers 200 or timeout passes, returning
+// how long that took.
+func waitReady(t *testing.T, baseURL string, timeout time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		if ready(baseURL) {
+			return time.Since(start)
+		}
+		if time.Since(start) > timeout {
+			t.Fatalf("%s not ready after %v", baseURL, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+var probe = &http.Client{Timeout: 3 * time.Second}
+
+func ready(baseURL string) bool {
+	resp, err := probe.Get(baseURL + "/-/readiness")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// metric reads one sample of a replica's /metrics (0 if absent): name with its labels
+// exactly as exposed, e.g. `jobapi_redis_errors_total{kind="loading"}`.
+func metric(t *testing.T, baseURL, sample string) float64 {
+	t.Helper()
+	resp, err := probe.Get(baseURL + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	total := 0.0
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, sample+" ") {
+			v, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, sample)), 64)
+			total += v
+		}
+	}
+	return total
+}
+
+// redisErrorKinds is every jobapi_redis_errors_total sample of a replica, for the log.
+func redisErrorKinds(t *testing.T, baseURL string) string {
+	t.Helper()
+	var parts []string
+	for _, k := range []string{redisstore.KindLoading, redisstore.KindClusterDown, redisstore.KindFailover,
+		redisstore.KindRefused, redisstore.KindReset, redisstore.KindTimeout, redisstore.KindCanceled,
+		redisstore.KindClosed, redisstore.KindOther} {
+		if v := metric(t, baseURL, `jobapi_redis_errors_total{kind="`+k+`"}`); v > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%v", k, v))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
+}
