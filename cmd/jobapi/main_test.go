@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobapi/jobapi/server"
+	"github.com/jobapi/jobapi/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestConfigListsEverySetting(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"config"}, env(nil), &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range server.Settings {
+		if !strings.Contains(out.String(), s.Env) {
+			t.Errorf("jobapi config does not list %s", s.Env)
+		}
+	}
+}
+
+func TestUnknownCommandAndBadConfig(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"frobnicate"}, env(nil), &out, &out); err == nil {
+		t.Error("unknown command accepted")
+	}
+	err := run(context.Background(), []string{"serve"}, env(map[string]string{"JOBAPI_ACK_TTL": "fast"}), &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "JOBAPI_ACK_TTL") {
+		t.Errorf("bad JOBAPI_ACK_TTL: %v, want an error naming it", err)
+	}
+}
+
+func TestMigrateVersion(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	e := env(map[string]string{"JOBAPI_DATABASE_URL": testenv.DatabaseURL(t)})
+	if err := run(context.Background(), []string{"migrate", "up"}, e, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`schema version \d+ \(dirty: false\)`).MatchString(out.String()) {
+		t.Errorf("migrate up printed %q", out.String())
+	}
+}
+
+// syncBuffer lets the test read what dev prints while it runs.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// `jobapi dev` is README's one command: it must come up, print a working runner token and
+// curl examples, serve them, and stop cleanly.
+func TestDevServesAndStops(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := testenv.Redis(t)
+	e := env(map[string]string{
+		"JOBAPI_DATABASE_URL": testenv.DatabaseURL(t),
+		"JOBAPI_REDIS_URL":    fmt.Sprintf("redis://%s/%d", rdb.Options().Addr, rdb.Options().DB),
+		"JOBAPI_LISTEN_ADDR":  "127.0.0.1:0",
+		// A key space of this test's own (testenv deletes it afterwards).
+		"JOBAPI_REDIS_KEY_PREFIX": prefix,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"dev"}, e, &out, &out) }()
+
+	url := regexp.MustCompile(`running at (http://\S+)`)
+	token := regexp.MustCompile(`token (glrt-\S+)`)
+	deadline := time.Now().Add(60 * time.Second)
+	for !url.MatchString(out.String()) {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("dev did not come up; printed:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	base := url.FindStringSubmatch(out.String())[1]
+	tok := token.FindStringSubmatch(out.String())
+	if tok == nil || !strings.Contains(out.String(), "curl") {
+		t.Errorf("dev printed no runner token or curl examples:\n%s", out.String())
+	}
+	resp, err := http.Get(base + "/-/readiness")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("readiness of the dev server: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if tok != nil {
+		body := strings.NewReader(fmt.Sprintf(`{"token":%q,"system_id":"s_devtest"}`, tok[1]))
+		resp, err := http.Post(base+"/api/v4/runners/verify", "application/json", body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Errorf("the printed demo runner token does not verify: %v %v", resp, err)
+		} else {
+			resp.Body.Close()
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("dev stopped with %v", err)
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("dev did not stop after its context ended")
+	}
+}
