@@ -88,3 +88,13 @@ func (w *versionWatcher) run(ch chan struct{}) {
 		w.mu.Unlock()
 	}
 }
+
+// count returns how many requests are held right now.
+func (w *versionWatcher) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.waiters
+}
+
+// LongPollWaiters is how many idle job requests this replica holds (JOBAPI_LONG_POLL).
+func (s *Service) LongPollWaiters() int { return s.watchers.count() }

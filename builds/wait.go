@@ -183,3 +183,14 @@ func (s *Service) WaitPipeline(ctx context.Context, projectID, id int64, timeout
 		timer.Stop()
 	}
 }
+
+// PipelineWaiters is how many pipeline wait requests this replica holds.
+func (s *Service) PipelineWaiters() int {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	n := 0
+	for _, chans := range s.hub.waiters {
+		n += len(chans)
+	}
+	return n
+}

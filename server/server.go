@@ -29,6 +29,9 @@ import (
 	"github.com/jobapi/jobapi/retry"
 )
 
+// buildSamplePeriod is how often the jobapi_builds gauge is refreshed.
+const buildSamplePeriod = 15 * time.Second
+
 // Server is one running replica.
 type Server struct {
 	// URL is the base URL the replica listens on (http://host:port).
@@ -102,9 +105,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 	if cfg.DatabaseMaxConns > 0 {
 		pcfg.MaxConns = cfg.DatabaseMaxConns
 	}
-	if opts.Tracer != nil {
-		pcfg.ConnConfig.Tracer = opts.Tracer
-	}
+	reg := prometheus.NewRegistry()
+	pcfg.ConnConfig.Tracer = newPGErrors(reg, opts.Tracer)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to Postgres: %w", err)
@@ -115,7 +117,6 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 		return nil, err
 	}
 
-	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := newMetrics(reg)
 	rdb.AddHook(redisstore.ErrorHook(m.redisError))
@@ -146,6 +147,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 	}, opts.Now, log)
 	svc.SetObserver(m)
 	svc.SetPipelineEvents(rs)
+	registerWaiters(reg, svc)
 
 	sweeper := &retry.Sweeper{Store: store, Leases: rs, Queue: rs, Policy: builds.DefaultRetryPolicy(cfg.AutoRetryMax),
 		Interval: cfg.SweepInterval, MaxWait: cfg.MaxProvisioningWait, Now: opts.Now, Log: log, OnSweep: m.sweep,
@@ -185,6 +187,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 		g.Go(func() error { return pgProvider.Run(gctx) })
 	}
 	g.Go(func() error { return svc.RunPipelineEvents(gctx) })
+	g.Go(func() error { return sampleBuilds(gctx, reg, store, buildSamplePeriod, log) })
 	if !opts.DisableSweeper {
 		g.Go(func() error { return sweeper.Run(gctx) })
 		g.Go(func() error { return reaper.Run(gctx) })

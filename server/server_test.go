@@ -119,6 +119,9 @@ func TestMetricsAfterTraffic(t *testing.T) {
 		`jobapi_flag_evaluations_total{flag="allow_runner_job_acknowledgement",result="on"} 1`,
 		`jobapi_flag_fallbacks_total{flag="allow_runner_job_acknowledgement"} 0`,
 		`jobapi_http_request_duration_seconds_bucket{method="PUT",route="/api/v4/jobs/{job_id}"`,
+		`jobapi_builds{state="pending"} `,
+		`jobapi_long_poll_waiters 0`,
+		`jobapi_pipeline_waiters 0`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("scrape lacks %s", want)

@@ -272,3 +272,29 @@ func (s *Store) RequestCancel(ctx context.Context, id int64, now time.Time) (bui
 	}
 	return b, err
 }
+
+// activeCounts reads the builds in unfinished states through builds_status_idx: a metric
+// sample that costs what the active queue costs, not a scan of all history.
+const activeCounts = `
+SELECT status, count(*)::int FROM builds
+WHERE status IN ('created', 'pending', 'waiting_for_runner_ack', 'running', 'canceling')
+GROUP BY status`
+
+// ActiveCounts returns how many builds are in each unfinished state.
+func (s *Store) ActiveCounts(ctx context.Context) (map[builds.Status]int, error) {
+	rows, err := s.pool.Query(ctx, activeCounts)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[builds.Status]int{}
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, err
+		}
+		out[builds.Status(st)] = n
+	}
+	return out, rows.Err()
+}
