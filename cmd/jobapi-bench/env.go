@@ -1,0 +1,381 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"runtime/pprof"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobapi/jobapi/runnerclient"
+	"github.com/jobapi/jobapi/server"
+)
+
+// env is the system under test and the bench's own handles on its backends.
+type env struct {
+	cfg        config
+	log        io.Writer
+	baseURL    string
+	adminToken string
+	dbURL      string
+	db         *pgxpool.Pool // the bench's own pool on jobapi's database (seeding, checks)
+	rdb        *redis.Client
+	benchKeys  string         // Redis prefix of the bench's own keys (baseline)
+	srv        *server.Server // nil with --url
+	queries    *queryCounter  // nil with --url
+	serverPID  int
+	http       *http.Client
+	flagWait   time.Duration
+
+	cleanups []func()
+}
+
+func (e *env) logf(format string, args ...any) {
+	fmt.Fprintf(e.log, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func setup(ctx context.Context, cfg config, log io.Writer) (_ *env, err error) {
+	e := &env{cfg: cfg, log: log, http: &http.Client{Timeout: 5 * time.Minute}, serverPID: cfg.ServerPID}
+	defer func() {
+		if err != nil {
+			e.close()
+		}
+	}()
+
+	// Postgres: a fresh database of the bench's own unless told to use the given one.
+	e.dbURL = cfg.DatabaseURL
+	if cfg.URL == "" && !cfg.ReuseDatabase {
+		name := "jobapi_bench_" + randHex(6)
+		admin, err := pgx.Connect(ctx, cfg.DatabaseURL)
+		if err != nil {
+			return nil, fmt.Errorf("--database-url: %w", err)
+		}
+		_, err = admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+		_ = admin.Close(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("create the bench database: %w", err)
+		}
+		e.logf("database %s created", name)
+		e.cleanups = append(e.cleanups, func() {
+			if cfg.KeepDatabase {
+				e.logf("database %s kept (--keep-db)", name)
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			admin, err := pgx.Connect(ctx, cfg.DatabaseURL)
+			if err != nil {
+				e.logf("drop %s: %v", name, err)
+				return
+			}
+			defer admin.Close(ctx)
+			if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+				e.logf("drop %s: %v", name, err)
+			}
+		})
+		if e.dbURL, err = withDatabase(cfg.DatabaseURL, name); err != nil {
+			return nil, err
+		}
+	}
+
+	// Redis: the server's keys under a prefix of this run, the bench's own under another.
+	ropt, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return nil, fmt.Errorf("--redis-url: %w", err)
+	}
+	e.rdb = redis.NewClient(ropt)
+	run := randHex(4)
+	e.benchKeys = "jobapi-bench-" + run + ":"
+	e.cleanups = append(e.cleanups, func() { e.deleteKeys(e.benchKeys) })
+
+	if cfg.URL == "" {
+		prefix := cfg.RedisPrefix
+		if prefix == "" {
+			prefix = "jobapi-bench-" + run + "-srv:"
+			e.cleanups = append(e.cleanups, func() { e.deleteKeys(prefix) })
+		}
+		if err := e.startServer(prefix); err != nil {
+			return nil, err
+		}
+	} else {
+		e.baseURL, e.adminToken = cfg.URL, cfg.AdminToken
+		e.flagWait = 3 * time.Second
+	}
+
+	pcfg, err := pgxpool.ParseConfig(e.dbURL)
+	if err != nil {
+		return nil, err
+	}
+	pcfg.MaxConns = 8
+	if e.db, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
+		return nil, err
+	}
+	// Added last so that it closes first, before the database is dropped.
+	e.cleanups = append(e.cleanups, e.db.Close, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = e.db.Exec(ctx, `DROP TABLE IF EXISTS jobapi_bench_baseline`)
+	})
+	return e, nil
+}
+
+func (e *env) startServer(prefix string) error {
+	cfg, err := server.LoadConfig(func(string) string { return "" })
+	if err != nil {
+		return err
+	}
+	cfg.DatabaseURL = e.dbURL
+	cfg.RedisURL = e.cfg.RedisURL
+	cfg.RedisKeyPrefix = prefix
+	cfg.AdminToken = "bench-" + randHex(16)
+	cfg.AutoMigrate = true
+	cfg.SweepInterval = e.cfg.SweepInterval
+	cfg.MaintenanceInterval = e.cfg.SweepInterval
+	cfg.DatabaseMaxConns = int32(e.cfg.DBMaxConns)
+	// A few dozen bench runners stand for a fleet of thousands, each far busier than a real
+	// runner: per-token limits would answer 429. The limiter still runs, and costs what it
+	// costs, on every request.
+	cfg.RateLimitJobsRequest = max(cfg.RateLimitJobsRequest, 1<<30)
+	cfg.RateLimitJobUpdates = max(cfg.RateLimitJobUpdates, 1<<30)
+	if e.cfg.FlagRefresh > 0 {
+		cfg.FlagRefresh = e.cfg.FlagRefresh
+	}
+	e.flagWait = cfg.FlagRefresh + 300*time.Millisecond
+
+	logw := io.Discard
+	if e.cfg.ServerLog != "" {
+		f, err := os.Create(e.cfg.ServerLog)
+		if err != nil {
+			return err
+		}
+		e.cleanups = append(e.cleanups, func() { _ = f.Close() })
+		logw = f
+	}
+	level := slog.LevelWarn
+	if err := level.UnmarshalText([]byte(e.cfg.ServerLogLevel)); err != nil {
+		return fmt.Errorf("--server-log-level: %w", err)
+	}
+	log := slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: level}))
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	e.queries = newQueryCounter()
+	if e.cfg.DebugQueries {
+		e.queries.bySQL = map[string]int64{}
+	}
+	opts := server.Options{Listener: ln, FlagDomain: "jobapi-bench-" + randHex(4), Tracer: e.queries}
+	// Every goroutine the replica starts inherits this label, so a CPU profile tells the
+	// server's CPU from the load generator's in the one process.
+	pprof.Do(context.Background(), pprof.Labels(labelKey, "server"), func(ctx context.Context) {
+		e.srv, err = server.Start(ctx, cfg, log, opts)
+	})
+	if err != nil {
+		return fmt.Errorf("start jobapi: %w", err)
+	}
+	e.cleanups = append(e.cleanups, func() {
+		if err := e.srv.Close(); err != nil {
+			e.logf("jobapi stopped: %v", err)
+		}
+	})
+	e.baseURL, e.adminToken = e.srv.URL, cfg.AdminToken
+	e.logf("jobapi in-process at %s (pool %d conns, sweep every %s, server log level %s)",
+		e.baseURL, cfg.DatabaseMaxConns, cfg.SweepInterval, level)
+	return nil
+}
+
+func (e *env) close() {
+	for i := len(e.cleanups) - 1; i >= 0; i-- {
+		e.cleanups[i]()
+	}
+	e.cleanups = nil
+	if e.rdb != nil {
+		_ = e.rdb.Close()
+	}
+}
+
+func (e *env) deleteKeys(prefix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	iter := e.rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	var batch []string
+	for iter.Next(ctx) {
+		if batch = append(batch, iter.Val()); len(batch) == 1000 {
+			_ = e.rdb.Unlink(ctx, batch...).Err()
+			batch = batch[:0]
+		}
+	}
+	if len(batch) > 0 {
+		_ = e.rdb.Unlink(ctx, batch...).Err()
+	}
+}
+
+// withDatabase returns the server URL u pointing at database name instead.
+func withDatabase(u, name string) (string, error) {
+	p, err := url.Parse(u)
+	if err != nil || (p.Scheme != "postgres" && p.Scheme != "postgresql") {
+		return "", fmt.Errorf("--database-url: want a postgres:// URL")
+	}
+	p.Path = "/" + name
+	return p.String(), nil
+}
+
+// admin sends an operator request with the admin token; out, when set, receives the JSON body.
+func (e *env) admin(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, e.baseURL+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("PRIVATE-TOKEN", e.adminToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := e.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, bytes.TrimSpace(b))
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+// enableTwoPhase turns allow_runner_job_acknowledgement on for every project.
+func (e *env) enableTwoPhase(ctx context.Context) error {
+	if err := e.admin(ctx, http.MethodPost, "/api/v4/features/allow_runner_job_acknowledgement",
+		map[string]any{"value": true}, nil); err != nil {
+		return fmt.Errorf("enable two-phase: %w", err)
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(e.flagWait):
+	}
+	return nil
+}
+
+// runner is one registered runner with a client playing its wire protocol.
+type runner struct {
+	*runnerclient.Client
+	ID        int64
+	ManagerID int64
+}
+
+// newRunners registers n runners through the operator API and verifies each, as
+// `gitlab-runner register` would, so that each has a runner manager row.
+func (e *env) newRunners(ctx context.Context, n int, tags []string) ([]*runner, error) {
+	if tags == nil {
+		tags = []string{}
+	}
+	out := make([]*runner, n)
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+		next     = make(chan int)
+	)
+	for w := 0; w < min(n, 16); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				r, err := e.newRunner(ctx, i, tags)
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				out[i] = r
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	// Scenarios play these runners with fresh clients; the registration connections would
+	// otherwise sit idle on both sides and count in the peak RSS.
+	closeIdle(out)
+	return out, nil
+}
+
+func (e *env) newRunner(ctx context.Context, i int, tags []string) (*runner, error) {
+	var created struct {
+		ID    int64  `json:"id"`
+		Token string `json:"token"`
+	}
+	if err := e.admin(ctx, http.MethodPost, "/api/v4/user/runners", map[string]any{
+		"description": fmt.Sprintf("bench runner %d", i), "tag_list": tags, "run_untagged": len(tags) == 0,
+	}, &created); err != nil {
+		return nil, err
+	}
+	c := runnerclient.New(e.baseURL, created.Token, "s_"+randHex(6))
+	if _, err := c.Verify(ctx); err != nil {
+		return nil, err
+	}
+	r := &runner{Client: c, ID: created.ID}
+	err := e.db.QueryRow(ctx, `SELECT id FROM runner_managers WHERE runner_id = $1 AND system_id = $2`,
+		created.ID, c.SystemID).Scan(&r.ManagerID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("runner %d verified but has no manager row: is --database-url jobapi's database?", created.ID)
+	}
+	return r, err
+}
+
+// fresh returns clients for the same runners with no remembered last_update and new
+// connections, as runners that just started; with the in-process jobapi, their calls are
+// tagged so that each one's Postgres statements are counted.
+func (e *env) fresh(rs []*runner) []*runner {
+	out := make([]*runner, len(rs))
+	for i, r := range rs {
+		c := runnerclient.New(r.BaseURL, r.Token, r.SystemID)
+		if e.queries != nil {
+			c.HTTP.Transport = &taggingTransport{base: c.HTTP.Transport, q: e.queries}
+		}
+		out[i] = &runner{Client: c, ID: r.ID, ManagerID: r.ManagerID}
+	}
+	return out
+}
+
+func closeIdle(rs []*runner) {
+	for _, r := range rs {
+		r.CloseIdleConnections()
+	}
+}

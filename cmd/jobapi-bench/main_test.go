@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobapi/jobapi/testenv"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(fleetEnv) == "1" {
+		// The idle scenario re-runs this binary as its fleet of runners.
+		if err := fleetMain(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "fleet:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	testenv.Main(m)
+}
+
+// TestSmoke runs every scenario at toy sizes, so that the tool keeps working as jobapi
+// changes (the real run is `make bench`, not part of the tests).
+func TestSmoke(t *testing.T) {
+	dbURL := testenv.DatabaseURL(t)
+	rdb, prefix := testenv.Redis(t)
+	ropt := rdb.Options()
+	redisURL := fmt.Sprintf("redis://%s/%d", ropt.Addr, ropt.DB)
+	if ropt.Password != "" {
+		redisURL = fmt.Sprintf("redis://:%s@%s/%d", url.QueryEscape(ropt.Password), ropt.Addr, ropt.DB)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	err := run(ctx, []string{
+		"--database-url", dbURL, "--reuse-database",
+		"--redis-url", redisURL, "--redis-prefix", prefix,
+		"--flag-refresh", "200ms", "--sweep-interval", "200ms", "--db-max-conns", "5",
+		"--baseline-duration", "200ms", "--baseline-conns", "2", "--adjacent-baseline", "200ms",
+		"--runners", "3", "--cycle-jobs", "30", "--ack-jobs", "30", "--jobs-per-pipeline", "4",
+		"--idle-runners", "10", "--idle-interval", "200ms", "--idle-duration", "600ms", "--idle-backlog", "50",
+		"--sweep-waiting", "60", "--sweep-expired", "15",
+		"--scale-sizes", "20,40", "--scale-history", "50", "--scale-claims", "10", "--scale-runners", "2",
+	}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.String(), stdout.String())
+	}
+
+	results := map[string]Result{}
+	sc := bufio.NewScanner(&stdout)
+	sc.Buffer(nil, 1<<20)
+	var table []string
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "{") {
+			table = append(table, line)
+			continue
+		}
+		var r Result
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("JSON line %q: %v", line, err)
+		}
+		results[r.Scenario] = r
+	}
+	t.Logf("table:\n%s", strings.Join(table, "\n"))
+	for _, name := range allScenarios {
+		r, ok := results[name]
+		if !ok {
+			t.Errorf("no JSON line for %s", name)
+			continue
+		}
+		if r.Throughput <= 0 || r.Count <= 0 || r.Errors != 0 {
+			t.Errorf("%s: throughput %v, count %d, errors %d", name, r.Throughput, r.Count, r.Errors)
+		}
+		if name != "baseline" && name != "sweep" && r.RatioToBaseline <= 0 && (name == "cycle" || name == "ack") {
+			t.Errorf("%s: no ratio to baseline", name)
+		}
+		if !strings.Contains(strings.Join(table, "\n"), name) {
+			t.Errorf("table has no row for %s", name)
+		}
+	}
+	if c := results["cycle"]; c.QueriesPerRequest["request"] <= 0 || c.ServerCPU <= 0 && strings.Contains(c.CPUAttribution, "profile samples") {
+		t.Errorf("cycle: queries per request %v, server CPU %v (%s)", c.QueriesPerRequest, c.ServerCPU, c.CPUAttribution)
+	}
+	if s := results["scale"]; len(s.Endpoints) != 4 {
+		t.Errorf("scale: want 2 sizes, the history point and the first size again, got %v", s.Endpoints)
+	}
+}
