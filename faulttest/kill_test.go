@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobapi/jobapi/jobapitest"
 	"github.com/jobapi/jobapi/server"
+	"github.com/jobapi/jobapi/testenv"
 )
 
 // A replica is SIGKILLed in the middle of a sweep of thousands of expired acks: the batch
@@ -112,7 +113,7 @@ func buildJobapi(t *testing.T) string {
 // startServe runs `jobapi serve` on cfg's database, Redis and key prefix, with env
 // overriding settings, and returns once it listens. The process is killed when the test
 // ends (and by the kernel if the test binary dies first).
-func startServe(t *testing.T, bin string, cfg server.Config, env map[string]string) (*exec.Cmd, *syncBuffer) {
+func startServe(t *testing.T, bin string, cfg server.Config, env map[string]string) (*exec.Cmd, *testenv.Buffer) {
 	t.Helper()
 	vars := map[string]string{
 		"JOBAPI_LISTEN_ADDR":        "127.0.0.1:0",
@@ -139,7 +140,7 @@ func startServe(t *testing.T, bin string, cfg server.Config, env map[string]stri
 	for k, v := range vars {
 		environ = append(environ, k+"="+v)
 	}
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = environ
 	cmd.Stdout, cmd.Stderr = logs, logs

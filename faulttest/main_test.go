@@ -34,7 +34,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // startCluster starts a 3-master Redis Cluster for this test alone.
 func startCluster(t *testing.T) *localserver.RedisCluster {
 	t.Helper()
-	log := &syncBuffer{}
+	log := &testenv.Buffer{}
 	c, err := localserver.StartRedisCluster(context.Background(), "", log, 3)
 	if err != nil {
 		t.Fatalf("redis cluster: %v", err)
@@ -274,24 +274,6 @@ const (
 	epFinish    = "finish"
 	epLateAck   = "late-ack"
 )
-
-// syncBuffer collects a server's output for the failure log.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // waitReady polls a replica's readiness until it answers 200 or timeout passes, returning
 // how long that took.

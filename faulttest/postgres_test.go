@@ -11,6 +11,7 @@ import (
 	"github.com/jobapi/jobapi/localserver"
 	"github.com/jobapi/jobapi/migrations"
 	"github.com/jobapi/jobapi/server"
+	"github.com/jobapi/jobapi/testenv"
 )
 
 // Postgres restarts (fast shutdown: sessions ended, open transactions rolled back) while
@@ -27,7 +28,7 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := &syncBuffer{}
+	log := &testenv.Buffer{}
 	pg, err := localserver.StartPostgres(context.Background(), dir, log)
 	if err != nil {
 		t.Fatal(err)

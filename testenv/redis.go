@@ -24,7 +24,7 @@ func Redis(t testing.TB) (client *redis.Client, prefix string) {
 // that FLUSHDB, Restart or otherwise break the server.
 func OwnRedis(t testing.TB) *localserver.Redis {
 	t.Helper()
-	log := &syncBuffer{}
+	log := &Buffer{}
 	r, err := localserver.StartRedis(context.Background(), t.TempDir(), log)
 	if err != nil {
 		t.Fatalf("testenv: own Redis for this test: %v", err)
@@ -41,19 +41,20 @@ func OwnRedis(t testing.TB) *localserver.Redis {
 	return r
 }
 
-// syncBuffer is a bytes.Buffer the server's output copier and the test can share.
-type syncBuffer struct {
+// Buffer is a bytes.Buffer that a server's output copier and a test can share: tests use it
+// to collect logs of servers they start.
+type Buffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *Buffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -54,24 +53,6 @@ func TestMigrateVersion(t *testing.T) {
 	}
 }
 
-// syncBuffer lets the test read what dev prints while it runs.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // `jobapi dev` is README's one command: it must come up, print a working runner token and
 // curl examples, serve them, and stop cleanly.
 func TestDevServesAndStops(t *testing.T) {
@@ -85,7 +66,7 @@ func TestDevServesAndStops(t *testing.T) {
 		"JOBAPI_REDIS_KEY_PREFIX": prefix,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuffer
+	var out testenv.Buffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"dev"}, e, &out, &out) }()
 
