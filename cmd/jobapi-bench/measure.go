@@ -352,6 +352,26 @@ type window struct {
 	profiled bool
 	queries  queryCounts
 	remote   procStat
+	wal      walStats
+}
+
+// walStats is pg_stat_wal (Postgres 14+): the whole server's WAL, which on a quiet machine
+// is what the scenario wrote.
+type walStats struct {
+	Records int64   `json:"records"`
+	FPI     int64   `json:"full_page_images"`
+	MB      float64 `json:"mb"`
+	ok      bool
+}
+
+func (e *env) walSnapshot(ctx context.Context) walStats {
+	var w walStats
+	var bytes float64
+	if err := e.db.QueryRow(ctx, `SELECT wal_records, wal_fpi, wal_bytes::float8 FROM pg_stat_wal`).Scan(&w.Records, &w.FPI, &bytes); err != nil {
+		return w
+	}
+	w.MB, w.ok = bytes/(1<<20), true
+	return w
 }
 
 // Resources is what a window measured.
@@ -369,6 +389,8 @@ type Resources struct {
 	GoStackMB  float64 `json:"go_stack_inuse_mb"`
 	GoSysMB    float64 `json:"go_sys_mb"`
 	Goroutines int     `json:"goroutines"`
+	// WAL is what Postgres wrote to its log meanwhile (pg_stat_wal, the whole server).
+	WAL *walStats `json:"wal,omitempty"`
 	// LoadAvg is the machine's 1-minute load average at the end: other work on the same
 	// 2 cores shows here.
 	LoadAvg float64 `json:"loadavg_1m"`
@@ -405,6 +427,7 @@ func (e *env) startWindow(name string, resetPeak bool) *window {
 	}
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &w.rusage)
 	w.queries = e.queries.snapshot()
+	w.wal = e.walSnapshot(context.Background())
 	w.start = time.Now()
 	return w
 }
@@ -416,6 +439,9 @@ func (w *window) stop() Resources {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	res.ProcessCPU = round3(cpuSeconds(ru) - cpuSeconds(w.rusage))
 	res.queries = w.env.queries.snapshot().sub(w.queries)
+	if after := w.env.walSnapshot(context.Background()); after.ok && w.wal.ok {
+		res.WAL = &walStats{Records: after.Records - w.wal.Records, FPI: after.FPI - w.wal.FPI, MB: round3(after.MB - w.wal.MB)}
+	}
 	w.env.logStatements(w.name, res.queries)
 	res.LoadAvg = loadAvg()
 	var ms runtime.MemStats

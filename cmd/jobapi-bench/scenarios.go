@@ -63,6 +63,15 @@ func (e *env) result(name string, res Resources, rec *recorder) *Result {
 	return r
 }
 
+// walPer records the WAL written per unit of work (bytes, and full-page images).
+func walPer(r *Result, unit string, n int) {
+	if r.WAL == nil || n <= 0 {
+		return
+	}
+	r.Extra["wal_bytes_per_"+unit] = round3(r.WAL.MB * (1 << 20) / float64(n))
+	r.Extra["wal_fpi_per_"+unit] = round3(float64(r.WAL.FPI) / float64(n))
+}
+
 func (e *env) ratio(r *Result, baseline float64) {
 	if baseline > 0 {
 		r.RatioToBaseline = round3(r.Throughput / baseline)
@@ -111,6 +120,7 @@ func (e *env) baseline(ctx context.Context) (*Result, error) {
 	r.Throughput = round3(float64(updates) / pgWall.Seconds())
 	r.RatioToBaseline = 1
 	r.Extra["redis_round_trips_per_s"] = round3(float64(roundTrips.Load()) / redisWall.Seconds())
+	walPer(r, "update", updates)
 	r.Params = map[string]any{"connections": cfg.BaselineConns, "duration_s": cfg.BaselineDuration.Seconds(),
 		"table_rows": baselineRows, "redis_connections": cfg.BaselineConns}
 	var commit string
@@ -185,6 +195,14 @@ func (e *env) adjacentBaseline(ctx context.Context) float64 {
 		return 0
 	}
 	return round3(float64(n) / took.Seconds())
+}
+
+// refBaseline is the baseline a ratio target compares with: the adjacent one if measured.
+func refBaseline(baseline, adjacent float64) float64 {
+	if adjacent > 0 {
+		return adjacent
+	}
+	return baseline
 }
 
 // ratioTarget sets the ratios to the run's baseline and to the adjacent one, and the target
@@ -288,6 +306,7 @@ func (e *env) cycle(ctx context.Context, rs []*runner, baseline float64) (*Resul
 			r.Extra["server_cpu_us_per_job"] = round3(res.ServerCPU / float64(r.Count) * 1e6)
 		}
 	}
+	walPer(r, "job", r.Count)
 	var twoPhase, succeeded int
 	if err := e.db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE two_phase), count(*) FILTER (WHERE status = 'success')
 FROM builds`).Scan(&twoPhase, &succeeded); err != nil {
@@ -300,7 +319,7 @@ FROM builds`).Scan(&twoPhase, &succeeded); err != nil {
 	e.ratioTarget(r, baseline, adjacent, 0.25, "jobs/s ÷ baseline UPDATE/s")
 	if cfg.StoreOnly {
 		e.logf("  the same jobs through the store alone")
-		so, err := e.cycleStoreOnly(sctx, rs[:cfg.Runners], rec, baseline)
+		so, err := e.cycleStoreOnly(sctx, rs[:cfg.Runners], rec, refBaseline(baseline, adjacent))
 		if err != nil {
 			return r, err
 		}
@@ -367,6 +386,7 @@ func (e *env) ack(ctx context.Context, rs []*runner, baseline float64) (*Result,
 	if r.Count > 0 && res.ServerCPU > 0 {
 		r.Extra["server_cpu_us_per_ack"] = round3(res.ServerCPU / float64(r.Count) * 1e6)
 	}
+	walPer(r, "ack", r.Count)
 	var running int
 	if err := e.db.QueryRow(ctx, `SELECT count(*) FROM builds WHERE status = 'running'`).Scan(&running); err != nil {
 		return nil, err
@@ -375,7 +395,7 @@ func (e *env) ack(ctx context.Context, rs []*runner, baseline float64) (*Result,
 	e.ratioTarget(r, baseline, adjacent, 0.6, "acks/s ÷ baseline UPDATE/s")
 	if cfg.StoreOnly {
 		e.logf("  the same acks through the store alone")
-		so, err := e.ackStoreOnly(sctx, rs[:cfg.Runners], rec, baseline)
+		so, err := e.ackStoreOnly(sctx, rs[:cfg.Runners], rec, refBaseline(baseline, adjacent))
 		if err != nil {
 			return r, err
 		}
