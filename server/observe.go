@@ -46,6 +46,31 @@ func (t *pgErrors) TraceQueryEnd(ctx context.Context, c *pgx.Conn, d pgx.TraceQu
 	}
 }
 
+// The store pipelines a few statements as a pgx.Batch (a lock and the read that follows it):
+// pgx traces those through BatchTracer only, so they are counted, and passed on, here.
+
+func (t *pgErrors) TraceBatchStart(ctx context.Context, c *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	if next, ok := t.next.(pgx.BatchTracer); ok {
+		return next.TraceBatchStart(ctx, c, d)
+	}
+	return ctx
+}
+
+func (t *pgErrors) TraceBatchQuery(ctx context.Context, c *pgx.Conn, d pgx.TraceBatchQueryData) {
+	if next, ok := t.next.(pgx.BatchTracer); ok {
+		next.TraceBatchQuery(ctx, c, d)
+	}
+	if d.Err != nil && !errors.Is(d.Err, pgx.ErrNoRows) {
+		t.counter.WithLabelValues(pgErrorKind(d.Err)).Inc()
+	}
+}
+
+func (t *pgErrors) TraceBatchEnd(ctx context.Context, c *pgx.Conn, d pgx.TraceBatchEndData) {
+	if next, ok := t.next.(pgx.BatchTracer); ok {
+		next.TraceBatchEnd(ctx, c, d)
+	}
+}
+
 func pgErrorKind(err error) string {
 	var pgErr *pgconn.PgError
 	switch {

@@ -121,10 +121,21 @@ SELECT ` + buildCols + ` FROM n b` + buildJoins
 const lockPipelineOf = `SELECT p.id FROM pipelines p JOIN builds b ON b.pipeline_id = p.id WHERE b.id = $1 FOR UPDATE OF p`
 
 func createRetry(ctx context.Context, tx pgx.Tx, id int64, now time.Time, reason, actor string) (builds.Build, error) {
-	if _, err := tx.Exec(ctx, lockPipelineOf, id); err != nil {
+	// Both statements in one round trip (a pipelined batch): they still run in order, the
+	// lock granted before the INSERT starts.
+	batch := &pgx.Batch{}
+	batch.Queue(lockPipelineOf, id)
+	batch.Queue(insertRetry, id, now, reason, actor)
+	br := tx.SendBatch(ctx, batch)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
 		return builds.Build{}, err
 	}
-	return scanBuild(tx.QueryRow(ctx, insertRetry, id, now, reason, actor))
+	b, err := scanBuild(br.QueryRow())
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return b, err
 }
 
 const lockBuild = `SELECT status, retried_by IS NULL, pipeline_id, stage_idx FROM builds WHERE id = $1 FOR UPDATE`
@@ -210,10 +221,22 @@ WHERE id = $1`
 func advance(ctx context.Context, tx pgx.Tx, pipelineID int64, now time.Time) (queued bool, err error) {
 	var current string
 	var advancedPast int
-	if err := tx.QueryRow(ctx, lockPipeline, pipelineID).Scan(&current, &advancedPast); err != nil {
-		return false, err
+	// The lock and the read of the stages in one round trip (a pipelined batch): the read
+	// still starts after the lock is granted, with a snapshot of its own that sees what the
+	// previous holder committed, and the pipeline stays locked one round trip less.
+	batch := &pgx.Batch{}
+	batch.Queue(lockPipeline, pipelineID)
+	batch.Queue(pipelineShape, pipelineID)
+	br := tx.SendBatch(ctx, batch)
+	var stages map[int]*stageStats
+	var order []int
+	err = br.QueryRow().Scan(&current, &advancedPast)
+	if err == nil {
+		stages, order, err = readShape(br.Query())
 	}
-	stages, order, err := shape(ctx, tx, pipelineID)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return false, err
 	}
@@ -273,7 +296,10 @@ func advance(ctx context.Context, tx pgx.Tx, pipelineID int64, now time.Time) (q
 }
 
 func shape(ctx context.Context, tx pgx.Tx, pipelineID int64) (map[int]*stageStats, []int, error) {
-	rows, err := tx.Query(ctx, pipelineShape, pipelineID)
+	return readShape(tx.Query(ctx, pipelineShape, pipelineID))
+}
+
+func readShape(rows pgx.Rows, err error) (map[int]*stageStats, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}

@@ -192,6 +192,17 @@ func (q *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pg
 	return ctx
 }
 
+// A pipelined batch (pgx.Batch) is traced per statement too: each counts as one.
+func (q *queryCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (q *queryCounter) TraceBatchQuery(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchQueryData) {
+	q.TraceQueryStart(ctx, conn, pgx.TraceQueryStartData{SQL: data.SQL, Args: data.Args})
+}
+
+func (q *queryCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
 func (q *queryCounter) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
 	c, ok := ctx.Value(dbClockKey{}).(*dbClock)
 	if !ok {
@@ -765,3 +776,9 @@ func parseSample(b []byte) (s profSample, err error) {
 	}
 	return s, nil
 }
+
+var (
+	_ pgx.QueryTracer = (*queryCounter)(nil)
+	_ pgx.BatchTracer = (*queryCounter)(nil)
+	_ pgx.BatchTracer = (*stmtCounter)(nil)
+)
