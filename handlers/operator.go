@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
@@ -372,7 +371,7 @@ func (h *Handler) getPipelineJobs(w http.ResponseWriter, r *http.Request) error 
 	}
 	jobs := make([]api.JobDetail, len(p.Builds))
 	for i, b := range p.Builds {
-		jobs[i] = jobView(builds.JobView{Build: b}, time.Now())
+		jobs[i] = jobView(builds.JobView{Build: b})
 	}
 	writeJSON(w, http.StatusOK, jobs)
 	return nil
@@ -396,7 +395,7 @@ func (h *Handler) cancelPipeline(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func jobView(v builds.JobView, now time.Time) api.JobDetail {
+func jobView(v builds.JobView) api.JobDetail {
 	b := v.Build
 	out := api.JobDetail{ID: b.ID, ProjectID: b.ProjectID, PipelineID: b.PipelineID, Name: b.Name, Stage: b.Stage,
 		Status: string(b.Status), Attempt: b.Attempt, RetryOf: nonZero(b.RetryOf), RetriedBy: nonZero(b.RetriedBy),
@@ -445,7 +444,7 @@ func (h *Handler) getJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, jobView(v, h.svc.Now()))
+	writeJSON(w, http.StatusOK, jobView(v))
 	return nil
 }
 
@@ -510,7 +509,7 @@ func (h *Handler) cancelJob(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	h.svc.Audit(r.Context(), actor(r), "job_canceled", "job:"+strconv.FormatInt(id, 10), map[string]any{"status": v.Status})
-	writeJSON(w, http.StatusOK, jobView(v, h.svc.Now()))
+	writeJSON(w, http.StatusOK, jobView(v))
 	return nil
 }
 
@@ -524,7 +523,7 @@ func (h *Handler) retryJob(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	h.svc.Audit(r.Context(), actor(r), "job_retried", "job:"+strconv.FormatInt(id, 10), map[string]any{"new_id": v.ID})
-	writeJSON(w, http.StatusCreated, jobView(v, h.svc.Now()))
+	writeJSON(w, http.StatusCreated, jobView(v))
 	return nil
 }
 
@@ -548,10 +547,9 @@ func (h *Handler) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	now := h.svc.Now()
 	out := make([]api.JobDetail, len(views))
 	for i, v := range views {
-		out[i] = jobView(v, now)
+		out[i] = jobView(v)
 	}
 	writePage(w, p, total, out)
 	return nil
