@@ -38,6 +38,7 @@ type Service struct {
 
 	runners  *runnerCache
 	touches  sync.Map // build id → time.Time of the last liveness write
+	jobs     *jobCache
 	watchers *versionWatcher
 	observer Observer
 	events   PipelineEvents
@@ -67,10 +68,14 @@ func NewService(store Store, leases Leases, queue Queue, gate TwoPhaseGate, cfg 
 		cfg.RunnerCacheTTL = 5 * time.Second
 	}
 	s := &Service{store: store, leases: leases, queue: queue, gate: gate, cfg: cfg, now: now, log: log,
-		runners: newRunnerCache(cfg.RunnerCacheTTL), hub: newPipelineHub()}
+		runners: newRunnerCache(cfg.RunnerCacheTTL), hub: newPipelineHub(), jobs: newJobCache(jobCacheSize)}
 	s.watchers = newVersionWatcher(queue, log)
 	return s
 }
+
+// jobCacheSize is how many builds per generation jobCache keeps: a few minutes of a busy
+// fleet's assignments, about 100 bytes each.
+const jobCacheSize = 50_000
 
 // Now is the service's clock (injectable for tests).
 func (s *Service) Now() time.Time { return s.now() }
@@ -256,6 +261,7 @@ func (s *Service) RequestJob(ctx context.Context, req JobRequest) (Assignment, e
 	if err != nil {
 		return Assignment{}, err
 	}
+	s.jobs.put(b, claim.TokenHash)
 	if b.TwoPhase {
 		// The row is already waiting in Postgres; a failed SET only means the sweeper will
 		// time the build out at its deadline of record unless the runner acks first.
@@ -331,6 +337,9 @@ func (s *Service) UpdateJob(ctx context.Context, u JobUpdate) (Status, error) {
 	if u.FailureReason != "" && !ValidFailureReason(u.FailureReason) {
 		return "", &ErrInvalid{Msg: fmt.Sprintf("unknown failure_reason %.40q", u.FailureReason)}
 	}
+	if st, ok, err := s.updateFast(ctx, u); ok {
+		return st, err
+	}
 	// A compare-and-set that loses re-reads and decides again; three rounds are plenty, as
 	// each loss means the build moved one step towards an end state.
 	for round := 0; round < 5; round++ {
@@ -345,6 +354,66 @@ func (s *Service) UpdateJob(ctx context.Context, u JobUpdate) (Status, error) {
 		return st, err
 	}
 	return "", fmt.Errorf("update build %d: %w", u.ID, ErrConflict)
+}
+
+// updateFast tries the two transitions that make up nearly every runner PUT, an ack of a
+// waiting build and the final update of a running one, as one compare-and-set that carries
+// the job token, without reading the build first. ok=false means the build is in another
+// state or the token is wrong: the caller then reads the build and applies the full table,
+// which also finds the right answer (403, an idempotent repeat, a cancel) for those cases.
+func (s *Service) updateFast(ctx context.Context, u JobUpdate) (st Status, ok bool, err error) {
+	if u.Token == "" || len(u.Token) > 256 {
+		return "", false, nil
+	}
+	hash := HashToken(u.Token)
+	now := s.now()
+	switch u.State {
+	case StateRunning:
+		if _, running := s.touches.Load(u.ID); running {
+			return "", false, nil // running already, as this replica knows: a keepalive
+		}
+		assignedAt, err := s.store.Acknowledge(ctx, u.ID, hash, now)
+		if errors.Is(err, ErrConflict) {
+			return "", false, nil
+		}
+		if err != nil {
+			return "", true, err
+		}
+		s.acknowledged(ctx, u.ID, assignedAt, now)
+		return StatusRunning, true, nil
+	case StateSuccess, StateFailed:
+		to, reason := finalState(u)
+		f, err := s.finish(ctx, Finish{
+			BuildID: u.ID, From: []Status{StatusRunning}, To: to, Reason: reason, ExitCode: u.ExitCode,
+			RunnerFinalState: u.State, Event: EventFinished, Now: now, Policy: &s.cfg.Policy, TokenHash: hash,
+		})
+		if errors.Is(err, ErrConflict) {
+			return "", false, nil
+		}
+		if err != nil {
+			return "", true, err
+		}
+		s.forgetJob(u.ID)
+		return f.Build.Status, true, nil
+	}
+	return "", false, nil
+}
+
+// finalState maps a runner's final update of a running build to the build's end state.
+func finalState(u JobUpdate) (Status, string) {
+	if u.State != StateFailed {
+		return StatusSuccess, ""
+	}
+	if u.FailureReason == "" {
+		return StatusFailed, ReasonUnknownFailure
+	}
+	return StatusFailed, u.FailureReason
+}
+
+// forgetJob drops what this replica keeps about a build that left its runner.
+func (s *Service) forgetJob(id int64) {
+	s.touches.Delete(id)
+	s.jobs.forget(id)
 }
 
 // jobForToken loads a build and checks the presented job token against it: the fence.
@@ -393,26 +462,26 @@ func (s *Service) applyUpdate(ctx context.Context, b Build, u JobUpdate) (Status
 }
 
 func (s *Service) acknowledge(ctx context.Context, b Build, now time.Time) (Status, error) {
-	detail := map[string]any{}
-	var latency time.Duration
-	if b.AssignedAt != nil {
-		latency = now.Sub(*b.AssignedAt)
-		detail["assign_to_ack_seconds"] = latency.Seconds()
-	}
-	nb, err := s.store.Acknowledge(ctx, b.ID, now, detail)
+	assignedAt, err := s.store.Acknowledge(ctx, b.ID, b.TokenHash, now)
 	if err != nil {
 		return "", err
 	}
-	// Only now: an ack that lost the row to the sweeper (ErrConflict) is no acknowledgement.
-	if s.observer != nil && b.AssignedAt != nil {
-		s.observer.Acknowledged(latency)
+	s.acknowledged(ctx, b.ID, assignedAt, now)
+	return StatusRunning, nil
+}
+
+// acknowledged follows a successful ack. Only then: an ack that lost the row to the sweeper
+// (ErrConflict) is no acknowledgement.
+func (s *Service) acknowledged(ctx context.Context, id int64, assignedAt, now time.Time) {
+	s.touches.Store(id, now) // the ack wrote updated_at; later PUTs with state=running are keepalives
+	if s.observer != nil && !assignedAt.IsZero() {
+		s.observer.Acknowledged(now.Sub(assignedAt))
 	}
-	if err := s.leases.Release(ctx, b.ID); err != nil {
+	if err := s.leases.Release(ctx, id); err != nil {
 		// Harmless: the build is running in Postgres and the sweeper only looks at waiting
 		// builds; the key expires on its own.
-		s.log.WarnContext(ctx, "ack key not deleted", "build_id", b.ID, "error", err)
+		s.log.WarnContext(ctx, "ack key not deleted", "build_id", id, "error", err)
 	}
-	return nb.Status, nil
 }
 
 func (s *Service) keepalive(ctx context.Context, b Build, now time.Time) (Status, error) {
@@ -455,13 +524,7 @@ func (s *Service) decline(ctx context.Context, b Build, u JobUpdate, now time.Ti
 }
 
 func (s *Service) finishFromRunner(ctx context.Context, b Build, u JobUpdate, now time.Time) (Status, error) {
-	to, reason := StatusSuccess, ""
-	if u.State == StateFailed {
-		to, reason = StatusFailed, u.FailureReason
-		if reason == "" {
-			reason = ReasonUnknownFailure
-		}
-	}
+	to, reason := finalState(u)
 	if b.Status == StatusCanceling {
 		to, reason = StatusCanceled, ""
 	}
@@ -473,7 +536,7 @@ func (s *Service) finishFromRunner(ctx context.Context, b Build, u JobUpdate, no
 	if err != nil {
 		return "", err
 	}
-	s.touches.Delete(b.ID)
+	s.forgetJob(b.ID)
 	return f.Build.Status, nil
 }
 
@@ -518,6 +581,23 @@ type TraceResult struct {
 
 // AppendTrace applies a runner's PATCH /jobs/:id/trace.
 func (s *Service) AppendTrace(ctx context.Context, id int64, token string, offset int64, data []byte) (TraceResult, error) {
+	if job, ok := s.jobs.get(id, token); ok && len(data) > 0 && !s.overTraceLimit(offset, data) {
+		// Known build, right token: one statement, whose compare-and-set checks the offset
+		// and that the build is still on a runner.
+		now := s.now()
+		size, st, err := s.store.AppendTrace(ctx, id, offset, maskSecrets(data, job.vars), now)
+		var rangeErr *TraceRangeError
+		switch {
+		case err == nil:
+			s.touches.Store(id, now) // an append wrote updated_at
+			return TraceResult{Size: size, Status: st}, nil
+		case errors.As(err, &rangeErr):
+			return TraceResult{Size: rangeErr.Size, Status: st}, err
+		case !errors.Is(err, ErrConflict):
+			return TraceResult{}, err
+		}
+		// Not on a runner any more: the full path below says why.
+	}
 	b, err := s.jobForToken(ctx, id, token)
 	if err != nil {
 		return TraceResult{}, err
@@ -525,6 +605,7 @@ func (s *Service) AppendTrace(ctx context.Context, id int64, token string, offse
 	if b.Status != StatusRunning && b.Status != StatusCanceling {
 		return TraceResult{}, &JobForbidden{Status: b.Status, Msg: fmt.Sprintf("403 Forbidden - job is not running (status %s)", b.Status)}
 	}
+	s.jobs.put(b, b.TokenHash)
 	if offset != b.TraceSize {
 		return TraceResult{Size: b.TraceSize, Status: b.Status}, &TraceRangeError{Size: b.TraceSize}
 	}
@@ -534,7 +615,7 @@ func (s *Service) AppendTrace(ctx context.Context, id int64, token string, offse
 		return TraceResult{Size: b.TraceSize, Status: b.Status}, nil
 	}
 	now := s.now()
-	if s.cfg.TraceLimit > 0 && offset+int64(len(data)) > s.cfg.TraceLimit+traceLimitSlack {
+	if s.overTraceLimit(offset, data) {
 		f, err := s.finish(ctx, Finish{
 			BuildID: b.ID, From: []Status{b.Status}, To: StatusFailed, Reason: ReasonTraceSizeExceeded,
 			Event: EventTraceExceeded, RunnerManager: b.RunnerSystemID, Now: now, Policy: &s.cfg.Policy,
@@ -548,7 +629,7 @@ func (s *Service) AppendTrace(ctx context.Context, id int64, token string, offse
 		}
 		return TraceResult{}, &JobForbidden{Status: f.Build.Status, Msg: "403 Forbidden - trace size exceeded"}
 	}
-	size, err := s.store.AppendTrace(ctx, b.ID, offset, maskSecrets(data, b.Payload.Variables), now)
+	size, st, err := s.store.AppendTrace(ctx, b.ID, offset, maskSecrets(data, b.Payload.Variables), now)
 	if errors.Is(err, ErrConflict) {
 		// The build left running between our read and the append: answer from its new state.
 		return s.AppendTrace(ctx, id, token, offset, data)
@@ -557,5 +638,9 @@ func (s *Service) AppendTrace(ctx context.Context, id int64, token string, offse
 		return TraceResult{}, err
 	}
 	s.touches.Store(b.ID, now) // an append wrote updated_at
-	return TraceResult{Size: size, Status: b.Status}, nil
+	return TraceResult{Size: size, Status: st}, nil
+}
+
+func (s *Service) overTraceLimit(offset int64, data []byte) bool {
+	return s.cfg.TraceLimit > 0 && offset+int64(len(data)) > s.cfg.TraceLimit+traceLimitSlack
 }

@@ -45,6 +45,10 @@ type Finish struct {
 	Detail           map[string]any
 	RunnerManager    string
 	Now              time.Time
+	// TokenHash, when set, fences the change on the build's job token as well, and the
+	// event's runner manager comes from the build (RunnerManager is ignored): a runner's
+	// PUT then needs no read of the build first.
+	TokenHash []byte
 	// Policy nil: no automatic retry.
 	Policy *RetryPolicy
 	// AlsoRetryAs: another reason whose budget may pay for the retry (a decline is a
@@ -112,8 +116,10 @@ type Store interface {
 	Events(ctx context.Context, buildID int64, p Page) ([]Event, int, error)
 	AddEvent(ctx context.Context, e Event) error
 
-	// Acknowledge: waiting_for_runner_ack → running. ErrConflict when not waiting.
-	Acknowledge(ctx context.Context, id int64, now time.Time, detail map[string]any) (Build, error)
+	// Acknowledge: waiting_for_runner_ack → running for the build whose job token hashes
+	// to tokenHash; it returns when the build was assigned. ErrConflict when no such build
+	// waits (wrong token, not waiting, gone): the caller reads the build to say why.
+	Acknowledge(ctx context.Context, id int64, tokenHash []byte, now time.Time) (assignedAt time.Time, err error)
 	// Touch records runner liveness (callers throttle it).
 	Touch(ctx context.Context, id int64, now time.Time) error
 	// ExtendAck moves the deadline of record of a waiting build.
@@ -125,8 +131,9 @@ type Store interface {
 	RetryBuild(ctx context.Context, id int64, now time.Time, actor string) (Build, error)
 
 	// AppendTrace appends data at offset when offset equals the stored size and the build
-	// is on a runner; it returns the new size. *TraceRangeError when offsets disagree.
-	AppendTrace(ctx context.Context, id int64, offset int64, data []byte, now time.Time) (int64, error)
+	// is on a runner; it returns the new size and the build's state. *TraceRangeError when
+	// offsets disagree, ErrConflict when the build is not on a runner.
+	AppendTrace(ctx context.Context, id int64, offset int64, data []byte, now time.Time) (int64, Status, error)
 	Trace(ctx context.Context, id int64) ([]byte, error)
 
 	SweepExpiredAcks(ctx context.Context, p SweepParams) (SweepResult, error)

@@ -222,29 +222,37 @@ func (s *Store) Claim(ctx context.Context, c builds.Claim) (builds.Build, error)
 	return b, err
 }
 
+// acknowledge is the whole ack in one statement: the job token is part of the
+// compare-and-set (the fence), so a PUT needs no read first, and it returns only what the
+// caller needs instead of the joined build row.
 const acknowledge = `
 WITH b AS (
-    UPDATE builds SET status = 'running', started_at = $2, updated_at = $2, ack_deadline = NULL,
-        run_deadline = $2::timestamptz + make_interval(secs => timeout_seconds)
-    WHERE id = $1 AND status = 'waiting_for_runner_ack'
-    RETURNING *
+    UPDATE builds SET status = 'running', started_at = $3, updated_at = $3, ack_deadline = NULL,
+        run_deadline = $3::timestamptz + make_interval(secs => timeout_seconds)
+    WHERE id = $1 AND token_hash = $2 AND status = 'waiting_for_runner_ack'
+    RETURNING id, runner_manager_id, assigned_at
 ), e AS (
     INSERT INTO build_events (build_id, type, at, runner_manager, detail)
-    SELECT b.id, 'acknowledged', $2, COALESCE(m.system_id, ''), $3::jsonb
-    FROM b LEFT JOIN runner_managers m ON m.id = b.runner_manager_id
+    SELECT b.id, 'acknowledged', $3,
+           COALESCE((SELECT m.system_id FROM runner_managers m WHERE m.id = b.runner_manager_id), ''),
+           jsonb_strip_nulls(jsonb_build_object('assign_to_ack_seconds',
+               extract(epoch FROM $3::timestamptz - b.assigned_at)::float8))
+    FROM b
 )
-SELECT ` + buildCols + ` FROM b` + buildJoins
+SELECT assigned_at FROM b`
 
-// Acknowledge moves a waiting build to running; ErrConflict if it no longer waits.
-func (s *Store) Acknowledge(ctx context.Context, id int64, now time.Time, detail map[string]any) (builds.Build, error) {
-	if detail == nil {
-		detail = map[string]any{}
-	}
-	b, err := scanBuild(s.pool.QueryRow(ctx, acknowledge, id, now, detail))
+// Acknowledge moves a waiting build whose job token hashes to tokenHash to running and
+// returns when it was assigned; ErrConflict if no such build waits.
+func (s *Store) Acknowledge(ctx context.Context, id int64, tokenHash []byte, now time.Time) (time.Time, error) {
+	var assignedAt *time.Time
+	err := s.pool.QueryRow(ctx, acknowledge, id, tokenHash, now).Scan(&assignedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return builds.Build{}, builds.ErrConflict
+		return time.Time{}, builds.ErrConflict
 	}
-	return b, err
+	if err != nil || assignedAt == nil {
+		return time.Time{}, err
+	}
+	return *assignedAt, nil
 }
 
 const touch = `UPDATE builds SET updated_at = $2 WHERE id = $1 AND updated_at < $2`

@@ -15,11 +15,13 @@ WITH b AS (
     UPDATE builds SET status = $3, failure_reason = NULLIF($4, ''), exit_code = $5,
         runner_final_state = NULLIF($6, ''), finished_at = $7, updated_at = $7,
         ack_deadline = NULL, cancel_requested = false
-    WHERE id = $1 AND status = ANY($2::text[])
+    WHERE id = $1 AND status = ANY($2::text[]) AND ($11::bytea IS NULL OR token_hash = $11)
     RETURNING *
 ), e AS (
     INSERT INTO build_events (build_id, type, at, runner_manager, detail)
-    SELECT id, $8, $7, $9,
+    SELECT id, $8, $7,
+           CASE WHEN $11::bytea IS NULL THEN $9
+                ELSE COALESCE((SELECT m.system_id FROM runner_managers m WHERE m.id = b.runner_manager_id), '') END,
            $10::jsonb || jsonb_strip_nulls(jsonb_build_object('status', $3::text,
                'failure_reason', NULLIF($4, ''), 'exit_code', $5::integer))
     FROM b
@@ -63,12 +65,15 @@ func finishBuildTx(ctx context.Context, tx pgx.Tx, f builds.Finish) (builds.Fini
 		detail = map[string]any{}
 	}
 	b, err := scanBuild(tx.QueryRow(ctx, finishBuild, f.BuildID, from, string(f.To), f.Reason, f.ExitCode,
-		f.RunnerFinalState, f.Now, f.Event, f.RunnerManager, detail))
+		f.RunnerFinalState, f.Now, f.Event, f.RunnerManager, detail, f.TokenHash))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return builds.Finished{}, builds.ErrConflict
 	}
 	if err != nil {
 		return builds.Finished{}, err
+	}
+	if f.TokenHash != nil {
+		f.RunnerManager = b.RunnerSystemID // the statement derived it too
 	}
 	res := builds.Finished{Build: b}
 	if b.Status == builds.StatusFailed && f.Policy != nil && b.RetriedBy == 0 {
