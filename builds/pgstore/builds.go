@@ -200,8 +200,9 @@ func (s *Store) Claim(ctx context.Context, c builds.Claim) (builds.Build, error)
 		}
 		return b, err
 	}
+	// Two round trips: BEGIN with the candidate's lock, then the assignment with COMMIT.
 	var b builds.Build
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inPipeTx(ctx, func(tx *pipeTx) error {
 		var id, projectID int64
 		if err := tx.QueryRow(ctx, candidate, tags, c.Runner.RunUntagged).Scan(&id, &projectID); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
@@ -214,10 +215,11 @@ func (s *Store) Claim(ctx context.Context, c builds.Claim) (builds.Build, error)
 		if twoPhase {
 			status = builds.StatusWaiting
 		}
-		var err error
-		b, err = scanBuild(tx.QueryRow(ctx, assignBuild, id, string(status), c.TokenHash, c.Runner.ID,
-			c.ManagerID, c.Now, c.AckDeadline, twoPhase, c.SystemID))
-		return err
+		return tx.queryRowAndCommit(ctx, func(row pgx.Row) (err error) {
+			b, err = scanBuild(row)
+			return err
+		}, assignBuild, id, string(status), c.TokenHash, c.Runner.ID,
+			c.ManagerID, c.Now, c.AckDeadline, twoPhase, c.SystemID)
 	})
 	return b, err
 }

@@ -1,0 +1,260 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// querier is what transaction bodies use: a pgx.Tx, or a pipeTx.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// pipeTx is a transaction on one pooled connection whose BEGIN travels with its first
+// statement (a pipelined batch) and whose COMMIT travels with the statements deferred by
+// execLast. (pgx's Batch.BeginTx pipelines the BEGIN, but a pgx.Tx always sends its COMMIT
+// alone, hence this type.) On the hot paths (a claim, a finish) that is two round trips fewer than
+// pgx.BeginFunc, and the locks a transaction takes are held one round trip less: the
+// pipeline row lock that concurrent finishes of one pipeline queue on above all.
+type pipeTx struct {
+	conn      *pgxpool.Conn
+	begun     bool
+	committed bool
+	last      []queued
+}
+
+type queued struct {
+	sql  string
+	args []any
+}
+
+var _ querier = (*pipeTx)(nil)
+
+// inPipeTx is inTx with a pipeTx.
+func (s *Store) inPipeTx(ctx context.Context, fn func(tx *pipeTx) error) error {
+	var err error
+	for attempt := 0; attempt < 4; attempt++ {
+		err = s.pipeTxOnce(ctx, fn)
+		if !retryable(err) {
+			return err
+		}
+		time.Sleep(time.Duration(attempt+1) * 10 * time.Millisecond)
+	}
+	return err
+}
+
+func (s *Store) pipeTxOnce(ctx context.Context, fn func(tx *pipeTx) error) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// pgxpool destroys a connection released inside a transaction, so a failed ROLLBACK
+	// cannot leak an open transaction to the next user.
+	defer conn.Release()
+	t := &pipeTx{conn: conn}
+	if err := fn(t); err != nil {
+		t.rollback(ctx)
+		return err
+	}
+	if err := t.commit(ctx); err != nil {
+		t.rollback(ctx)
+		return err
+	}
+	return nil
+}
+
+func (t *pipeTx) rollback(ctx context.Context) {
+	if !t.begun || t.committed {
+		return
+	}
+	// A canceled ctx must not keep the ROLLBACK from going out.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := t.conn.Exec(ctx, "rollback"); err != nil {
+		_ = t.conn.Conn().Close(ctx)
+	}
+}
+
+// commit sends the deferred statements and COMMIT in one round trip.
+func (t *pipeTx) commit(ctx context.Context) error {
+	if t.committed || !t.begun && len(t.last) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	if !t.begun {
+		b.Queue("begin")
+	}
+	t.begun = true
+	for _, q := range t.last {
+		b.Queue(q.sql, q.args...)
+	}
+	b.Queue("commit")
+	br := t.conn.SendBatch(ctx, b)
+	var err error
+	for i := 0; i < b.Len()-1 && err == nil; i++ {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		var tag pgconn.CommandTag
+		if tag, err = br.Exec(); err == nil && tag.String() != "COMMIT" {
+			err = fmt.Errorf("commit answered %q: %w", tag.String(), pgx.ErrTxCommitRollback)
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		t.committed = true
+	}
+	return err
+}
+
+// execLast queues a statement whose result nobody reads until the COMMIT, which it then
+// travels with; its error is the commit's. On a plain pgx.Tx it runs at once.
+func execLast(ctx context.Context, q querier, sql string, args ...any) error {
+	if t, ok := q.(*pipeTx); ok {
+		t.last = append(t.last, queued{sql: sql, args: args})
+		return nil
+	}
+	_, err := q.Exec(ctx, sql, args...)
+	return err
+}
+
+// queryRowAndCommit runs sql, hands its row to scan and commits, in one round trip with
+// whatever execLast deferred. pgx.ErrNoRows from scan still commits (nothing to undo).
+func (t *pipeTx) queryRowAndCommit(ctx context.Context, scan func(pgx.Row) error, sql string, args ...any) error {
+	b := &pgx.Batch{}
+	if !t.begun {
+		b.Queue("begin")
+	}
+	t.begun = true
+	for _, q := range t.last {
+		b.Queue(q.sql, q.args...)
+	}
+	t.last = nil
+	b.Queue(sql, args...)
+	b.Queue("commit")
+	br := t.conn.SendBatch(ctx, b)
+	var err error
+	for i := 0; i < b.Len()-2 && err == nil; i++ {
+		_, err = br.Exec()
+	}
+	var scanErr error
+	if err == nil {
+		scanErr = scan(br.QueryRow())
+		if scanErr != nil && !errors.Is(scanErr, pgx.ErrNoRows) {
+			err = scanErr
+		}
+	}
+	if err == nil {
+		var tag pgconn.CommandTag
+		if tag, err = br.Exec(); err == nil && tag.String() != "COMMIT" {
+			err = fmt.Errorf("commit answered %q: %w", tag.String(), pgx.ErrTxCommitRollback)
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	t.committed = true
+	return scanErr
+}
+
+// begin returns the BEGIN to send before the next statement, once.
+func (t *pipeTx) begin(ctx context.Context) error {
+	if t.begun {
+		return nil
+	}
+	t.begun = true
+	_, err := t.conn.Exec(ctx, "begin")
+	return err
+}
+
+// QueryRow sends BEGIN with the first statement.
+func (t *pipeTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if t.begun {
+		return t.conn.QueryRow(ctx, sql, args...)
+	}
+	t.begun = true
+	b := &pgx.Batch{}
+	b.Queue("begin")
+	b.Queue(sql, args...)
+	br := t.conn.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return errRow{err}
+	}
+	return &batchRow{row: br.QueryRow(), br: br}
+}
+
+// Exec sends BEGIN with the first statement.
+func (t *pipeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if t.begun {
+		return t.conn.Exec(ctx, sql, args...)
+	}
+	t.begun = true
+	b := &pgx.Batch{}
+	b.Queue("begin")
+	b.Queue(sql, args...)
+	br := t.conn.SendBatch(ctx, b)
+	tag, err := br.Exec()
+	if err == nil {
+		tag, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
+}
+
+func (t *pipeTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if err := t.begin(ctx); err != nil {
+		return nil, err
+	}
+	return t.conn.Query(ctx, sql, args...)
+}
+
+func (t *pipeTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if !t.begun {
+		// BEGIN leads the batch; its result is read here so that the caller's come first.
+		t.begun = true
+		nb := &pgx.Batch{}
+		nb.Queue("begin")
+		nb.QueuedQueries = append(nb.QueuedQueries, b.QueuedQueries...)
+		br := t.conn.SendBatch(ctx, nb)
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return pgx.FailedBatchResults(b, err)
+		}
+		return br
+	}
+	return t.conn.SendBatch(ctx, b)
+}
+
+type batchRow struct {
+	row pgx.Row
+	br  pgx.BatchResults
+}
+
+func (r *batchRow) Scan(dest ...any) error {
+	err := r.row.Scan(dest...)
+	if cerr := r.br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
