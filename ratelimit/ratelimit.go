@@ -1,13 +1,12 @@
-// Package ratelimit counts requests per key in fixed windows shared by every replica
-// through Redis, and answers what a runner needs to back off politely: whether the request
-// may go on, how many are left, and when the window resets.
 package ratelimit
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,21 +27,59 @@ type Decision struct {
 	Reset time.Time
 }
 
-// Limiter is a fixed-window counter in Redis. A window's key holds the count and expires
-// with the window, so nothing accumulates.
+// DefaultSyncInterval is how often Run sends local counts when SyncInterval is zero.
+const DefaultSyncInterval = 100 * time.Millisecond
+
+// Limiter is a fixed-window counter in Redis, decided locally while a key is below half its
+// budget (see the package comment). Run must be running for other replicas to see the
+// requests this one decided locally.
 type Limiter struct {
 	rdb    redis.UniversalClient
 	prefix string
 	now    func() time.Time
+
+	// SyncInterval is how often Run sends local counts to Redis; 0 means
+	// DefaultSyncInterval. Set it before Run.
+	SyncInterval time.Duration
+	// Log, when set, hears when sending counts starts failing and when it recovers.
+	Log *slog.Logger
+
+	shards [numShards]shard
+}
+
+// numShards spreads window keys over mutexes so concurrent requests rarely wait on each
+// other.
+const numShards = 64
+
+type shard struct {
+	mu sync.Mutex
+	m  map[string]*entry // by Redis key, which names the window
+	_  [48]byte          // one cache line per shard
+}
+
+// entry is one window key's state on this replica; its shard's mutex guards it.
+type entry struct {
+	synced  int64 // highest count Redis returned for the key
+	pending int32 // admitted here, not yet sent
+	sending int32 // sent, answer not back: still counted against the local half
+	reset   int64 // window end, Unix ms
+	window  int64 // window length, ms (the key's expiry is window+1s)
 }
 
 // New returns a limiter whose keys start with prefix.
 func New(rdb redis.UniversalClient, prefix string) *Limiter {
-	return &Limiter{rdb: rdb, prefix: prefix, now: time.Now}
+	l := &Limiter{rdb: rdb, prefix: prefix, now: time.Now}
+	for i := range l.shards {
+		l.shards[i].m = make(map[string]*entry)
+	}
+	return l
 }
 
 // callTimeout bounds the Redis round trip: a slow Redis must not slow every runner down.
 const callTimeout = 200 * time.Millisecond
+
+// expiryMargin keeps a window's key (and its entry) a little past the window's end.
+const expiryMargin = time.Second
 
 // Allow counts one request for key. The key is hashed (it may be a token). On a Redis
 // error it returns the error with an allowing decision: callers fail open, because a
@@ -55,21 +92,76 @@ func (l *Limiter) Allow(ctx context.Context, scope, key string, lim Limit) (Deci
 	if lim.Requests <= 0 {
 		return d, nil
 	}
-	sum := sha256.Sum256([]byte(key))
-	k := l.prefix + "rl:" + scope + ":{" + hex.EncodeToString(sum[:12]) + "}:" + strconv.FormatInt(window.UnixMilli(), 36)
+	var buf [128]byte
+	sum := sha256.Sum256(append(buf[:0], key...)) // via buf: []byte(key) allocates past 32 bytes
+	k := l.appendKey(buf[:0], scope, &sum, window)
+	requests, half := int64(lim.Requests), int64(lim.Requests/2)
+
+	sh := &l.shards[sum[0]%numShards]
+	sh.mu.Lock()
+	e := sh.m[string(k)]
+	if e == nil {
+		e = &entry{reset: reset.UnixMilli(), window: lim.Window.Milliseconds()}
+		sh.m[string(k)] = e
+	}
+	known := e.synced + int64(e.sending) + int64(e.pending)
+	switch {
+	case e.synced >= requests:
+		sh.mu.Unlock()
+		d.Allowed, d.Remaining = false, 0
+		return d, nil
+	case known+1 <= half:
+		e.pending++
+		sh.mu.Unlock()
+		d.Remaining = int(requests - known - 1)
+		return d, nil
+	}
+	send := int64(e.pending) + 1
+	e.sending += e.pending + 1
+	e.pending = 0
+	sh.mu.Unlock()
+
+	n, err := l.incr(ctx, string(k), send, lim.Window)
+
+	sh.mu.Lock()
+	e.sending -= int32(send)
+	if err != nil {
+		e.pending += int32(send - 1) // the admitted ones go out with the next send
+	} else {
+		e.synced = max(e.synced, n)
+	}
+	sh.mu.Unlock()
+	if err != nil {
+		return d, err
+	}
+	d.Remaining = int(max(requests-n, 0))
+	d.Allowed = n <= requests
+	return d, nil
+}
+
+// appendKey appends the Redis key of a window: the hash in braces keeps every key of one
+// counter in one Redis Cluster slot.
+func (l *Limiter) appendKey(b []byte, scope string, sum *[sha256.Size]byte, window time.Time) []byte {
+	b = append(b, l.prefix...)
+	b = append(b, "rl:"...)
+	b = append(b, scope...)
+	b = append(b, ":{"...)
+	b = hex.AppendEncode(b, sum[:12])
+	b = append(b, "}:"...)
+	return strconv.AppendInt(b, window.UnixMilli(), 36)
+}
+
+func (l *Limiter) incr(ctx context.Context, key string, n int64, window time.Duration) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	var incr *redis.IntCmd
 	_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		incr = p.Incr(ctx, k)
-		p.PExpire(ctx, k, lim.Window+time.Second)
+		incr = p.IncrBy(ctx, key, n)
+		p.PExpire(ctx, key, window+expiryMargin)
 		return nil
 	})
 	if err != nil {
-		return d, err
+		return 0, err
 	}
-	n := int(incr.Val())
-	d.Remaining = max(lim.Requests-n, 0)
-	d.Allowed = n <= lim.Requests
-	return d, nil
+	return incr.Val(), nil
 }

@@ -159,9 +159,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 	stuck := &retry.StuckStages{Store: store, Queue: rs, Timeout: cfg.StuckStageTimeout, Interval: cfg.MaintenanceInterval,
 		Now: opts.Now, Log: log, Notify: svc.NotifyPipelines, OnCheck: m.stuck}
 
+	rl := ratelimit.New(rdb, cfg.RedisKeyPrefix)
+	rl.Log = log
 	h := handlers.New(handlers.Deps{Service: svc, AdminToken: cfg.AdminToken, Logger: log,
 		Flags: featureAdmin, Health: health{store: store, redis: rs},
-		Registry: reg, TraceWatch: rs, Limiter: limiter{ratelimit.New(rdb, cfg.RedisKeyPrefix)},
+		Registry: reg, TraceWatch: rs, Limiter: limiter{rl},
 		Limits: handlers.RateLimits{JobsRequest: cfg.RateLimitJobsRequest, JobUpdates: cfg.RateLimitJobUpdates}})
 
 	ln := opts.Listener
@@ -187,6 +189,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 		g.Go(func() error { return pgProvider.Run(gctx) })
 	}
 	g.Go(func() error { return svc.RunPipelineEvents(gctx) })
+	g.Go(func() error { return rl.Run(gctx) }) // sends the rate-limit counts decided locally
 	g.Go(func() error { return sampleBuilds(gctx, reg, store, buildSamplePeriod, log) })
 	if !opts.DisableSweeper {
 		g.Go(func() error { return sweeper.Run(gctx) })
@@ -205,6 +208,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer scancel()
 		err := srv.Shutdown(sctx)
+		// Rate-limit counts decided locally during the drain, sent before Redis closes.
+		fctx, fcancel := context.WithTimeout(context.Background(), time.Second)
+		_, _ = rl.FlushOnce(fctx)
+		fcancel()
 		_ = openfeature.SetNamedProviderAndWait(domain, openfeature.NoopProvider{})
 		pool.Close()
 		_ = rdb.Close()

@@ -82,9 +82,18 @@ func TestJobRequestRateLimit(t *testing.T) {
 	if _, res, _ := runnerclient.New(inst.URL, other, "s_other").RequestJob(context.Background()); res.Code != http.StatusNoContent {
 		t.Errorf("other runner: %d, want 204", res.Code)
 	}
+	// A replica decides below half the budget on its own until its count reaches Redis
+	// (ratelimit's precision bound), so it may admit up to 5/2 before it refuses.
 	replica := inst.Replica(t, jobapitest.Options{})
-	if _, res, _ := runnerclient.New(replica.URL, token, "s_ratelimit").RequestJob(context.Background()); res.Code != http.StatusTooManyRequests {
-		t.Errorf("same runner on another replica: %d, want 429 (the budget is shared through Redis)", res.Code)
+	rrc := runnerclient.New(replica.URL, token, "s_ratelimit")
+	for i := 0; ; i++ {
+		_, res, _ := rrc.RequestJob(context.Background())
+		if res.Code == http.StatusTooManyRequests {
+			break
+		}
+		if i == 5/2 {
+			t.Fatalf("same runner on another replica: %d after %d admitted, want 429 (the budget is shared through Redis)", res.Code, i)
+		}
 	}
 	body := scrape(t, inst.URL)
 	if !strings.Contains(body, `jobapi_rate_limit_total{outcome="limited",scope="jobs_request"} 3`) ||
