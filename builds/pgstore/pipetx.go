@@ -122,6 +122,9 @@ func (t *pipeTx) commit(ctx context.Context) error {
 // travels with; its error is the commit's. On a plain pgx.Tx it runs at once.
 func execLast(ctx context.Context, q querier, sql string, args ...any) error {
 	if t, ok := q.(*pipeTx); ok {
+		if t.committed {
+			return errAfterCommit
+		}
 		t.last = append(t.last, queued{sql: sql, args: args})
 		return nil
 	}
@@ -129,9 +132,23 @@ func execLast(ctx context.Context, q querier, sql string, args ...any) error {
 	return err
 }
 
+// ErrCommittedUnread: the row that travelled with a COMMIT could not be read, and the
+// transaction committed (or, the connection lost, may have). Nothing can be undone: the
+// caller must leave what it wrote to the sweepers and reapers (a claimed build that nobody
+// received is timed out and retried).
+var ErrCommittedUnread = errors.New("committed, but its row could not be read")
+
+// errAfterCommit refuses statements once a pipeTx committed: they would run outside it.
+var errAfterCommit = errors.New("pipeTx: statement after commit")
+
 // queryRowAndCommit runs sql, hands its row to scan and commits, in one round trip with
-// whatever execLast deferred. pgx.ErrNoRows from scan still commits (nothing to undo).
+// whatever execLast deferred. The COMMIT reaches Postgres before the row is read, so scan
+// cannot veto it: pgx.ErrNoRows from scan still commits and is returned, and any other
+// scan error comes back wrapped in ErrCommittedUnread.
 func (t *pipeTx) queryRowAndCommit(ctx context.Context, scan func(pgx.Row) error, sql string, args ...any) error {
+	if t.committed {
+		return errAfterCommit
+	}
 	b := &pgx.Batch{}
 	if !t.begun {
 		b.Queue("begin")
@@ -150,9 +167,21 @@ func (t *pipeTx) queryRowAndCommit(ctx context.Context, scan func(pgx.Row) error
 	}
 	var scanErr error
 	if err == nil {
+		// A statement error skips the COMMIT (Postgres ignores the rest of a failed batch):
+		// it is the batch's error. A scan error is ours, after the fact.
 		scanErr = scan(br.QueryRow())
-		if scanErr != nil && !errors.Is(scanErr, pgx.ErrNoRows) {
+		var pgErr *pgconn.PgError
+		switch {
+		case errors.As(scanErr, &pgErr), ctx.Err() != nil, pgconn.SafeToRetry(scanErr), pgconn.Timeout(scanErr):
+			// The statement failed, or the batch never went out or was cut off: roll back
+			// (on a broken connection the ROLLBACK fails and the connection is dropped).
 			err = scanErr
+		case scanErr != nil && !errors.Is(scanErr, pgx.ErrNoRows):
+			// pgx keeps answering with this error, so the COMMIT's own answer is lost to us;
+			// the statement succeeded, and nothing after it but the COMMIT was sent.
+			_ = br.Close()
+			t.committed = true
+			return fmt.Errorf("%w: %w", ErrCommittedUnread, scanErr)
 		}
 	}
 	if err == nil {
@@ -183,6 +212,9 @@ func (t *pipeTx) begin(ctx context.Context) error {
 
 // QueryRow sends BEGIN with the first statement.
 func (t *pipeTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if t.committed {
+		return errRow{errAfterCommit}
+	}
 	if t.begun {
 		return t.conn.QueryRow(ctx, sql, args...)
 	}
@@ -200,6 +232,9 @@ func (t *pipeTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 
 // Exec sends BEGIN with the first statement.
 func (t *pipeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if t.committed {
+		return pgconn.CommandTag{}, errAfterCommit
+	}
 	if t.begun {
 		return t.conn.Exec(ctx, sql, args...)
 	}
@@ -219,6 +254,9 @@ func (t *pipeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 }
 
 func (t *pipeTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if t.committed {
+		return nil, errAfterCommit
+	}
 	if err := t.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -226,6 +264,9 @@ func (t *pipeTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 }
 
 func (t *pipeTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if t.committed {
+		return pgx.FailedBatchResults(b, errAfterCommit)
+	}
 	if !t.begun {
 		// BEGIN leads the batch; its result is read here so that the caller's come first.
 		t.begun = true
