@@ -24,7 +24,13 @@ const CallTimeout = 500 * time.Millisecond
 
 // Store implements builds.Leases and builds.Queue.
 type Store struct {
-	rdb    redis.UniversalClient
+	rdb redis.UniversalClient
+	// hot sends the single commands of the request path (ack keys, the queue version, trace
+	// watches, pipeline events) through go-redis's autopipeliner: the commands of
+	// concurrent requests share round trips, one write and one read for a whole batch
+	// instead of per command, while each caller still waits for its own answer. A lone
+	// caller is sent at once.
+	hot    redis.Cmdable
 	prefix string
 }
 
@@ -35,7 +41,16 @@ var (
 
 // New returns a Store whose keys all start with prefix (e.g. "jobapi:").
 func New(rdb redis.UniversalClient, prefix string) *Store {
-	return &Store{rdb: rdb, prefix: prefix}
+	s := &Store{rdb: rdb, hot: rdb, prefix: prefix}
+	if c, ok := rdb.(interface {
+		AutoPipeline() (*redis.AutoPipeliner, error)
+	}); ok {
+		// Shared per client and closed with it.
+		if ap, err := c.AutoPipeline(); err == nil {
+			s.hot = ap
+		}
+	}
+	return s
 }
 
 // ackKey is one key per build; the hash tag puts nothing else in its slot on a cluster,
@@ -62,7 +77,7 @@ func callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 func (s *Store) Grant(ctx context.Context, buildID int64, holder string, ttl time.Duration) error {
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
-	ok, err := s.rdb.SetNX(ctx, s.ackKey(buildID), holder, ttl).Result()
+	ok, err := s.hot.SetNX(ctx, s.ackKey(buildID), holder, ttl).Result()
 	if err != nil {
 		return fmt.Errorf("set ack key: %w", unavailable(err))
 	}
@@ -91,7 +106,7 @@ func (s *Store) Refresh(ctx context.Context, buildID int64, holder string, ttl t
 func (s *Store) Release(ctx context.Context, buildID int64) error {
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
-	return unavailable(s.rdb.Del(ctx, s.ackKey(buildID)).Err())
+	return unavailable(s.hot.Del(ctx, s.ackKey(buildID)).Err())
 }
 
 // TTLs returns the time left on each live ack key, in one pipelined round trip. Each ack key
@@ -129,7 +144,7 @@ func (s *Store) TTLs(ctx context.Context, buildIDs []int64) (map[int64]time.Dura
 func (s *Store) Version(ctx context.Context) (string, error) {
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
-	v, err := s.rdb.Get(ctx, s.versionKey()).Result()
+	v, err := s.hot.Get(ctx, s.versionKey()).Result()
 	if errors.Is(err, redis.Nil) {
 		v = newVersion()
 		if err := s.rdb.SetNX(ctx, s.versionKey(), v, versionTTL).Err(); err != nil {
@@ -196,7 +211,7 @@ func (s *Store) Watch(ctx context.Context, buildID int64) error {
 func (s *Store) Watched(ctx context.Context, buildID int64) (bool, error) {
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
-	n, err := s.rdb.Exists(ctx, s.watchKey(buildID)).Result()
+	n, err := s.hot.Exists(ctx, s.watchKey(buildID)).Result()
 	return n > 0, unavailable(err)
 }
 
@@ -206,7 +221,7 @@ func (s *Store) eventsChannel() string { return s.prefix + "pipeline-events" }
 func (s *Store) Publish(ctx context.Context, pipelineID int64) error {
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
-	return unavailable(s.rdb.Publish(ctx, s.eventsChannel(), strconv.FormatInt(pipelineID, 10)).Err())
+	return unavailable(s.hot.Publish(ctx, s.eventsChannel(), strconv.FormatInt(pipelineID, 10)).Err())
 }
 
 // eventsPing is how long a silent subscription waits before checking its connection.
