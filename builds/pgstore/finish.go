@@ -28,13 +28,62 @@ WITH b AS (
 )
 SELECT ` + buildCols + ` FROM b` + buildJoins
 
+// lockPipelineOfBuild and pipelineShapeOfBuild are lockPipeline and pipelineShape for the
+// pipeline of build $1, so that Finish can send them with the build's own change.
+const (
+	lockPipelineOfBuild = `SELECT status, advanced_past, progressed_at FROM pipelines
+WHERE id = (SELECT pipeline_id FROM builds WHERE id = $1) FOR UPDATE`
+	pipelineShapeOfBuild = `
+SELECT stage_idx, status, allow_failure, count(*)::int FROM builds
+WHERE pipeline_id = (SELECT pipeline_id FROM builds WHERE id = $1) AND retried_by IS NULL
+GROUP BY stage_idx, status, allow_failure
+ORDER BY stage_idx`
+)
+
 // Finish moves a build to an end state, retries it if the policy allows, and advances its
 // pipeline, all in one transaction. ErrConflict when the build is not in f.From.
+//
+// Two round trips: BEGIN, the build's change, the pipeline's lock and the read of its
+// stages go together (each statement still starts after the one before it ends, so the
+// read sees what the previous lock holder committed); the pipeline's new status, when it
+// has one, goes with the COMMIT.
 func (s *Store) Finish(ctx context.Context, f builds.Finish) (builds.Finished, error) {
 	var res builds.Finished
 	err := s.inPipeTx(ctx, func(tx *pipeTx) error {
-		var err error
-		res, err = finishTx(ctx, tx, f)
+		batch := &pgx.Batch{}
+		batch.Queue(finishBuild, finishArgs(f)...)
+		batch.Queue(lockPipelineOfBuild, f.BuildID)
+		batch.Queue(pipelineShapeOfBuild, f.BuildID)
+		br := tx.SendBatch(ctx, batch)
+		b, err := scanBuild(br.QueryRow())
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = builds.ErrConflict
+		}
+		var lock pipelineLock
+		if err == nil {
+			err = br.QueryRow().Scan(&lock.status, &lock.advancedPast, &lock.progressedAt)
+		}
+		var st stageShape
+		if err == nil {
+			st.stages, st.order, err = readShape(br.Query())
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		if res, err = afterFinish(ctx, tx, f, b); err != nil {
+			return err
+		}
+		if res.Retry != nil {
+			// The retry joined the stage: the shape read with the lock is out of date.
+			if st.stages, st.order, err = shape(ctx, tx, b.PipelineID); err != nil {
+				return err
+			}
+		}
+		queued, err := advanceLocked(ctx, tx, b.PipelineID, f.Now, lock, st)
+		res.Queued = res.Queued || queued
 		return err
 	})
 	return res, err
@@ -53,9 +102,7 @@ func finishTx(ctx context.Context, tx querier, f builds.Finish) (builds.Finished
 	return res, nil
 }
 
-// finishBuildTx is finishTx without advancing the pipeline: for a caller that finishes
-// several builds of one pipeline in a transaction and advances it once, after the last.
-func finishBuildTx(ctx context.Context, tx querier, f builds.Finish) (builds.Finished, error) {
+func finishArgs(f builds.Finish) []any {
 	from := make([]string, len(f.From))
 	for i, st := range f.From {
 		from[i] = string(st)
@@ -64,14 +111,25 @@ func finishBuildTx(ctx context.Context, tx querier, f builds.Finish) (builds.Fin
 	if detail == nil {
 		detail = map[string]any{}
 	}
-	b, err := scanBuild(tx.QueryRow(ctx, finishBuild, f.BuildID, from, string(f.To), f.Reason, f.ExitCode,
-		f.RunnerFinalState, f.Now, f.Event, f.RunnerManager, detail, f.TokenHash))
+	return []any{f.BuildID, from, string(f.To), f.Reason, f.ExitCode,
+		f.RunnerFinalState, f.Now, f.Event, f.RunnerManager, detail, f.TokenHash}
+}
+
+// finishBuildTx is finishTx without advancing the pipeline: for a caller that finishes
+// several builds of one pipeline in a transaction and advances it once, after the last.
+func finishBuildTx(ctx context.Context, tx querier, f builds.Finish) (builds.Finished, error) {
+	b, err := scanBuild(tx.QueryRow(ctx, finishBuild, finishArgs(f)...))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return builds.Finished{}, builds.ErrConflict
 	}
 	if err != nil {
 		return builds.Finished{}, err
 	}
+	return afterFinish(ctx, tx, f, b)
+}
+
+// afterFinish applies the retry policy to build b, which f just finished.
+func afterFinish(ctx context.Context, tx querier, f builds.Finish, b builds.Build) (builds.Finished, error) {
 	if f.TokenHash != nil {
 		f.RunnerManager = b.RunnerSystemID // the statement derived it too
 	}
@@ -228,9 +286,6 @@ const progressResolution = time.Second
 // allow_failure), skip what follows a blocking failure, and store the derived status. It
 // locks the pipeline row, so concurrent finishes of one pipeline advance it one at a time.
 func advance(ctx context.Context, tx querier, pipelineID int64, now time.Time) (queued bool, err error) {
-	var current string
-	var advancedPast int
-	var progressedAt time.Time
 	// The lock and the read of the stages in one round trip (a pipelined batch): the read
 	// still starts after the lock is granted, with a snapshot of its own that sees what the
 	// previous holder committed, and the pipeline stays locked one round trip less.
@@ -238,11 +293,11 @@ func advance(ctx context.Context, tx querier, pipelineID int64, now time.Time) (
 	batch.Queue(lockPipeline, pipelineID)
 	batch.Queue(pipelineShape, pipelineID)
 	br := tx.SendBatch(ctx, batch)
-	var stages map[int]*stageStats
-	var order []int
-	err = br.QueryRow().Scan(&current, &advancedPast, &progressedAt)
+	var lock pipelineLock
+	var st stageShape
+	err = br.QueryRow().Scan(&lock.status, &lock.advancedPast, &lock.progressedAt)
 	if err == nil {
-		stages, order, err = readShape(br.Query())
+		st.stages, st.order, err = readShape(br.Query())
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -250,6 +305,26 @@ func advance(ctx context.Context, tx querier, pipelineID int64, now time.Time) (
 	if err != nil {
 		return false, err
 	}
+	return advanceLocked(ctx, tx, pipelineID, now, lock, st)
+}
+
+// pipelineLock is what lockPipeline read of the locked pipeline row.
+type pipelineLock struct {
+	status       string
+	advancedPast int
+	progressedAt time.Time
+}
+
+// stageShape is what pipelineShape read, after the lock was granted.
+type stageShape struct {
+	stages map[int]*stageStats
+	order  []int
+}
+
+// advanceLocked is advance once the pipeline is locked and its shape read.
+func advanceLocked(ctx context.Context, tx querier, pipelineID int64, now time.Time, lock pipelineLock, sh stageShape) (queued bool, err error) {
+	current, advancedPast, progressedAt := lock.status, lock.advancedPast, lock.progressedAt
+	stages, order := sh.stages, sh.order
 	blocked := false
 	changed := false
 	for _, idx := range order {
