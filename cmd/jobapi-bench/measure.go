@@ -364,6 +364,7 @@ type window struct {
 	queries  queryCounts
 	remote   procStat
 	wal      walStats
+	machine  machineSnapshot
 }
 
 // walStats is pg_stat_wal (Postgres 14+): the whole server's WAL, which on a quiet machine
@@ -405,6 +406,8 @@ type Resources struct {
 	// LoadAvg is the machine's 1-minute load average at the end: other work on the same
 	// 2 cores shows here.
 	LoadAvg float64 `json:"loadavg_1m"`
+	// Machine is where all of the machine's CPU went meanwhile (machine.go).
+	Machine *machineCPU `json:"machine_cpu,omitempty"`
 	queries queryCounts
 }
 
@@ -439,6 +442,7 @@ func (e *env) startWindow(name string, resetPeak bool) *window {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &w.rusage)
 	w.queries = e.queries.snapshot()
 	w.wal = e.walSnapshot(context.Background())
+	w.machine = snapshotMachine()
 	w.start = time.Now()
 	return w
 }
@@ -449,6 +453,7 @@ func (w *window) stop() Resources {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	res.ProcessCPU = round3(cpuSeconds(ru) - cpuSeconds(w.rusage))
+	res.Machine = machineSince(w.machine, res.ProcessCPU)
 	res.queries = w.env.queries.snapshot().sub(w.queries)
 	if after := w.env.walSnapshot(context.Background()); after.ok && w.wal.ok {
 		res.WAL = &walStats{Records: after.Records - w.wal.Records, FPI: after.FPI - w.wal.FPI, MB: round3(after.MB - w.wal.MB)}

@@ -11,6 +11,7 @@ import (
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -85,10 +86,16 @@ func (e *env) baseline(ctx context.Context) (*Result, error) {
 	cfg := e.cfg
 	rec := newRecorder()
 	w := e.startWindow("baseline", true)
+	// The UPDATEs' own share of the machine, for comparison with a job's or an ack's.
+	machine := snapshotMachine()
+	var ru0, ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	updates, pgWall, err := e.pgUpdates(ctx, cfg.BaselineDuration, rec, "pg_update")
 	if err != nil {
 		return nil, err
 	}
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	updateCPU := machineSince(machine, cpuSeconds(ru1)-cpuSeconds(ru0))
 
 	var roundTrips atomic.Int64
 	start := time.Now()
@@ -121,6 +128,9 @@ func (e *env) baseline(ctx context.Context) (*Result, error) {
 	r.RatioToBaseline = 1
 	r.Extra["redis_round_trips_per_s"] = round3(float64(roundTrips.Load()) / redisWall.Seconds())
 	walPer(r, "update", updates)
+	if per := updateCPU.perUnit(Resources{}, updates); per != nil {
+		r.Extra["machine_cpu_us_per_update"] = per
+	}
 	r.Params = map[string]any{"connections": cfg.BaselineConns, "duration_s": cfg.BaselineDuration.Seconds(),
 		"table_rows": baselineRows, "redis_connections": cfg.BaselineConns}
 	var commit string
@@ -307,6 +317,9 @@ func (e *env) cycle(ctx context.Context, rs []*runner, baseline float64) (*Resul
 		}
 	}
 	walPer(r, "job", r.Count)
+	if per := res.Machine.perUnit(res, r.Count); per != nil {
+		r.Extra["machine_cpu_us_per_job"] = per
+	}
 	var twoPhase, succeeded int
 	if err := e.db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE two_phase), count(*) FILTER (WHERE status = 'success')
 FROM builds`).Scan(&twoPhase, &succeeded); err != nil {
@@ -387,6 +400,9 @@ func (e *env) ack(ctx context.Context, rs []*runner, baseline float64) (*Result,
 		r.Extra["server_cpu_us_per_ack"] = round3(res.ServerCPU / float64(r.Count) * 1e6)
 	}
 	walPer(r, "ack", r.Count)
+	if per := res.Machine.perUnit(res, r.Count); per != nil {
+		r.Extra["machine_cpu_us_per_ack"] = per
+	}
 	var running int
 	if err := e.db.QueryRow(ctx, `SELECT count(*) FROM builds WHERE status = 'running'`).Scan(&running); err != nil {
 		return nil, err
