@@ -40,15 +40,30 @@ func runnerToken(r *http.Request, body string) string {
 	return r.Header.Get("RUNNER-TOKEN")
 }
 
-// systemIDs are "s_" or "r_" plus hex in practice; anything printable and short is kept.
-var validSystemID = regexp.MustCompile(`^[A-Za-z0-9_<>.:-]{0,128}$`)
+// validSystemID: systemIDs are "s_" or "r_" plus hex in practice; anything printable and
+// short is kept. A loop rather than a regexp: it runs on every job request.
+func validSystemID(id string) bool {
+	return len(id) <= 128 && onlyBytes(id, "_<>.:-")
+}
+
+// onlyBytes reports whether s holds only ASCII letters, digits and the bytes of extra.
+func onlyBytes(s, extra string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(extra, c) >= 0 {
+			continue
+		}
+		return false
+	}
+	return true
+}
 
 func (h *Handler) verifyRunner(w http.ResponseWriter, r *http.Request) error {
 	var req api.VerifyRequest
 	if err := decodeJSON(r, &req, false); err != nil {
 		return err
 	}
-	if !validSystemID.MatchString(req.SystemID) {
+	if !validSystemID(req.SystemID) {
 		return badRequest("system_id must be at most 128 letters, digits or _-.:")
 	}
 	token := runnerToken(r, req.Token)
@@ -65,7 +80,7 @@ func (h *Handler) requestJob(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &req, false); err != nil {
 		return err
 	}
-	if !validSystemID.MatchString(req.SystemID) {
+	if !validSystemID(req.SystemID) {
 		return badRequest("system_id must be at most 128 letters, digits or _-.:")
 	}
 	if len(req.LastUpdate) > 128 {

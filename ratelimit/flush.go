@@ -63,24 +63,36 @@ type flushItem struct {
 // counts that did not make it stay pending for the next call.
 func (l *Limiter) FlushOnce(ctx context.Context) (int, error) {
 	now := l.now().UnixMilli()
+	// Ended windows are looked for once per expiryMargin, not on every flush.
+	expire := false
+	if last := l.lastExpiry.Load(); now-last >= expiryMargin.Milliseconds() {
+		expire = l.lastExpiry.CompareAndSwap(last, now)
+	}
 	var batch []flushItem
 	for i := range l.shards {
 		sh := &l.shards[i]
 		sh.mu.Lock()
-		for k, e := range sh.m {
-			// A second of grace: a request that read the clock just before the window ended
-			// must still find the window's entry.
-			gone := now >= e.reset+expiryMargin.Milliseconds()
-			if gone {
-				delete(sh.m, k)
+		if expire {
+			for k, e := range sh.m {
+				// A second of grace: a request that read the clock just before the window
+				// ended must still find the window's entry.
+				if now >= e.reset+expiryMargin.Milliseconds() {
+					delete(sh.m, k)
+					e.gone = true
+				}
 			}
+		}
+		for _, e := range sh.dirty {
+			e.dirty = false
 			if e.pending == 0 {
 				continue
 			}
-			batch = append(batch, flushItem{key: k, e: e, shard: i, n: e.pending, gone: gone})
+			batch = append(batch, flushItem{key: e.key, e: e, shard: i, n: e.pending, gone: e.gone})
 			e.sending += e.pending
 			e.pending = 0
 		}
+		clear(sh.dirty)
+		sh.dirty = sh.dirty[:0]
 		sh.mu.Unlock()
 	}
 	if len(batch) == 0 {
@@ -117,6 +129,7 @@ func (l *Limiter) FlushOnce(ctx context.Context) (int, error) {
 			sent++
 		} else if !it.gone {
 			it.e.pending += it.n
+			l.shards[locked].markDirty(it.e)
 		}
 	}
 	l.shards[locked].mu.Unlock()

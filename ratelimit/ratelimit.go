@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -45,6 +46,8 @@ type Limiter struct {
 	Log *slog.Logger
 
 	shards [numShards]shard
+	// lastExpiry is when FlushOnce last dropped ended windows (Unix ms).
+	lastExpiry atomic.Int64
 }
 
 // numShards spreads window keys over mutexes so concurrent requests rarely wait on each
@@ -54,7 +57,18 @@ const numShards = 64
 type shard struct {
 	mu sync.Mutex
 	m  map[string]*entry // by Redis key, which names the window
-	_  [48]byte          // one cache line per shard
+	// dirty lists the entries with counts to send, so that a flush costs what changed, not
+	// every key of the window (a busy replica holds one per job and scope).
+	dirty []*entry
+	_     [24]byte // one cache line per shard
+}
+
+// markDirty queues e for the next flush; sh.mu held.
+func (sh *shard) markDirty(e *entry) {
+	if !e.dirty {
+		e.dirty = true
+		sh.dirty = append(sh.dirty, e)
+	}
 }
 
 // entry is one window key's state on this replica; its shard's mutex guards it.
@@ -64,6 +78,9 @@ type entry struct {
 	sending int32 // sent, answer not back: still counted against the local half
 	reset   int64 // window end, Unix ms
 	window  int64 // window length, ms (the key's expiry is window+1s)
+	key     string
+	dirty   bool // in its shard's dirty list
+	gone    bool // dropped from its shard's map: its window is over
 }
 
 // New returns a limiter whose keys start with prefix.
@@ -101,8 +118,8 @@ func (l *Limiter) Allow(ctx context.Context, scope, key string, lim Limit) (Deci
 	sh.mu.Lock()
 	e := sh.m[string(k)]
 	if e == nil {
-		e = &entry{reset: reset.UnixMilli(), window: lim.Window.Milliseconds()}
-		sh.m[string(k)] = e
+		e = &entry{reset: reset.UnixMilli(), window: lim.Window.Milliseconds(), key: string(k)}
+		sh.m[e.key] = e
 	}
 	known := e.synced + int64(e.sending) + int64(e.pending)
 	switch {
@@ -112,6 +129,7 @@ func (l *Limiter) Allow(ctx context.Context, scope, key string, lim Limit) (Deci
 		return d, nil
 	case known+1 <= half:
 		e.pending++
+		sh.markDirty(e)
 		sh.mu.Unlock()
 		d.Remaining = int(requests - known - 1)
 		return d, nil
@@ -127,6 +145,9 @@ func (l *Limiter) Allow(ctx context.Context, scope, key string, lim Limit) (Deci
 	e.sending -= int32(send)
 	if err != nil {
 		e.pending += int32(send - 1) // the admitted ones go out with the next send
+		if e.pending > 0 {
+			sh.markDirty(e)
+		}
 	} else {
 		e.synced = max(e.synced, n)
 	}
