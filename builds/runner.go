@@ -41,7 +41,9 @@ type ManagerInfo struct {
 	Architecture string
 	Executor     string
 	Shell        string
-	Features     json.RawMessage
+	// Features as reported; a map, not JSON: most job requests never store it (the manager
+	// row is written at most once a minute), so it is encoded only then.
+	Features map[string]bool
 }
 
 // CanRun applies SPEC §4's matching rule: the runner's tags must include all of the

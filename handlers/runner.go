@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,10 +16,7 @@ import (
 )
 
 func managerInfo(in api.RunnerInfo) builds.ManagerInfo {
-	var features json.RawMessage
-	if len(in.Features) > 0 {
-		features, _ = json.Marshal(in.Features)
-	}
+	features := in.Features
 	return builds.ManagerInfo{Version: clip(in.Version), Revision: clip(in.Revision), Platform: clip(in.Platform),
 		Architecture: clip(in.Architecture), Executor: clip(in.Executor), Shell: clip(in.Shell), Features: features}
 }

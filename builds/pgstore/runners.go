@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -162,9 +163,12 @@ SELECT ` + managerCols + ` FROM m`
 
 // UpsertManager records a machine using a runner's token and what it reported.
 func (s *Store) UpsertManager(ctx context.Context, runnerID int64, systemID string, info builds.ManagerInfo, now time.Time) (builds.Manager, error) {
-	features := info.Features
-	if len(features) == 0 {
-		features = []byte("{}")
+	features := []byte("{}")
+	if len(info.Features) > 0 {
+		var err error
+		if features, err = json.Marshal(info.Features); err != nil {
+			return builds.Manager{}, err
+		}
 	}
 	return scanManager(s.pool.QueryRow(ctx, upsertManager, runnerID, systemID, info.Version, info.Revision,
 		info.Platform, info.Architecture, info.Executor, info.Shell, string(features), now))
