@@ -6,28 +6,59 @@ import (
 	"sync"
 )
 
+// recent is a map by build id bounded without a clock: two generations, and when the
+// current one is full it becomes the previous one and the oldest is dropped. What it holds
+// about builds that ended elsewhere (another replica, a sweeper) ages out this way, so a
+// replica that runs for months does not grow with every build it ever saw.
+type recent[V any] struct {
+	mu        sync.Mutex
+	cur, prev map[int64]V
+	max       int
+}
+
+func newRecent[V any](max int) *recent[V] {
+	return &recent[V]{cur: make(map[int64]V), max: max}
+}
+
+func (r *recent[V]) get(id int64) (V, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v, ok := r.cur[id]
+	if !ok {
+		v, ok = r.prev[id]
+	}
+	return v, ok
+}
+
+func (r *recent[V]) put(id int64, v V) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.cur[id]; !ok && len(r.cur) >= r.max {
+		r.prev, r.cur = r.cur, make(map[int64]V, r.max)
+	}
+	r.cur[id] = v
+}
+
+func (r *recent[V]) forget(id int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.cur, id)
+	delete(r.prev, id)
+}
+
 // jobCache remembers, on this replica, what a trace PATCH needs of a build on a runner: the
 // hash of its job token and the values to mask. A build's token hash and variables never
 // change once it is assigned (a retry is a new build), so an entry cannot go stale; only
 // the build's state can, and the append's compare-and-set checks that in Postgres. With it a
-// PATCH is one statement instead of a read and a write.
-//
-// Two generations bound memory without a clock: when the current map is full it becomes the
-// previous one and the oldest generation is dropped. A miss only costs the read.
-type jobCache struct {
-	mu        sync.Mutex
-	cur, prev map[int64]*cachedJob
-	max       int
-}
+// PATCH is one statement instead of a read and a write. A miss only costs the read.
+type jobCache struct{ r *recent[*cachedJob] }
 
 type cachedJob struct {
 	tokenHash [sha256.Size]byte
 	vars      []Variable // masked ones only
 }
 
-func newJobCache(max int) *jobCache {
-	return &jobCache{cur: make(map[int64]*cachedJob), max: max}
-}
+func newJobCache(max int) *jobCache { return &jobCache{r: newRecent[*cachedJob](max)} }
 
 // put records build b, assigned with the token whose hash is tokenHash.
 func (c *jobCache) put(b Build, tokenHash []byte) {
@@ -41,22 +72,12 @@ func (c *jobCache) put(b Build, tokenHash []byte) {
 			e.vars = append(e.vars, v)
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.cur) >= c.max {
-		c.prev, c.cur = c.cur, make(map[int64]*cachedJob, c.max)
-	}
-	c.cur[b.ID] = e
+	c.r.put(b.ID, e)
 }
 
 // get returns the entry of build id if the presented token is its token.
 func (c *jobCache) get(id int64, token string) (*cachedJob, bool) {
-	c.mu.Lock()
-	e, ok := c.cur[id]
-	if !ok {
-		e, ok = c.prev[id]
-	}
-	c.mu.Unlock()
+	e, ok := c.r.get(id)
 	if !ok || token == "" {
 		return nil, false
 	}
@@ -67,9 +88,4 @@ func (c *jobCache) get(id int64, token string) (*cachedJob, bool) {
 	return e, true
 }
 
-func (c *jobCache) forget(id int64) {
-	c.mu.Lock()
-	delete(c.cur, id)
-	delete(c.prev, id)
-	c.mu.Unlock()
-}
+func (c *jobCache) forget(id int64) { c.r.forget(id) }

@@ -34,10 +34,23 @@ func TestJobCacheKeepsTwoGenerations(t *testing.T) {
 	for id := int64(1); id <= 5; id++ {
 		c.put(Build{ID: id}, HashToken("t"))
 	}
-	// 1,2 → prev; 3,4 → prev when 5 arrives (1,2 dropped); cur holds 5.
+	// 1,2 → prev when 3 arrives; 3,4 → prev when 5 arrives (1,2 dropped); cur holds 5.
 	for id, want := range map[int64]bool{1: false, 2: false, 3: true, 4: true, 5: true} {
 		if _, ok := c.get(id, "t"); ok != want {
 			t.Errorf("build %d cached=%t, want %t", id, ok, want)
 		}
+	}
+}
+
+func TestRecentRewritingAnEntryDoesNotRotate(t *testing.T) {
+	r := newRecent[int](2)
+	r.put(1, 1)
+	r.put(2, 2)
+	r.put(2, 3) // already current: no new generation
+	if v, ok := r.get(1); !ok || v != 1 {
+		t.Fatalf("get(1) = %d, %t; want 1, true", v, ok)
+	}
+	if v, _ := r.get(2); v != 3 {
+		t.Fatalf("get(2) = %d, want the rewritten 3", v)
 	}
 }

@@ -9,7 +9,7 @@ func TestMaskSecrets(t *testing.T) {
 		{Key: "PLAIN", Value: "visible-value", Masked: false},
 	}
 	in := []byte("login s3cr3t-value abc visible-value s3cr3t-value\n")
-	got := maskSecrets(in, vars)
+	got := maskSecrets(in, vars, "")
 	want := "login xxxxxxxxxxxx abc visible-value xxxxxxxxxxxx\n"
 	if string(got) != want {
 		t.Errorf("maskSecrets = %q, want %q", got, want)
@@ -19,5 +19,14 @@ func TestMaskSecrets(t *testing.T) {
 	}
 	if string(in) != "login s3cr3t-value abc visible-value s3cr3t-value\n" {
 		t.Error("maskSecrets wrote into its input")
+	}
+}
+
+func TestMaskSecretsMasksTheJobToken(t *testing.T) {
+	in := []byte("curl -H 'JOB-TOKEN: glcbt-abcdefgh12345678' https://example.test\n")
+	got := maskSecrets(in, nil, "glcbt-abcdefgh12345678")
+	want := "curl -H 'JOB-TOKEN: xxxxxxxxxxxxxxxxxxxxxx' https://example.test\n"
+	if string(got) != want {
+		t.Errorf("maskSecrets = %q, want %q", got, want)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 )
 
@@ -37,7 +36,7 @@ type Service struct {
 	log    *slog.Logger
 
 	runners  *runnerCache
-	touches  sync.Map // build id → time.Time of the last liveness write
+	touches  *recent[time.Time] // build id → the last liveness write; also "running, as far as this replica knows"
 	jobs     *jobCache
 	watchers *versionWatcher
 	observer Observer
@@ -68,13 +67,14 @@ func NewService(store Store, leases Leases, queue Queue, gate TwoPhaseGate, cfg 
 		cfg.RunnerCacheTTL = 5 * time.Second
 	}
 	s := &Service{store: store, leases: leases, queue: queue, gate: gate, cfg: cfg, now: now, log: log,
-		runners: newRunnerCache(cfg.RunnerCacheTTL), hub: newPipelineHub(), jobs: newJobCache(jobCacheSize)}
+		runners: newRunnerCache(cfg.RunnerCacheTTL), hub: newPipelineHub(), jobs: newJobCache(jobCacheSize),
+		touches: newRecent[time.Time](jobCacheSize)}
 	s.watchers = newVersionWatcher(queue, log)
 	return s
 }
 
-// jobCacheSize is how many builds per generation jobCache keeps: a few minutes of a busy
-// fleet's assignments, about 100 bytes each.
+// jobCacheSize is how many builds per generation jobCache and touches keep: a few minutes
+// of a busy fleet's assignments, about 100 bytes each.
 const jobCacheSize = 50_000
 
 // Now is the service's clock (injectable for tests).
@@ -369,7 +369,7 @@ func (s *Service) updateFast(ctx context.Context, u JobUpdate) (st Status, ok bo
 	now := s.now()
 	switch u.State {
 	case StateRunning:
-		if _, running := s.touches.Load(u.ID); running {
+		if _, running := s.touches.get(u.ID); running {
 			return "", false, nil // running already, as this replica knows: a keepalive
 		}
 		assignedAt, err := s.store.Acknowledge(ctx, u.ID, hash, now)
@@ -412,7 +412,7 @@ func finalState(u JobUpdate) (Status, string) {
 
 // forgetJob drops what this replica keeps about a build that left its runner.
 func (s *Service) forgetJob(id int64) {
-	s.touches.Delete(id)
+	s.touches.forget(id)
 	s.jobs.forget(id)
 }
 
@@ -473,7 +473,7 @@ func (s *Service) acknowledge(ctx context.Context, b Build, now time.Time) (Stat
 // acknowledged follows a successful ack. Only then: an ack that lost the row to the sweeper
 // (ErrConflict) is no acknowledgement.
 func (s *Service) acknowledged(ctx context.Context, id int64, assignedAt, now time.Time) {
-	s.touches.Store(id, now) // the ack wrote updated_at; later PUTs with state=running are keepalives
+	s.touches.put(id, now) // the ack wrote updated_at; later PUTs with state=running are keepalives
 	if s.observer != nil && !assignedAt.IsZero() {
 		s.observer.Acknowledged(now.Sub(assignedAt))
 	}
@@ -555,18 +555,18 @@ func (s *Service) finish(ctx context.Context, f Finish) (Finished, error) {
 
 // touch records liveness at most once per TouchInterval per build on this replica.
 func (s *Service) touch(ctx context.Context, b Build, now time.Time) {
-	if last, ok := s.touches.Load(b.ID); ok && now.Sub(last.(time.Time)) < s.cfg.TouchInterval {
+	if last, ok := s.touches.get(b.ID); ok && now.Sub(last) < s.cfg.TouchInterval {
 		return
 	}
 	if now.Sub(b.UpdatedAt) < s.cfg.TouchInterval {
-		s.touches.Store(b.ID, b.UpdatedAt)
+		s.touches.put(b.ID, b.UpdatedAt)
 		return
 	}
 	if err := s.store.Touch(ctx, b.ID, now); err != nil {
 		s.log.WarnContext(ctx, "liveness not recorded", "build_id", b.ID, "error", err)
 		return
 	}
-	s.touches.Store(b.ID, now)
+	s.touches.put(b.ID, now)
 }
 
 // traceLimitSlack lets a runner configured with the same limit finish: gitlab-runner writes
@@ -585,11 +585,11 @@ func (s *Service) AppendTrace(ctx context.Context, id int64, token string, offse
 		// Known build, right token: one statement, whose compare-and-set checks the offset
 		// and that the build is still on a runner.
 		now := s.now()
-		size, st, err := s.store.AppendTrace(ctx, id, offset, maskSecrets(data, job.vars), now)
+		size, st, err := s.store.AppendTrace(ctx, id, offset, maskSecrets(data, job.vars, token), now)
 		var rangeErr *TraceRangeError
 		switch {
 		case err == nil:
-			s.touches.Store(id, now) // an append wrote updated_at
+			s.touches.put(id, now) // an append wrote updated_at
 			return TraceResult{Size: size, Status: st}, nil
 		case errors.As(err, &rangeErr):
 			return TraceResult{Size: rangeErr.Size, Status: st}, err
@@ -629,7 +629,7 @@ func (s *Service) AppendTrace(ctx context.Context, id int64, token string, offse
 		}
 		return TraceResult{}, &JobForbidden{Status: f.Build.Status, Msg: "403 Forbidden - trace size exceeded"}
 	}
-	size, st, err := s.store.AppendTrace(ctx, b.ID, offset, maskSecrets(data, b.Payload.Variables), now)
+	size, st, err := s.store.AppendTrace(ctx, b.ID, offset, maskSecrets(data, b.Payload.Variables, token), now)
 	if errors.Is(err, ErrConflict) {
 		// The build left running between our read and the append: answer from its new state.
 		return s.AppendTrace(ctx, id, token, offset, data)
@@ -637,7 +637,7 @@ func (s *Service) AppendTrace(ctx context.Context, id int64, token string, offse
 	if err != nil {
 		return TraceResult{}, err
 	}
-	s.touches.Store(b.ID, now) // an append wrote updated_at
+	s.touches.put(b.ID, now) // an append wrote updated_at
 	return TraceResult{Size: size, Status: st}, nil
 }
 
