@@ -206,6 +206,17 @@ func jobToken(r *http.Request, body string) string {
 	return body
 }
 
+// jobUpdateFields is the part of api.UpdateJobRequest that the PUT table reads, plus
+// output, whose type is still checked. The decoder skips the rest (the runner's info, sent
+// with every update) without building it: decoding it was a sixth of an ack's CPU.
+type jobUpdateFields struct {
+	Token         string         `json:"token"`
+	State         string         `json:"state"`
+	FailureReason string         `json:"failure_reason"`
+	ExitCode      *int           `json:"exit_code"`
+	Output        *api.JobOutput `json:"output"`
+}
+
 func (h *Handler) updateJob(w http.ResponseWriter, r *http.Request) error {
 	id, err := jobID(r)
 	if err != nil {
@@ -214,7 +225,7 @@ func (h *Handler) updateJob(w http.ResponseWriter, r *http.Request) error {
 	if err := h.limit(r, "job_update", strconv.FormatInt(id, 10), h.limits.JobUpdates); err != nil {
 		return err
 	}
-	var req api.UpdateJobRequest
+	var req jobUpdateFields
 	if err := decodeJSON(r, &req, false); err != nil {
 		return err
 	}
