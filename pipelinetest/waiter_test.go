@@ -316,6 +316,12 @@ func TestWaitThousandsOfJobsAcrossRedisRestarts(t *testing.T) {
 	stopRunners()
 	rwg.Wait()
 	<-restarterDone
+	// The sampler stops by itself at the end status; canceling it at once could cut it off
+	// between the wait's answer and its next sample.
+	select {
+	case <-samplerDone:
+	case <-time.After(5 * time.Second):
+	}
 	cancel()
 	<-samplerDone
 	for _, f := range failures {
