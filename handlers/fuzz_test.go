@@ -36,10 +36,30 @@ func FuzzDecodeRunnerRequests(f *testing.F) {
 	f.Add([]byte(`{} {}`))
 	f.Add([]byte(``))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		for _, v := range []any{&api.VerifyRequest{}, &api.JobRequest{}, &api.UpdateJobRequest{}} {
+		for _, v := range []any{&api.VerifyRequest{}, &api.JobRequest{}, &api.UpdateJobRequest{}, &jobUpdateFields{}} {
 			if err := decodeJSON(jsonRequest(body), v, false); err != nil && !clientError(err) {
 				t.Fatalf("decode %T: %v is not a client error", v, err)
 			}
+		}
+		// The job request's path: features parsed apart, and cached. Whatever the full
+		// decode accepts, the split one accepts with the same features, twice.
+		var full api.JobRequest
+		fullErr := decodeJSON(jsonRequest(body), &full, false)
+		var split jobRequestFields
+		err := decodeJSON(jsonRequest(body), &split, false)
+		var sets featureSets
+		for i := 0; i < 2 && err == nil; i++ {
+			var p parsedFeatures
+			if p, err = sets.parse(split.Info.Features); err == nil && fullErr == nil &&
+				(len(p.all) != len(full.Info.Features) || p.twoPhase != full.Info.Features["two_phase_job_commit"]) {
+				t.Fatalf("features %v parsed apart as %v", full.Info.Features, p.all)
+			}
+		}
+		if err != nil && !clientError(err) {
+			t.Fatalf("job request: %v is not a client error", err)
+		}
+		if (err == nil) != (fullErr == nil) {
+			t.Fatalf("job request: split decode says %v, full decode %v", err, fullErr)
 		}
 	})
 }

@@ -52,6 +52,7 @@ type Handler struct {
 	metrics    *httpMetrics
 	limiter    RateLimiter
 	limits     RateLimits
+	features   featureSets
 }
 
 // Trace update intervals sent to runners (GitLab's UPDATE_FREQUENCY_DEFAULT and while watched).

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -71,11 +72,29 @@ func (h *Handler) verifyRunner(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// jobRequestFields is api.JobRequest with the runner's features left as bytes, parsed
+// through h.features (the same object comes with every poll).
+type jobRequestFields struct {
+	Token      string `json:"token"`
+	SystemID   string `json:"system_id"`
+	LastUpdate string `json:"last_update"`
+	Info       struct {
+		api.RunnerInfo
+		Features json.RawMessage `json:"features"`
+	} `json:"info"`
+}
+
 func (h *Handler) requestJob(w http.ResponseWriter, r *http.Request) error {
-	var req api.JobRequest
+	var req jobRequestFields
 	if err := decodeJSON(r, &req, false); err != nil {
 		return err
 	}
+	features, err := h.features.parse(req.Info.Features)
+	if err != nil {
+		return err
+	}
+	info := req.Info.RunnerInfo
+	info.Features = features.all
 	if !validSystemID(req.SystemID) {
 		return badRequest("system_id must be at most 128 letters, digits or _-.:")
 	}
@@ -89,7 +108,7 @@ func (h *Handler) requestJob(w http.ResponseWriter, r *http.Request) error {
 	}
 	a, err := h.svc.RequestJob(r.Context(), builds.JobRequest{
 		Token: token, SystemID: req.SystemID, LastUpdate: req.LastUpdate,
-		Info: managerInfo(req.Info), TwoPhaseCapable: req.Info.Features["two_phase_job_commit"],
+		Info: managerInfo(info), TwoPhaseCapable: features.twoPhase,
 	})
 	h.metrics.jobRequests.WithLabelValues(jobRequestResult(err)).Inc()
 	if err != nil {
