@@ -56,6 +56,7 @@ type config struct {
 	Runners   int
 	CycleJobs int
 	AckJobs   int
+	Repeat    int
 
 	IdleRunners      int
 	IdleInterval     time.Duration
@@ -151,6 +152,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.Runners, "runners", 32, "cycle, ack: concurrent runners")
 	fs.IntVar(&c.CycleJobs, "cycle-jobs", 20_000, "cycle: jobs to run")
 	fs.IntVar(&c.AckJobs, "ack-jobs", 30_000, "ack: pre-assigned jobs to acknowledge")
+	fs.IntVar(&c.Repeat, "repeat", 1, "cycle, ack: run each this many times, each with its adjacent baseline, and report the run with the median ratio (the others' ratios listed with it; profiles are the last run's): on a shared machine one run's ratio can be off by a fifth")
 	fs.IntVar(&c.IdleRunners, "idle-runners", 1000, "idle: runners polling")
 	fs.DurationVar(&c.IdleInterval, "idle-interval", 3*time.Second, "idle: each runner's poll interval")
 	fs.DurationVar(&c.IdleDuration, "idle-duration", 30*time.Second, "idle: measured time")
@@ -213,7 +215,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.SweepExpired > c.SweepWaiting {
 		return c, errors.New("--sweep-expired must not exceed --sweep-waiting")
 	}
-	for _, n := range []int{c.Runners, c.IdleRunners, c.ScaleRunners, c.BaselineConns, c.PerPipeline} {
+	for _, n := range []int{c.Runners, c.IdleRunners, c.ScaleRunners, c.BaselineConns, c.PerPipeline, c.Repeat} {
 		if n <= 0 {
 			return c, errors.New("runner, connection and pipeline counts must be positive")
 		}
@@ -289,9 +291,9 @@ func runScenarios(ctx context.Context, cfg config, stdout, stderr io.Writer) err
 				baseline = r.Throughput
 			}
 		case "cycle":
-			r, err = e.cycle(ctx, workers, baseline)
+			r, err = e.repeated(s, func() (*Result, error) { return e.cycle(ctx, workers, baseline) })
 		case "ack":
-			r, err = e.ack(ctx, workers, baseline)
+			r, err = e.repeated(s, func() (*Result, error) { return e.ack(ctx, workers, baseline) })
 		case "idle":
 			var fleet []*runner
 			if fleet, err = e.newRunners(ctx, cfg.IdleRunners, nil); err == nil {
