@@ -90,6 +90,13 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		// The client went away; nobody reads an answer.
 		h.log.DebugContext(r.Context(), "client gone", "error", err)
+	case errors.Is(err, builds.ErrConflict):
+		// The build kept changing under the compare-and-set, round after round: a moment
+		// later it has settled. gitlab-runner retries a 503 by itself; a 500 would read as
+		// a bug, and a 409 would make the runner carry on without its update.
+		h.log.WarnContext(r.Context(), "build kept changing concurrently", "error", err)
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "503 Service Unavailable - the job changed concurrently; try again")
 	case unavailable(err):
 		h.log.WarnContext(r.Context(), "backend unavailable", "error", err)
 		w.Header().Set("Retry-After", "1")
