@@ -1,6 +1,7 @@
 package apitest_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -453,5 +454,61 @@ func TestJobEvents(t *testing.T) {
 	wantHeaders(t, resp, map[string]string{"X-Page": "5", "X-Total": "3", "X-Next-Page": ""})
 	if page := decode[[]api.Event](t, b); len(page) != 0 {
 		t.Errorf("page past the end %+v", page)
+	}
+}
+
+// TestPipelineJobsArePaged: GET /pipelines/:id/jobs pages like every list endpoint, in
+// stage order, with GitLab's headers; a page past the end is empty, not an error.
+func TestPipelineJobsArePaged(t *testing.T) {
+	t.Parallel()
+	inst := start(t, nil)
+	var jobs []jobapitest.Job
+	for i := 0; i < 25; i++ {
+		stage := "build"
+		if i >= 20 {
+			stage = "test"
+		}
+		jobs = append(jobs, jobapitest.Job{"name": fmt.Sprintf("job-%02d", i), "stage": stage, "script": "true"})
+	}
+	p := inst.CreatePipeline(t, 3, []string{"build", "test"}, jobs...)
+	path := fmt.Sprintf("/api/v4/projects/3/pipelines/%d/jobs", p.ID)
+
+	var seen []string
+	for _, c := range []struct {
+		query      string
+		n          int
+		page, next string
+	}{
+		{"", 20, "1", "2"},
+		{"?page=2", 5, "2", ""},
+		{"?page=3", 0, "3", ""},
+		{"?per_page=10&page=3", 5, "3", ""},
+	} {
+		res, body := inst.Do(t, "GET", path+c.query, nil)
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %s", c.query, res.StatusCode, body)
+		}
+		var got []api.JobDetail
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != c.n || res.Header.Get("X-Total") != "25" || res.Header.Get("X-Page") != c.page ||
+			res.Header.Get("X-Next-Page") != c.next {
+			t.Errorf("%q: %d jobs, X-Total %q, X-Page %q, X-Next-Page %q; want %d, 25, %s, %q", c.query, len(got),
+				res.Header.Get("X-Total"), res.Header.Get("X-Page"), res.Header.Get("X-Next-Page"), c.n, c.page, c.next)
+		}
+		if c.query == "" || c.query == "?page=2" {
+			for _, j := range got {
+				seen = append(seen, j.Name)
+			}
+		}
+	}
+	for i, name := range seen {
+		if want := fmt.Sprintf("job-%02d", i); name != want {
+			t.Fatalf("job %d across pages is %s, want %s: pages must follow stage order", i, name, want)
+		}
+	}
+	if res, _ := inst.Do(t, "GET", path+"?per_page=0", nil); res.StatusCode != http.StatusBadRequest {
+		t.Errorf("per_page=0: %d, want 400", res.StatusCode)
 	}
 }

@@ -364,16 +364,24 @@ func (h *Handler) getPipeline(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// getPipelineJobs pages like every list endpoint (SPEC §7): a pipeline of thousands of
+// jobs would otherwise be one response of megabytes.
 func (h *Handler) getPipelineJobs(w http.ResponseWriter, r *http.Request) error {
+	pg, err := pageOf(r)
+	if err != nil {
+		return err
+	}
 	p, err := h.pipeline(r)
 	if err != nil {
 		return err
 	}
-	jobs := make([]api.JobDetail, len(p.Builds))
-	for i, b := range p.Builds {
-		jobs[i] = jobView(builds.JobView{Build: b})
+	from := min((pg.Page-1)*pg.PerPage, len(p.Builds))
+	to := min(from+pg.PerPage, len(p.Builds))
+	jobs := make([]api.JobDetail, 0, to-from)
+	for _, b := range p.Builds[from:to] {
+		jobs = append(jobs, jobView(builds.JobView{Build: b}))
 	}
-	writeJSON(w, http.StatusOK, jobs)
+	writePage(w, pg, len(p.Builds), jobs)
 	return nil
 }
 
