@@ -382,19 +382,11 @@ func (s *Service) updateFast(ctx context.Context, u JobUpdate) (st Status, ok bo
 		s.acknowledged(ctx, u.ID, assignedAt, now)
 		return StatusRunning, true, nil
 	case StateSuccess, StateFailed:
-		to, reason := finalState(u)
-		f, err := s.finish(ctx, Finish{
-			BuildID: u.ID, From: []Status{StatusRunning}, To: to, Reason: reason, ExitCode: u.ExitCode,
-			RunnerFinalState: u.State, Event: EventFinished, Now: now, Policy: &s.cfg.Policy, TokenHash: hash,
-		})
+		st, err := s.finishFromRunner(ctx, Build{ID: u.ID, Status: StatusRunning}, u, now, hash)
 		if errors.Is(err, ErrConflict) {
 			return "", false, nil
 		}
-		if err != nil {
-			return "", true, err
-		}
-		s.forgetJob(u.ID)
-		return f.Build.Status, true, nil
+		return st, true, err
 	}
 	return "", false, nil
 }
@@ -451,7 +443,7 @@ func (s *Service) applyUpdate(ctx context.Context, b Build, u JobUpdate) (Status
 			s.touch(ctx, b, now)
 			return b.Status, nil
 		default:
-			return s.finishFromRunner(ctx, b, u, now)
+			return s.finishFromRunner(ctx, b, u, now, nil)
 		}
 	}
 	if b.Status.Finished() && b.RunnerFinalState != "" && b.RunnerFinalState == u.State {
@@ -523,7 +515,10 @@ func (s *Service) decline(ctx context.Context, b Build, u JobUpdate, now time.Ti
 	return f.Build.Status, nil
 }
 
-func (s *Service) finishFromRunner(ctx context.Context, b Build, u JobUpdate, now time.Time) (Status, error) {
+// finishFromRunner applies a runner's final update to b, from the state b was read in. With
+// tokenHash set, b need only hold its id and state: the job token is then part of the
+// compare-and-set, and the event's runner manager comes from the row (see Finish).
+func (s *Service) finishFromRunner(ctx context.Context, b Build, u JobUpdate, now time.Time, tokenHash []byte) (Status, error) {
 	to, reason := finalState(u)
 	if b.Status == StatusCanceling {
 		to, reason = StatusCanceled, ""
@@ -531,7 +526,7 @@ func (s *Service) finishFromRunner(ctx context.Context, b Build, u JobUpdate, no
 	f, err := s.finish(ctx, Finish{
 		BuildID: b.ID, From: []Status{b.Status}, To: to, Reason: reason, ExitCode: u.ExitCode,
 		RunnerFinalState: u.State, Event: EventFinished, RunnerManager: b.RunnerSystemID, Now: now,
-		Policy: &s.cfg.Policy,
+		Policy: &s.cfg.Policy, TokenHash: tokenHash,
 	})
 	if err != nil {
 		return "", err
@@ -582,19 +577,9 @@ type TraceResult struct {
 // AppendTrace applies a runner's PATCH /jobs/:id/trace.
 func (s *Service) AppendTrace(ctx context.Context, id int64, token string, offset int64, data []byte) (TraceResult, error) {
 	if job, ok := s.jobs.get(id, token); ok && len(data) > 0 && !s.overTraceLimit(offset, data) {
-		// Known build, right token: one statement, whose compare-and-set checks the offset
-		// and that the build is still on a runner.
-		now := s.now()
-		size, st, err := s.store.AppendTrace(ctx, id, offset, maskSecrets(data, job.vars, token), now)
-		var rangeErr *TraceRangeError
-		switch {
-		case err == nil:
-			s.touches.put(id, now) // an append wrote updated_at
-			return TraceResult{Size: size, Status: st}, nil
-		case errors.As(err, &rangeErr):
-			return TraceResult{Size: rangeErr.Size, Status: st}, err
-		case !errors.Is(err, ErrConflict):
-			return TraceResult{}, err
+		// Known build, right token: no read first.
+		if res, err := s.appendChecked(ctx, id, job.vars, token, offset, data); !errors.Is(err, ErrConflict) {
+			return res, err
 		}
 		// Not on a runner any more: the full path below says why.
 	}
@@ -629,16 +614,29 @@ func (s *Service) AppendTrace(ctx context.Context, id int64, token string, offse
 		}
 		return TraceResult{}, &JobForbidden{Status: f.Build.Status, Msg: "403 Forbidden - trace size exceeded"}
 	}
-	size, st, err := s.store.AppendTrace(ctx, b.ID, offset, maskSecrets(data, b.Payload.Variables, token), now)
+	res, err := s.appendChecked(ctx, b.ID, b.Payload.Variables, token, offset, data)
 	if errors.Is(err, ErrConflict) {
 		// The build left running between our read and the append: answer from its new state.
 		return s.AppendTrace(ctx, id, token, offset, data)
 	}
-	if err != nil {
-		return TraceResult{}, err
+	return res, err
+}
+
+// appendChecked appends to a build whose job token was checked, in one statement whose
+// compare-and-set checks the offset and that the build is still on a runner (ErrConflict
+// when it is not).
+func (s *Service) appendChecked(ctx context.Context, id int64, vars []Variable, token string, offset int64, data []byte) (TraceResult, error) {
+	now := s.now()
+	size, st, err := s.store.AppendTrace(ctx, id, offset, maskSecrets(data, vars, token), now)
+	var rangeErr *TraceRangeError
+	switch {
+	case err == nil:
+		s.touches.put(id, now) // an append wrote updated_at
+		return TraceResult{Size: size, Status: st}, nil
+	case errors.As(err, &rangeErr):
+		return TraceResult{Size: rangeErr.Size, Status: st}, err
 	}
-	s.touches.put(b.ID, now) // an append wrote updated_at
-	return TraceResult{Size: size, Status: st}, nil
+	return TraceResult{}, err
 }
 
 func (s *Service) overTraceLimit(offset int64, data []byte) bool {

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -30,14 +31,11 @@ SELECT ` + buildCols + ` FROM b` + buildJoins
 
 // lockPipelineOfBuild and pipelineShapeOfBuild are lockPipeline and pipelineShape for the
 // pipeline of build $1, so that Finish can send them with the build's own change.
-const (
-	lockPipelineOfBuild = `SELECT status, advanced_past, progressed_at FROM pipelines
-WHERE id = (SELECT pipeline_id FROM builds WHERE id = $1) FOR UPDATE`
-	pipelineShapeOfBuild = `
-SELECT stage_idx, status, allow_failure, count(*)::int FROM builds
-WHERE pipeline_id = (SELECT pipeline_id FROM builds WHERE id = $1) AND retried_by IS NULL
-GROUP BY stage_idx, status, allow_failure
-ORDER BY stage_idx`
+const pipelineOfBuild = `(SELECT pipeline_id FROM builds WHERE id = $1)`
+
+var (
+	lockPipelineOfBuild  = strings.Replace(lockPipeline, "id = $1", "id = "+pipelineOfBuild, 1)
+	pipelineShapeOfBuild = strings.Replace(pipelineShape, "pipeline_id = $1", "pipeline_id = "+pipelineOfBuild, 1)
 )
 
 // Finish moves a build to an end state, retries it if the policy allows, and advances its
@@ -59,13 +57,9 @@ func (s *Store) Finish(ctx context.Context, f builds.Finish) (builds.Finished, e
 		if errors.Is(err, pgx.ErrNoRows) {
 			err = builds.ErrConflict
 		}
-		var lock pipelineLock
+		var p lockedPipeline
 		if err == nil {
-			err = br.QueryRow().Scan(&lock.status, &lock.advancedPast, &lock.progressedAt)
-		}
-		var st stageShape
-		if err == nil {
-			st.stages, st.order, err = readShape(br.Query())
+			p, err = readLocked(br)
 		}
 		if cerr := br.Close(); err == nil {
 			err = cerr
@@ -78,11 +72,11 @@ func (s *Store) Finish(ctx context.Context, f builds.Finish) (builds.Finished, e
 		}
 		if res.Retry != nil {
 			// The retry joined the stage: the shape read with the lock is out of date.
-			if st.stages, st.order, err = shape(ctx, tx, b.PipelineID); err != nil {
+			if p.stages, p.order, err = shape(ctx, tx, b.PipelineID); err != nil {
 				return err
 			}
 		}
-		queued, err := advanceLocked(ctx, tx, b.PipelineID, f.Now, lock, st)
+		queued, err := advanceLocked(ctx, tx, b.PipelineID, f.Now, p)
 		res.Queued = res.Queued || queued
 		return err
 	})
@@ -293,38 +287,40 @@ func advance(ctx context.Context, tx querier, pipelineID int64, now time.Time) (
 	batch.Queue(lockPipeline, pipelineID)
 	batch.Queue(pipelineShape, pipelineID)
 	br := tx.SendBatch(ctx, batch)
-	var lock pipelineLock
-	var st stageShape
-	err = br.QueryRow().Scan(&lock.status, &lock.advancedPast, &lock.progressedAt)
-	if err == nil {
-		st.stages, st.order, err = readShape(br.Query())
-	}
+	p, err := readLocked(br)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return false, err
 	}
-	return advanceLocked(ctx, tx, pipelineID, now, lock, st)
+	return advanceLocked(ctx, tx, pipelineID, now, p)
 }
 
-// pipelineLock is what lockPipeline read of the locked pipeline row.
-type pipelineLock struct {
+// lockedPipeline is what lockPipeline and then pipelineShape read.
+type lockedPipeline struct {
 	status       string
 	advancedPast int
 	progressedAt time.Time
+	stages       map[int]*stageStats
+	order        []int
 }
 
-// stageShape is what pipelineShape read, after the lock was granted.
-type stageShape struct {
-	stages map[int]*stageStats
-	order  []int
+// readLocked reads the answers of lockPipeline and pipelineShape (or their OfBuild forms),
+// the next two of br.
+func readLocked(br pgx.BatchResults) (lockedPipeline, error) {
+	var p lockedPipeline
+	err := br.QueryRow().Scan(&p.status, &p.advancedPast, &p.progressedAt)
+	if err == nil {
+		p.stages, p.order, err = readShape(br.Query())
+	}
+	return p, err
 }
 
 // advanceLocked is advance once the pipeline is locked and its shape read.
-func advanceLocked(ctx context.Context, tx querier, pipelineID int64, now time.Time, lock pipelineLock, sh stageShape) (queued bool, err error) {
-	current, advancedPast, progressedAt := lock.status, lock.advancedPast, lock.progressedAt
-	stages, order := sh.stages, sh.order
+func advanceLocked(ctx context.Context, tx querier, pipelineID int64, now time.Time, p lockedPipeline) (queued bool, err error) {
+	current, advancedPast, progressedAt := p.status, p.advancedPast, p.progressedAt
+	stages, order := p.stages, p.order
 	blocked := false
 	changed := false
 	for _, idx := range order {

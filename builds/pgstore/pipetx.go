@@ -89,33 +89,7 @@ func (t *pipeTx) commit(ctx context.Context) error {
 	if t.committed || !t.begun && len(t.last) == 0 {
 		return nil
 	}
-	b := &pgx.Batch{}
-	if !t.begun {
-		b.Queue("begin")
-	}
-	t.begun = true
-	for _, q := range t.last {
-		b.Queue(q.sql, q.args...)
-	}
-	b.Queue("commit")
-	br := t.conn.SendBatch(ctx, b)
-	var err error
-	for i := 0; i < b.Len()-1 && err == nil; i++ {
-		_, err = br.Exec()
-	}
-	if err == nil {
-		var tag pgconn.CommandTag
-		if tag, err = br.Exec(); err == nil && tag.String() != "COMMIT" {
-			err = fmt.Errorf("commit answered %q: %w", tag.String(), pgx.ErrTxCommitRollback)
-		}
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		t.committed = true
-	}
-	return err
+	return t.commitBatch(ctx, nil, nil)
 }
 
 // execLast queues a statement whose result nobody reads until the COMMIT, which it then
@@ -149,6 +123,12 @@ func (t *pipeTx) queryRowAndCommit(ctx context.Context, scan func(pgx.Row) error
 	if t.committed {
 		return errAfterCommit
 	}
+	return t.commitBatch(ctx, &queued{sql: sql, args: args}, scan)
+}
+
+// commitBatch sends BEGIN (unless sent), the statements execLast deferred, final (when
+// set, its row handed to scan) and COMMIT as one batch, and reads their answers in order.
+func (t *pipeTx) commitBatch(ctx context.Context, final *queued, scan func(pgx.Row) error) error {
 	b := &pgx.Batch{}
 	if !t.begun {
 		b.Queue("begin")
@@ -158,15 +138,21 @@ func (t *pipeTx) queryRowAndCommit(ctx context.Context, scan func(pgx.Row) error
 		b.Queue(q.sql, q.args...)
 	}
 	t.last = nil
-	b.Queue(sql, args...)
+	if final != nil {
+		b.Queue(final.sql, final.args...)
+	}
 	b.Queue("commit")
 	br := t.conn.SendBatch(ctx, b)
+	plain := b.Len() - 1 // answers read with Exec before final's row and the COMMIT
+	if final != nil {
+		plain--
+	}
 	var err error
-	for i := 0; i < b.Len()-2 && err == nil; i++ {
+	for i := 0; i < plain && err == nil; i++ {
 		_, err = br.Exec()
 	}
 	var scanErr error
-	if err == nil {
+	if err == nil && final != nil {
 		// A statement error skips the COMMIT (Postgres ignores the rest of a failed batch):
 		// it is the batch's error. A scan error is ours, after the fact.
 		scanErr = scan(br.QueryRow())
@@ -210,7 +196,7 @@ func (t *pipeTx) begin(ctx context.Context) error {
 	return err
 }
 
-// QueryRow sends BEGIN with the first statement.
+// QueryRow sends BEGIN with the first statement (through SendBatch).
 func (t *pipeTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if t.committed {
 		return errRow{errAfterCommit}
@@ -218,19 +204,11 @@ func (t *pipeTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 	if t.begun {
 		return t.conn.QueryRow(ctx, sql, args...)
 	}
-	t.begun = true
-	b := &pgx.Batch{}
-	b.Queue("begin")
-	b.Queue(sql, args...)
-	br := t.conn.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		return errRow{err}
-	}
+	br := t.SendBatch(ctx, oneStatement(sql, args))
 	return &batchRow{row: br.QueryRow(), br: br}
 }
 
-// Exec sends BEGIN with the first statement.
+// Exec sends BEGIN with the first statement (through SendBatch).
 func (t *pipeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	if t.committed {
 		return pgconn.CommandTag{}, errAfterCommit
@@ -238,19 +216,18 @@ func (t *pipeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 	if t.begun {
 		return t.conn.Exec(ctx, sql, args...)
 	}
-	t.begun = true
-	b := &pgx.Batch{}
-	b.Queue("begin")
-	b.Queue(sql, args...)
-	br := t.conn.SendBatch(ctx, b)
+	br := t.SendBatch(ctx, oneStatement(sql, args))
 	tag, err := br.Exec()
-	if err == nil {
-		tag, err = br.Exec()
-	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	return tag, err
+}
+
+func oneStatement(sql string, args []any) *pgx.Batch {
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	return b
 }
 
 func (t *pipeTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {

@@ -45,7 +45,7 @@ func TestSmoke(t *testing.T) {
 		"--redis-url", redisURL, "--redis-prefix", prefix,
 		"--flag-refresh", "200ms", "--sweep-interval", "200ms", "--db-max-conns", "5",
 		"--baseline-duration", "200ms", "--baseline-conns", "2", "--adjacent-baseline", "200ms",
-		"--runners", "3", "--cycle-jobs", "30", "--ack-jobs", "30", "--jobs-per-pipeline", "4",
+		"--runners", "3", "--cycle-jobs", "30", "--ack-jobs", "30", "--jobs-per-pipeline", "4", "--repeat", "2",
 		"--idle-runners", "10", "--idle-interval", "200ms", "--idle-duration", "600ms", "--idle-backlog", "50",
 		"--sweep-waiting", "60", "--sweep-expired", "15",
 		"--scale-sizes", "20,40", "--scale-history", "50", "--scale-claims", "10", "--scale-runners", "2",
@@ -89,6 +89,16 @@ func TestSmoke(t *testing.T) {
 	}
 	if c := results["cycle"]; c.QueriesPerRequest["request"] <= 0 || c.ServerCPU <= 0 && strings.Contains(c.CPUAttribution, "profile samples") {
 		t.Errorf("cycle: queries per request %v, server CPU %v (%s)", c.QueriesPerRequest, c.ServerCPU, c.CPUAttribution)
+	}
+	for name, unit := range map[string]string{"cycle": "job", "ack": "ack"} {
+		r := results[name]
+		if ratios, _ := r.Extra["repeat_ratios"].([]any); len(ratios) != 2 {
+			t.Errorf("%s: repeat_ratios %v, want one ratio per run of --repeat 2", name, r.Extra["repeat_ratios"])
+		}
+		per, _ := r.Extra["machine_cpu_us_per_"+unit].(map[string]any)
+		if busy, _ := per["total_busy"].(float64); busy <= 0 {
+			t.Errorf("%s: machine_cpu_us_per_%s %v, want the machine's CPU per %s", name, unit, per, unit)
+		}
 	}
 	if s := results["scale"]; len(s.Endpoints) != 4 {
 		t.Errorf("scale: want 2 sizes, the history point and the first size again, got %v", s.Endpoints)

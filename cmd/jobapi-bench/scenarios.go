@@ -73,6 +73,37 @@ func walPer(r *Result, unit string, n int) {
 	r.Extra["wal_fpi_per_"+unit] = round3(float64(r.WAL.FPI) / float64(n))
 }
 
+// costPer adds what one unit of work cost: WAL, jobapi's CPU, and the whole machine's.
+func costPer(r *Result, res Resources, unit string, n int) {
+	walPer(r, unit, n)
+	if n <= 0 {
+		return
+	}
+	if res.ServerCPU > 0 {
+		r.Extra["server_cpu_us_per_"+unit] = round3(res.ServerCPU / float64(n) * 1e6)
+	}
+	if per := res.Machine.perUnit(res, n); per != nil {
+		r.Extra["machine_cpu_us_per_"+unit] = per
+	}
+}
+
+// withStoreOnly runs a ratio scenario's twin through the store alone, when --store-only is
+// on, and adds its result and its latencies to r.
+func (e *env) withStoreOnly(r *Result, rec *recorder, what string, run func() (storeOnly, error)) error {
+	if !e.cfg.StoreOnly {
+		return nil
+	}
+	e.logf("  the same %s through the store alone", what)
+	so, err := run()
+	if err != nil {
+		return err
+	}
+	r.Extra["store_only"] = so
+	r.Endpoints = rec.summary()
+	r.Errors = rec.totalErrors()
+	return nil
+}
+
 func (e *env) ratio(r *Result, baseline float64) {
 	if baseline > 0 {
 		r.RatioToBaseline = round3(r.Throughput / baseline)
@@ -312,14 +343,8 @@ func (e *env) cycle(ctx context.Context, rs []*runner, baseline float64) (*Resul
 		"request_204": {"request", http.StatusNoContent}, "ack": {"ack", 0}, "trace": {"trace", 0}, "finish": {"finish", 0}})
 	if r.Count > 0 && e.queries != nil {
 		r.Extra["pg_queries_per_job"] = round3(float64(res.queries.requestQueries()) / float64(r.Count))
-		if res.ServerCPU > 0 {
-			r.Extra["server_cpu_us_per_job"] = round3(res.ServerCPU / float64(r.Count) * 1e6)
-		}
 	}
-	walPer(r, "job", r.Count)
-	if per := res.Machine.perUnit(res, r.Count); per != nil {
-		r.Extra["machine_cpu_us_per_job"] = per
-	}
+	costPer(r, res, "job", r.Count)
 	var twoPhase, succeeded int
 	if err := e.db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE two_phase), count(*) FILTER (WHERE status = 'success')
 FROM builds`).Scan(&twoPhase, &succeeded); err != nil {
@@ -330,17 +355,9 @@ FROM builds`).Scan(&twoPhase, &succeeded); err != nil {
 		return r, fmt.Errorf("cycle: only %d of %d jobs went through two-phase; is allow_runner_job_acknowledgement on?", twoPhase, r.Count)
 	}
 	e.ratioTarget(r, baseline, adjacent, 0.25, "jobs/s ÷ baseline UPDATE/s")
-	if cfg.StoreOnly {
-		e.logf("  the same jobs through the store alone")
-		so, err := e.cycleStoreOnly(sctx, rs[:cfg.Runners], rec, refBaseline(baseline, adjacent))
-		if err != nil {
-			return r, err
-		}
-		r.Extra["store_only"] = so
-		r.Endpoints = rec.summary()
-		r.Errors = rec.totalErrors()
-	}
-	return r, nil
+	return r, e.withStoreOnly(r, rec, "jobs", func() (storeOnly, error) {
+		return e.cycleStoreOnly(sctx, rs[:cfg.Runners], rec, refBaseline(baseline, adjacent))
+	})
 }
 
 func callErr(err error, code int) error {
@@ -396,30 +413,16 @@ func (e *env) ack(ctx context.Context, rs []*runner, baseline float64) (*Result,
 	r.Throughput = round3(float64(r.Count) / res.WallSeconds)
 	r.Params = map[string]any{"runners": len(clients), "jobs": cfg.AckJobs}
 	queriesPer(r, res.queries, map[string]callKey{"ack": {"ack", 0}})
-	if r.Count > 0 && res.ServerCPU > 0 {
-		r.Extra["server_cpu_us_per_ack"] = round3(res.ServerCPU / float64(r.Count) * 1e6)
-	}
-	walPer(r, "ack", r.Count)
-	if per := res.Machine.perUnit(res, r.Count); per != nil {
-		r.Extra["machine_cpu_us_per_ack"] = per
-	}
+	costPer(r, res, "ack", r.Count)
 	var running int
 	if err := e.db.QueryRow(ctx, `SELECT count(*) FROM builds WHERE status = 'running'`).Scan(&running); err != nil {
 		return nil, err
 	}
 	r.Extra["running_builds"] = running
 	e.ratioTarget(r, baseline, adjacent, 0.6, "acks/s ÷ baseline UPDATE/s")
-	if cfg.StoreOnly {
-		e.logf("  the same acks through the store alone")
-		so, err := e.ackStoreOnly(sctx, rs[:cfg.Runners], rec, refBaseline(baseline, adjacent))
-		if err != nil {
-			return r, err
-		}
-		r.Extra["store_only"] = so
-		r.Endpoints = rec.summary()
-		r.Errors = rec.totalErrors()
-	}
-	return r, nil
+	return r, e.withStoreOnly(r, rec, "acks", func() (storeOnly, error) {
+		return e.ackStoreOnly(sctx, rs[:cfg.Runners], rec, refBaseline(baseline, adjacent))
+	})
 }
 
 // idle: N runners with nothing to do poll every interval, each echoing last_update, while a
@@ -493,9 +496,7 @@ func (e *env) idle(ctx context.Context, rs []*runner) (*Result, error) {
 	}
 	r.Targets = append(r.Targets, Target{Name: fmt.Sprintf("idle poll p99, %d runners every %s", len(rs), cfg.IdleInterval),
 		Want: "< 5 ms", Got: p.P99, Unit: "ms", Met: p.N > 0 && p.P99 < 5})
-	if res.ServerCPU > 0 && r.Count > 0 {
-		r.Extra["server_cpu_us_per_poll"] = round3(res.ServerCPU / float64(r.Count) * 1e6)
-	}
+	costPer(r, res, "poll", r.Count)
 	switch {
 	case e.srv != nil && cfg.IdleFleetProcess:
 		rssTarget.Name += " (bench process: jobapi; the runners in a child process)"
