@@ -197,7 +197,7 @@ func TestThreeReplicasOnRedisCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodeBack := time.Since(restartStart)
-	notReady, readyAgain := probe(nodeBack)
+	notReady, readyAgain := probe.wait(nodeBack)
 	during := closeWindow()
 	waitFinished(t, a, 90*time.Second)
 	cancel()

@@ -204,6 +204,14 @@ func (f *fleet) openWindow() func() *codes {
 	}
 }
 
+// windowCount is how many answers of code the open window has counted for endpoint.
+func (f *fleet) windowCount(endpoint string, code int) int {
+	if w := f.window.Load(); w != nil {
+		return w.get(endpoint, code)
+	}
+	return 0
+}
+
 // checkNoDoubleAssignment fails the test if any job was handed out by two 201s.
 func (f *fleet) checkNoDoubleAssignment(t *testing.T) int {
 	t.Helper()

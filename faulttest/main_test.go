@@ -18,8 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/pgstore"
 	"github.com/jobapi/jobapi/builds/redisstore"
@@ -148,39 +146,12 @@ func makeWaiting(t *testing.T, inst *jobapitest.Instance, n, perPipeline int, tt
 	return ids
 }
 
-// fillForLoading stores a dataset of about `fields` hash fields of valueBytes each in r and
-// saves it to r's dump file, so that the next Restart spends a while LOADING it and clients
-// see -LOADING instead of a quick empty start. Redis answers clients between every couple
-// of MiB it reads, so incompressible values (more bytes per element) make those answers
-// frequent enough for a client's retries to see them.
-func fillForLoading(t *testing.T, r *localserver.Redis, fields, valueBytes int) {
+// fillForLoading saves a dataset to r's dump file, so that the next restart LOADs it: 20,000
+// keys of 1.1 KB, enough for RestartLoading to hold the server LOADING for over three minutes.
+func fillForLoading(t *testing.T, r *localserver.Redis) {
 	t.Helper()
-	ctx := context.Background()
-	c := redis.NewClient(&redis.Options{Addr: r.Addr})
-	defer c.Close()
-	// One hash is sent, the rest are server-side copies: cheap for a test under -race.
-	const perKey = 2000
-	value := make([]byte, valueBytes)
-	for i := range value {
-		value[i] = byte(i*7919 + i*i*31)
-	}
-	args := make([]any, 0, 2*perKey)
-	for j := 0; j < perKey; j++ {
-		args = append(args, j, value)
-	}
-	if err := c.HSet(ctx, "fill:0", args...).Err(); err != nil {
-		t.Fatalf("fill redis: %v", err)
-	}
-	if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for k := 1; k < fields/perKey; k++ {
-			p.Copy(ctx, "fill:0", "fill:"+strconv.Itoa(k), 0, false)
-		}
-		return nil
-	}); err != nil {
-		t.Fatalf("fill redis: %v", err)
-	}
-	if err := c.Save(ctx).Err(); err != nil {
-		t.Fatalf("SAVE: %v", err)
+	if err := r.FillForLoading(context.Background(), 20_000, 1100); err != nil {
+		t.Fatal(err)
 	}
 }
 

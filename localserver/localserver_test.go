@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
@@ -119,6 +120,59 @@ func TestRedisRestartLosesKeys(t *testing.T) {
 	}
 	if _, err := os.Stat(r.Dir); !os.IsNotExist(err) {
 		t.Errorf("Stop left %s behind (stat: %v)", r.Dir, err)
+	}
+}
+
+// RestartLoading holds the server LOADING, however long the test takes, until release;
+// then the dataset is all there. Stop ends a hold at once.
+func TestRedisRestartLoadingIsHeldUntilReleased(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	r, err := StartRedis(ctx, "", t.Output())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Stop() })
+	if err := r.FillForLoading(ctx, 1000, 100); err == nil {
+		t.Error("FillForLoading took values under a KiB, which a hold cannot answer between")
+	}
+	const keys = 2000 // at most 20 s held
+	if err := r.FillForLoading(ctx, keys, 1100); err != nil {
+		t.Fatal(err)
+	}
+	client := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1})
+	defer client.Close()
+
+	release, err := r.RestartLoading(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heldSince := time.Now()
+	for time.Since(heldSince) < time.Second {
+		if err := client.Get(ctx, "fill:1").Err(); !redis.IsLoadingError(err) {
+			t.Fatalf("GET %v after RestartLoading: %v, want LOADING", time.Since(heldSince), err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := client.DBSize(ctx).Result(); err != nil || n != keys {
+		t.Errorf("after release: %d keys (%v), want %d", n, err, keys)
+	}
+	if err := release(ctx); err != nil {
+		t.Errorf("a second release: %v", err)
+	}
+
+	if _, err := r.RestartLoading(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stopStart := time.Now()
+	if err := r.Stop(); err != nil {
+		t.Fatalf("Stop while held: %v", err)
+	}
+	if took := time.Since(stopStart); took > 5*time.Second {
+		t.Errorf("Stop while held LOADING took %v", took)
 	}
 }
 

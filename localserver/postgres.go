@@ -137,10 +137,20 @@ func startPostgres(ctx context.Context, initdb, postgres, dir string, cred *sysc
 // rolled back) and starts it again on the same port with the same data: the "Postgres
 // restarted under load" fault. It returns once the server accepts connections again.
 func (p *Postgres) Restart(ctx context.Context) error {
+	return p.RestartAfter(ctx, nil)
+}
+
+// RestartAfter is Restart with the server held down until whileDown returns: a test checks
+// what an outage does for as long as it needs, by construction rather than by how quickly
+// Postgres starts again.
+func (p *Postgres) RestartAfter(ctx context.Context, whileDown func()) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.proc.stop(); err != nil {
 		return fmt.Errorf("restart postgres: %w", err)
+	}
+	if whileDown != nil {
+		whileDown()
 	}
 	proc, err := startProcess(p.bin, p.args, p.Dir, p.cred, syscall.SIGINT, p.log)
 	if err != nil {

@@ -42,6 +42,8 @@ type Limiter struct {
 	// SyncInterval is how often Run sends local counts to Redis; 0 means
 	// DefaultSyncInterval. Set it before Run.
 	SyncInterval time.Duration
+	// CallTimeout bounds each Redis round trip of Allow; 0 means DefaultCallTimeout.
+	CallTimeout time.Duration
 	// Log, when set, hears when sending counts starts failing and when it recovers.
 	Log *slog.Logger
 
@@ -92,8 +94,9 @@ func New(rdb redis.UniversalClient, prefix string) *Limiter {
 	return l
 }
 
-// callTimeout bounds the Redis round trip: a slow Redis must not slow every runner down.
-const callTimeout = 200 * time.Millisecond
+// DefaultCallTimeout bounds the Redis round trip: a slow Redis must not slow every runner
+// down (Allow fails open past it).
+const DefaultCallTimeout = 200 * time.Millisecond
 
 // expiryMargin keeps a window's key (and its entry) a little past the window's end.
 const expiryMargin = time.Second
@@ -173,7 +176,11 @@ func (l *Limiter) appendKey(b []byte, scope string, sum *[sha256.Size]byte, wind
 }
 
 func (l *Limiter) incr(ctx context.Context, key string, n int64, window time.Duration) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	timeout := l.CallTimeout
+	if timeout <= 0 {
+		timeout = DefaultCallTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var incr *redis.IntCmd
 	_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {

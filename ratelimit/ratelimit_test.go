@@ -53,6 +53,9 @@ func TestAllowSharedAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	rdb, prefix := testenv.Redis(t)
 	a, b := New(rdb, prefix), New(rdb, prefix)
+	// 100 requests at once on a loaded -race machine can wait longer than the default for a
+	// connection; this test is about counting, and a timeout would fail open.
+	a.CallTimeout, b.CallTimeout = 10*time.Second, 10*time.Second
 	lim := Limit{Requests: 50, Window: time.Hour}
 	var allowed atomic.Int64
 	var wg sync.WaitGroup
@@ -85,6 +88,8 @@ func TestReplicasNearLimitAdmitExactlyTheLimit(t *testing.T) {
 			ctx := context.Background()
 			a, b := New(rdb, prefix), New(rdb, prefix)
 			a.SyncInterval, b.SyncInterval = time.Millisecond, time.Millisecond
+			// A call timed out on a loaded machine fails open and breaks the exact count.
+			a.CallTimeout, b.CallTimeout = 10*time.Second, 10*time.Second
 			lim := Limit{Requests: requests, Window: time.Hour}
 			half := requests / 2
 
@@ -151,6 +156,7 @@ func TestReplicasColdStormStaysWithinBound(t *testing.T) {
 	for range replicas {
 		l := New(rdb, prefix)
 		l.SyncInterval = time.Millisecond
+		l.CallTimeout = 10 * time.Second // a timeout would fail open: not what this counts
 		ls = append(ls, l)
 		runs.Go(func() { _ = l.Run(runCtx) })
 	}
