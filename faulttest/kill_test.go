@@ -21,16 +21,20 @@ import (
 // it had open rolls back with its connection, what it committed stays, and a surviving
 // replica processes the rest. Every expired build is processed exactly once.
 //
-// Replicas in this process cannot be killed, so the victim is a real `jobapi serve`.
+// Replicas in this process cannot be killed, so the victim is a real `jobapi serve`. The
+// kill lands mid-batch by construction: the test holds the lock of a pipeline in the middle
+// of the batch order, so the victim commits the batches before it and then waits inside the
+// one that reaches that pipeline, having written the builds of the pipelines before it.
 func TestReplicaKilledMidSweep(t *testing.T) {
 	t.Parallel()
 	const (
-		n   = 2000
-		ttl = time.Second
+		n           = 2000
+		perPipeline = 100
+		ttl         = time.Second
 	)
 	bin := buildJobapi(t)
 	a := jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) { c.AckTTL = ttl }})
-	ids := makeWaiting(t, a, n, 100, ttl)
+	ids := makeWaiting(t, a, n, perPipeline, ttl)
 	time.Sleep(ttl + 50*time.Millisecond)
 	processed := func() int {
 		return count(t, a.Pool, "SELECT count(*) FROM builds WHERE id = ANY($1) AND status <> 'waiting_for_runner_ack'", ids)
@@ -41,20 +45,41 @@ func TestReplicaKilledMidSweep(t *testing.T) {
 			WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_xid IS NOT NULL`)
 	}
 
+	// Hold the pipeline of the middle build: builds are swept in deadline order, which is
+	// the order they were assigned in, oldest pipeline first.
+	ctx := context.Background()
+	gate, err := a.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gate.Rollback(ctx)
+	var gatePID int
+	if err := gate.QueryRow(ctx, `SELECT pg_backend_pid() FROM pipelines
+		WHERE id = (SELECT pipeline_id FROM builds WHERE id = $1) FOR UPDATE`, ids[n/2]).Scan(&gatePID); err != nil {
+		t.Fatal(err)
+	}
+	blockedWriter := func() int {
+		return count(t, a.Pool, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND backend_xid IS NOT NULL AND $1 = ANY(pg_blocking_pids(pid))`, gatePID)
+	}
+
 	victim, logs := startServe(t, bin, a.Config, map[string]string{"JOBAPI_SWEEP_INTERVAL": "100ms"})
 	deadline := time.Now().Add(time.Minute)
-	for processed() == 0 || writing() == 0 {
+	for blockedWriter() == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the victim did not get into its second batch within a minute; its log:\n%s", logs)
+			t.Fatalf("the victim's sweep did not reach the held pipeline within a minute (%d processed); its log:\n%s", processed(), logs)
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
 	if err := victim.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	killedAt := time.Now()
-	atKill := processed()
 	_ = victim.Wait()
+	atKill := processed() // the victim is gone: it can commit nothing more
+	if err := gate.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
 	// Postgres sees the connection close and rolls the open batch back.
 	for writing() > 0 {
 		if time.Since(killedAt) > 10*time.Second {
@@ -66,8 +91,8 @@ func TestReplicaKilledMidSweep(t *testing.T) {
 	if after := processed(); after != atKill {
 		t.Errorf("%d builds processed when the victim was killed, %d once its transaction was gone: the open batch was not rolled back whole", atKill, after)
 	}
-	if atKill == 0 || atKill >= n {
-		t.Fatalf("%d of %d processed when killed: not mid-sweep", atKill, n)
+	if atKill == 0 || atKill >= n/2 {
+		t.Errorf("%d of %d processed when killed; want the batches before the held pipeline's committed, and nothing of it or after it", atKill, n)
 	}
 
 	// The survivor sweeps what is left.
