@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -160,8 +159,17 @@ SELECT ` + buildCols + ` FROM b` + buildJoins
 
 // assignOldest does the claim in one statement when the two-phase decision cannot depend on
 // the build (the runner did not declare the capability): one round trip per job request.
-const assignOldest = `
-WITH c AS (` + claimCandidate + `
+// assignOldestUntagged is the same for a runner without tags (see claimUntaggedCandidate).
+const (
+	assignOldest = `
+WITH c AS (` + claimCandidate + assignCandidate
+	assignOldestUntagged = `
+WITH c AS (` + claimUntaggedCandidate + assignCandidate
+)
+
+// assignCandidate follows a CTE c that locked one candidate: it starts the build on the
+// runner (one phase), records the event and starts the pipeline.
+const assignCandidate = `
 ), b AS (
     UPDATE builds SET status = 'running', token_hash = $3, runner_id = $4, runner_manager_id = $5,
         assigned_at = $6, started_at = $6, updated_at = $6, two_phase = false,
@@ -176,8 +184,6 @@ WITH c AS (` + claimCandidate + `
     ` + startPipeline + `
 )
 SELECT ` + buildCols + ` FROM b` + buildJoins
-
-var assignOldestUntagged = strings.Replace(assignOldest, claimCandidate, claimUntaggedCandidate, 1)
 
 // Claim hands the oldest matching pending build to a runner manager.
 func (s *Store) Claim(ctx context.Context, c builds.Claim) (builds.Build, error) {

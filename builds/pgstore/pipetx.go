@@ -41,15 +41,7 @@ var _ querier = (*pipeTx)(nil)
 
 // inPipeTx is inTx with a pipeTx.
 func (s *Store) inPipeTx(ctx context.Context, fn func(tx *pipeTx) error) error {
-	var err error
-	for attempt := 0; attempt < 4; attempt++ {
-		err = s.pipeTxOnce(ctx, fn)
-		if !retryable(err) {
-			return err
-		}
-		time.Sleep(time.Duration(attempt+1) * 10 * time.Millisecond)
-	}
-	return err
+	return retryTx(func() error { return s.pipeTxOnce(ctx, fn) })
 }
 
 func (s *Store) pipeTxOnce(ctx context.Context, fn func(tx *pipeTx) error) error {

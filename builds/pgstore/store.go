@@ -31,16 +31,22 @@ func (s *Store) Ping(ctx context.Context) error {
 	return s.pool.Ping(ctx)
 }
 
-// inTx runs fn in a transaction, retrying a few times when Postgres aborts it for a deadlock
-// or serialization failure (pipeline cancel and stage release lock rows in different orders).
+// inTx runs fn in a transaction, retried as retryTx says.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return retryTx(func() error { return pgx.BeginFunc(ctx, s.pool, fn) })
+}
+
+// retryTx runs one transaction attempt, and again a few times when Postgres aborted it for
+// a deadlock or serialization failure (pipeline cancel and stage release lock rows in
+// different orders). It is the one retry loop of both transaction kinds (inTx, inPipeTx).
+func retryTx(attempt func() error) error {
 	var err error
-	for attempt := 0; attempt < 4; attempt++ {
-		err = pgx.BeginFunc(ctx, s.pool, fn)
+	for i := 0; i < 4; i++ {
+		err = attempt()
 		if !retryable(err) {
 			return err
 		}
-		time.Sleep(time.Duration(attempt+1) * 10 * time.Millisecond)
+		time.Sleep(time.Duration(i+1) * 10 * time.Millisecond)
 	}
 	return err
 }
