@@ -1,7 +1,6 @@
 package builds
 
 import (
-	"fmt"
 	"regexp"
 	"slices"
 	"time"
@@ -83,15 +82,6 @@ var (
 	variableKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,254}$`)
 	shaPattern  = regexp.MustCompile(`^[0-9a-f]{40}$`)
 )
-
-// ValidationError explains what is wrong with a definition; the message is for the client.
-type ValidationError struct{ Msg string }
-
-func (e *ValidationError) Error() string { return e.Msg }
-
-func invalid(format string, args ...any) error {
-	return &ValidationError{Msg: fmt.Sprintf(format, args...)}
-}
 
 // Normalize fills defaults and validates the definition. It returns a *ValidationError.
 func (d *PipelineDefinition) Normalize() error {

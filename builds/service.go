@@ -83,28 +83,6 @@ func (s *Service) Now() time.Time { return s.now() }
 // Config returns the service configuration.
 func (s *Service) Config() Config { return s.cfg }
 
-// ErrRunnerForbidden: unknown runner token (403 on runner endpoints).
-var ErrRunnerForbidden = errors.New("403 Forbidden - invalid runner token")
-
-// ErrInvalid wraps a message for the client about a bad request (400).
-type ErrInvalid struct{ Msg string }
-
-func (e *ErrInvalid) Error() string { return e.Msg }
-
-// JobForbidden is a 403 on a job endpoint; Status (when known) goes out as Job-Status so that
-// gitlab-runner aborts the job.
-type JobForbidden struct {
-	Status Status
-	Msg    string
-}
-
-func (e *JobForbidden) Error() string { return e.Msg }
-
-// NoJob is the 204 answer to a job request; LastUpdate goes out as X-GitLab-Last-Update.
-type NoJob struct{ LastUpdate string }
-
-func (e *NoJob) Error() string { return "no job" }
-
 // RegisterRunner creates a runner and returns its token (shown once).
 func (s *Service) RegisterRunner(ctx context.Context, r Runner) (Runner, string, error) {
 	token := NewToken(RunnerTokenPrefix)
@@ -200,7 +178,7 @@ type Assignment struct {
 	LastUpdate string
 }
 
-// RequestJob hands out the oldest matching build, or returns *NoJob.
+// RequestJob hands out the oldest matching build, or returns *NoJobError.
 func (s *Service) RequestJob(ctx context.Context, req JobRequest) (Assignment, error) {
 	version, verr := s.queueVersion(ctx)
 	// An idle poll echoes the current queue version. Its answer, 204, needs only a known
@@ -213,17 +191,17 @@ func (s *Service) RequestJob(ctx context.Context, req JobRequest) (Assignment, e
 		return Assignment{}, err
 	}
 	if r.Paused {
-		return Assignment{}, &NoJob{LastUpdate: version}
+		return Assignment{}, &NoJobError{LastUpdate: version}
 	}
 	if idle {
 		// Nothing changed since this runner last found nothing: answer without Postgres,
 		// holding the request for the long-poll duration if configured.
 		if s.cfg.LongPoll <= 0 {
-			return Assignment{}, &NoJob{LastUpdate: version}
+			return Assignment{}, &NoJobError{LastUpdate: version}
 		}
 		changed, err := s.watchers.wait(ctx, version, s.cfg.LongPoll)
 		if err != nil || !changed {
-			return Assignment{}, &NoJob{LastUpdate: version}
+			return Assignment{}, &NoJobError{LastUpdate: version}
 		}
 		if version, verr = s.queueVersion(ctx); verr != nil {
 			version = ""
@@ -233,7 +211,7 @@ func (s *Service) RequestJob(ctx context.Context, req JobRequest) (Assignment, e
 			return Assignment{}, err
 		}
 		if r.Paused {
-			return Assignment{}, &NoJob{LastUpdate: version}
+			return Assignment{}, &NoJobError{LastUpdate: version}
 		}
 	}
 	managerID, err := s.manager(ctx, r, req.SystemID, req.Info)
@@ -256,7 +234,7 @@ func (s *Service) RequestJob(ctx context.Context, req JobRequest) (Assignment, e
 	}
 	b, err := s.store.Claim(ctx, claim)
 	if errors.Is(err, ErrNoBuild) {
-		return Assignment{}, &NoJob{LastUpdate: version}
+		return Assignment{}, &NoJobError{LastUpdate: version}
 	}
 	if err != nil {
 		return Assignment{}, err
@@ -332,10 +310,10 @@ func (s *Service) UpdateJob(ctx context.Context, u JobUpdate) (Status, error) {
 	switch u.State {
 	case StatePending, StateRunning, StateSuccess, StateFailed:
 	default:
-		return "", &ErrInvalid{Msg: fmt.Sprintf("state must be one of pending, running, success, failed; got %.40q", u.State)}
+		return "", invalid("state must be one of pending, running, success, failed; got %.40q", u.State)
 	}
 	if u.FailureReason != "" && !ValidFailureReason(u.FailureReason) {
-		return "", &ErrInvalid{Msg: fmt.Sprintf("unknown failure_reason %.40q", u.FailureReason)}
+		return "", invalid("unknown failure_reason %.40q", u.FailureReason)
 	}
 	if st, ok, err := s.updateFast(ctx, u); ok {
 		return st, err
@@ -412,13 +390,13 @@ func (s *Service) forgetJob(id int64) {
 func (s *Service) jobForToken(ctx context.Context, id int64, token string) (Build, error) {
 	b, err := s.store.Build(ctx, id)
 	if errors.Is(err, ErrNotFound) {
-		return Build{}, &JobForbidden{Msg: "403 Forbidden - invalid job token"}
+		return Build{}, &JobForbiddenError{Cause: InvalidJobToken}
 	}
 	if err != nil {
 		return Build{}, err
 	}
 	if !TokenMatches(token, b.TokenHash) {
-		return Build{}, &JobForbidden{Msg: "403 Forbidden - invalid job token"}
+		return Build{}, &JobForbiddenError{Cause: InvalidJobToken}
 	}
 	return b, nil
 }
@@ -435,7 +413,7 @@ func (s *Service) applyUpdate(ctx context.Context, b Build, u JobUpdate) (Status
 		case StateFailed:
 			return s.decline(ctx, b, u, now)
 		default:
-			return "", &ErrInvalid{Msg: "a job waiting for its acknowledgement cannot succeed: send state=running first"}
+			return "", invalid("a job waiting for its acknowledgement cannot succeed: send state=running first")
 		}
 	case StatusRunning, StatusCanceling:
 		switch u.State {
@@ -450,7 +428,7 @@ func (s *Service) applyUpdate(ctx context.Context, b Build, u JobUpdate) (Status
 		// The runner lost our answer to its final update and sent it again.
 		return b.Status, nil
 	}
-	return "", &JobForbidden{Status: b.Status, Msg: fmt.Sprintf("403 Forbidden - job is not processing on runner (status %s)", b.Status)}
+	return "", &JobForbiddenError{Cause: NotProcessing, Status: b.Status}
 }
 
 func (s *Service) acknowledge(ctx context.Context, b Build, now time.Time) (Status, error) {
@@ -484,7 +462,7 @@ func (s *Service) keepalive(ctx context.Context, b Build, now time.Time) (Status
 	ttl := s.ackTTL(assignedAt, now)
 	if ttl <= 0 {
 		// Past the max provisioning wait: the sweeper fails it; tell the runner now.
-		return "", &JobForbidden{Status: b.Status, Msg: "403 Forbidden - provisioning took longer than the maximum wait"}
+		return "", &JobForbiddenError{Cause: ProvisioningTimedOut, Status: b.Status}
 	}
 	if err := s.leases.Refresh(ctx, b.ID, strconv.FormatInt(b.RunnerManagerID, 10), ttl); err != nil {
 		return "", fmt.Errorf("refresh ack key of build %d: %w: %w", b.ID, ErrUnavailable, err)
@@ -588,7 +566,7 @@ func (s *Service) AppendTrace(ctx context.Context, id int64, token string, offse
 		return TraceResult{}, err
 	}
 	if b.Status != StatusRunning && b.Status != StatusCanceling {
-		return TraceResult{}, &JobForbidden{Status: b.Status, Msg: fmt.Sprintf("403 Forbidden - job is not running (status %s)", b.Status)}
+		return TraceResult{}, &JobForbiddenError{Cause: NotRunning, Status: b.Status}
 	}
 	s.jobs.put(b, b.TokenHash)
 	if offset != b.TraceSize {
@@ -612,7 +590,7 @@ func (s *Service) AppendTrace(ctx context.Context, id int64, token string, offse
 		if err != nil {
 			return TraceResult{}, err
 		}
-		return TraceResult{}, &JobForbidden{Status: f.Build.Status, Msg: "403 Forbidden - trace size exceeded"}
+		return TraceResult{}, &JobForbiddenError{Cause: TraceTooLarge, Status: f.Build.Status}
 	}
 	res, err := s.appendChecked(ctx, b.ID, b.Payload.Variables, token, offset, data)
 	if errors.Is(err, ErrConflict) {

@@ -20,14 +20,14 @@ type FeatureChange struct {
 	Actor string
 }
 
-// ErrFeatureNotFound and ErrFeatureInvalid are what a Flags implementation returns for an
+// ErrFeatureNotFound and FeatureInvalidError are what a Flags implementation returns for an
 // unknown flag and a rejected change (its message goes to the client).
 var ErrFeatureNotFound = errors.New("feature not found")
 
-// FeatureInvalid is a rejected feature change.
-type FeatureInvalid struct{ Msg string }
+// FeatureInvalidError is a rejected feature change.
+type FeatureInvalidError struct{ Msg string }
 
-func (e *FeatureInvalid) Error() string { return e.Msg }
+func (e *FeatureInvalidError) Error() string { return e.Msg }
 
 func (h *Handler) flagsOr501() error {
 	if h.flags == nil {
@@ -37,7 +37,7 @@ func (h *Handler) flagsOr501() error {
 }
 
 func (h *Handler) mapFlagErr(err error) error {
-	var inv *FeatureInvalid
+	var inv *FeatureInvalidError
 	switch {
 	case errors.As(err, &inv):
 		return badRequest("%s", inv.Msg)

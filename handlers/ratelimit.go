@@ -28,12 +28,12 @@ type RateLimits struct {
 	JobUpdates int
 }
 
-// rateLimited is the 429 answer; gitlab-runner retries it (5 tries) honouring Retry-After and
+// rateLimitError is the 429 answer; gitlab-runner retries it (5 tries) honouring Retry-After and
 // RateLimit-ResetTime. Load is never answered with 403: three 403s make a runner stop
 // polling for an hour.
-type rateLimited struct{ d RateDecision }
+type rateLimitError struct{ d RateDecision }
 
-func (e *rateLimited) Error() string { return "429 Too Many Requests" }
+func (e *rateLimitError) Error() string { return "429 Too Many Requests" }
 
 // limit applies one budget. A limiter error (Redis down) lets the request through: failing
 // closed would stop the whole fleet because of a cache.
@@ -51,7 +51,7 @@ func (h *Handler) limit(r *http.Request, scope, key string, perMinute int) error
 		return nil
 	}
 	h.metrics.rateLimit.WithLabelValues(scope, "limited").Inc()
-	return &rateLimited{d: d}
+	return &rateLimitError{d: d}
 }
 
 func writeRateLimited(w http.ResponseWriter, d RateDecision, now time.Time) {

@@ -43,13 +43,12 @@ func (h *Handler) wrap(fn func(http.ResponseWriter, *http.Request) error) http.H
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var (
 		he       *httpError
-		invalid  *builds.ErrInvalid
 		verr     *builds.ValidationError
-		jf       *builds.JobForbidden
-		noJob    *builds.NoJob
+		jf       *builds.JobForbiddenError
+		noJob    *builds.NoJobError
 		rangeErr *builds.TraceRangeError
 		tooBig   *http.MaxBytesError
-		limited  *rateLimited
+		limited  *rateLimitError
 	)
 	switch {
 	case errors.As(err, &he):
@@ -68,12 +67,10 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		if jf.Status != "" {
 			w.Header().Set("Job-Status", string(jf.Status))
 		}
-		writeError(w, http.StatusForbidden, jf.Msg)
+		writeError(w, http.StatusForbidden, jobForbiddenMessage(jf))
 	case errors.As(err, &rangeErr):
 		w.Header().Set("Range", "0-"+strconv.FormatInt(rangeErr.Size, 10))
 		writeError(w, http.StatusRequestedRangeNotSatisfiable, "416 Range Not Satisfiable")
-	case errors.As(err, &invalid):
-		writeError(w, http.StatusBadRequest, invalid.Msg)
 	case errors.As(err, &verr):
 		writeError(w, http.StatusBadRequest, verr.Msg)
 	case errors.As(err, &tooBig):
@@ -105,6 +102,23 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		h.log.ErrorContext(r.Context(), "request failed", "error", err)
 		writeError(w, http.StatusInternalServerError, "500 Internal Server Error")
 	}
+}
+
+// jobForbiddenMessage is the 403 text of a refused job call, as GitLab words it.
+func jobForbiddenMessage(e *builds.JobForbiddenError) string {
+	switch e.Cause {
+	case builds.InvalidJobToken:
+		return "403 Forbidden - invalid job token"
+	case builds.NotProcessing:
+		return fmt.Sprintf("403 Forbidden - job is not processing on runner (status %s)", e.Status)
+	case builds.ProvisioningTimedOut:
+		return "403 Forbidden - provisioning took longer than the maximum wait"
+	case builds.NotRunning:
+		return fmt.Sprintf("403 Forbidden - job is not running (status %s)", e.Status)
+	case builds.TraceTooLarge:
+		return "403 Forbidden - trace size exceeded"
+	}
+	return "403 Forbidden"
 }
 
 // unavailable classifies the failures of a backend (Postgres or Redis down, restarting,

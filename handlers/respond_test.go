@@ -27,3 +27,41 @@ func TestFailMapsEndlessConflictsToRetryableUnavailable(t *testing.T) {
 		t.Fatalf("body %q: want a JSON message (%v)", w.Body.String(), err)
 	}
 }
+
+// TestJobForbiddenWireText pins the 403 texts and Job-Status of refused job calls: the
+// domain error carries the cause and state, and these words are what runners have read.
+func TestJobForbiddenWireText(t *testing.T) {
+	h := &Handler{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	tests := []struct {
+		err        *builds.JobForbiddenError
+		wantMsg    string
+		wantStatus string
+	}{
+		{&builds.JobForbiddenError{Cause: builds.InvalidJobToken}, "403 Forbidden - invalid job token", ""},
+		{&builds.JobForbiddenError{Cause: builds.NotProcessing, Status: builds.StatusFailed},
+			"403 Forbidden - job is not processing on runner (status failed)", "failed"},
+		{&builds.JobForbiddenError{Cause: builds.ProvisioningTimedOut, Status: builds.StatusWaiting},
+			"403 Forbidden - provisioning took longer than the maximum wait", "waiting_for_runner_ack"},
+		{&builds.JobForbiddenError{Cause: builds.NotRunning, Status: builds.StatusCanceled},
+			"403 Forbidden - job is not running (status canceled)", "canceled"},
+		{&builds.JobForbiddenError{Cause: builds.TraceTooLarge, Status: builds.StatusFailed},
+			"403 Forbidden - trace size exceeded", "failed"},
+	}
+	for _, tt := range tests {
+		w := httptest.NewRecorder()
+		h.fail(w, httptest.NewRequest(http.MethodPut, "/api/v4/jobs/7", nil), fmt.Errorf("update build 7: %w", tt.err))
+		var body struct{ Message string }
+		if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+			t.Fatalf("body %q: %v", w.Body.String(), err)
+		}
+		if w.Code != http.StatusForbidden || body.Message != tt.wantMsg || w.Header().Get("Job-Status") != tt.wantStatus {
+			t.Errorf("%v: got %d %q Job-Status %q; want 403 %q Job-Status %q", tt.err, w.Code, body.Message,
+				w.Header().Get("Job-Status"), tt.wantMsg, tt.wantStatus)
+		}
+	}
+	w := httptest.NewRecorder()
+	h.fail(w, httptest.NewRequest(http.MethodPost, "/api/v4/jobs/request", nil), builds.ErrRunnerForbidden)
+	if w.Code != http.StatusForbidden || w.Body.String() != `{"message":"403 Forbidden"}`+"\n" {
+		t.Errorf("unknown runner token: got %d %q; want 403 with message 403 Forbidden", w.Code, w.Body.String())
+	}
+}

@@ -122,7 +122,7 @@ func (h *Handler) requestJob(w http.ResponseWriter, r *http.Request) error {
 }
 
 func jobRequestResult(err error) string {
-	var noJob *builds.NoJob
+	var noJob *builds.NoJobError
 	switch {
 	case err == nil:
 		return "assigned"

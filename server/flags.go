@@ -54,7 +54,7 @@ func mapFlagErr(err error) error {
 		return handlers.ErrFeatureNotFound
 	case errors.Is(err, pgflags.ErrInvalidName), errors.Is(err, pgflags.ErrInvalidActor),
 		errors.Is(err, pgflags.ErrInvalidPercentage):
-		return &handlers.FeatureInvalid{Msg: err.Error()}
+		return &handlers.FeatureInvalidError{Msg: err.Error()}
 	}
 	return err
 }

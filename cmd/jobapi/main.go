@@ -22,7 +22,7 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "jobapi:", err)
-		if errors.As(err, new(errPipelineFailed)) {
+		if errors.As(err, new(pipelineFailedError)) {
 			os.Exit(2)
 		}
 		os.Exit(1)

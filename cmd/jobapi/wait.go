@@ -9,10 +9,10 @@ import (
 	"github.com/jobapi/jobapi/operatorclient"
 )
 
-// errPipelineFailed makes `jobapi wait` exit non-zero for a pipeline that did not succeed.
-type errPipelineFailed struct{ status string }
+// pipelineFailedError makes `jobapi wait` exit non-zero for a pipeline that did not succeed.
+type pipelineFailedError struct{ status string }
 
-func (e errPipelineFailed) Error() string { return "pipeline " + e.status }
+func (e pipelineFailedError) Error() string { return "pipeline " + e.status }
 
 func wait(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	if len(args) != 2 {
@@ -35,7 +35,7 @@ func wait(ctx context.Context, args []string, getenv func(string) string, stdout
 		return err
 	}
 	if p.Status != "success" {
-		return errPipelineFailed{status: p.Status}
+		return pipelineFailedError{status: p.Status}
 	}
 	return nil
 }
