@@ -44,32 +44,54 @@ type Service struct {
 	hub      *pipelineHub
 }
 
-// Observer is told about domain events worth a metric. Set it with SetObserver.
+// Observer is told about domain events worth a metric.
 type Observer interface {
 	Acknowledged(assignToAck time.Duration)
 }
 
-// SetObserver installs o; call before serving.
-func (s *Service) SetObserver(o Observer) { s.observer = o }
+// Deps are what a Service is built from. Store, Leases and Queue are required; the
+// rest may be left zero.
+type Deps struct {
+	Store  Store
+	Leases Leases
+	Queue  Queue
+	// Events carries "pipeline changed" between replicas (nil: pipeline waiters poll
+	// Postgres); run RunPipelineEvents in the background.
+	Events PipelineEvents
+	// TwoPhase decides per candidate whether a capable runner must ack (nil: never).
+	TwoPhase TwoPhaseGate
+	// Observer is told about events worth a metric (nil: none).
+	Observer Observer
+	Config   Config
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+	// Log receives what the service cannot return (nil: discarded).
+	Log *slog.Logger
+}
 
-// NewService wires the service. now may be nil (time.Now).
-func NewService(store Store, leases Leases, queue Queue, gate TwoPhaseGate, cfg Config, now func() time.Time, log *slog.Logger) *Service {
-	if now == nil {
-		now = time.Now
+// NewService wires the service.
+func NewService(d Deps) *Service {
+	if d.Now == nil {
+		d.Now = time.Now
 	}
-	if gate == nil {
-		gate = func(context.Context, int64, int64, string) bool { return false }
+	if d.TwoPhase == nil {
+		d.TwoPhase = func(context.Context, int64, int64, string) bool { return false }
 	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	cfg := d.Config
 	if cfg.TouchInterval == 0 {
 		cfg.TouchInterval = time.Minute
 	}
 	if cfg.RunnerCacheTTL == 0 {
 		cfg.RunnerCacheTTL = 5 * time.Second
 	}
-	s := &Service{store: store, leases: leases, queue: queue, gate: gate, cfg: cfg, now: now, log: log,
+	s := &Service{store: d.Store, leases: d.Leases, queue: d.Queue, gate: d.TwoPhase, cfg: cfg, now: d.Now, log: d.Log,
+		observer: d.Observer, events: d.Events,
 		runners: newRunnerCache(cfg.RunnerCacheTTL), hub: newPipelineHub(), jobs: newJobCache(jobCacheSize),
 		touches: newRecent[time.Time](jobCacheSize)}
-	s.watchers = newVersionWatcher(queue, log)
+	s.watchers = newVersionWatcher(d.Queue, d.Log)
 	return s
 }
 

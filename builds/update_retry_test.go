@@ -41,8 +41,8 @@ func (noLeases) TTLs(context.Context, []int64) (map[int64]time.Duration, error) 
 }
 
 func newRacingService(store Store) *Service {
-	return NewService(store, noLeases{}, nil, nil, Config{TouchInterval: time.Hour}, nil,
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return NewService(Deps{Store: store, Leases: noLeases{}, Config: Config{TouchInterval: time.Hour},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 }
 
 // TestUpdateJobRereadsAfterLosingTheRace: the fast ack loses (the build moved), the full

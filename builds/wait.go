@@ -79,10 +79,6 @@ func (h *pipelineHub) wakeAll() {
 	}
 }
 
-// SetPipelineEvents installs the event transport; call before serving and run
-// RunPipelineEvents in the background.
-func (s *Service) SetPipelineEvents(e PipelineEvents) { s.events = e }
-
 // RunPipelineEvents keeps the subscription alive until ctx ends, resubscribing with backoff
 // (Redis restarting, LOADING, failover) while waiters fall back to fast polling.
 func (s *Service) RunPipelineEvents(ctx context.Context) error {
