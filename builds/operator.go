@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -25,8 +26,8 @@ func (s *Service) Pipeline(ctx context.Context, projectID, id int64) (Pipeline, 
 	return s.store.Pipeline(ctx, projectID, id)
 }
 
-// CancelPipeline cancels every unfinished build of a pipeline.
-func (s *Service) CancelPipeline(ctx context.Context, projectID, id int64) (Pipeline, error) {
+// CancelPipeline cancels every unfinished build of a pipeline for actor.
+func (s *Service) CancelPipeline(ctx context.Context, projectID, id int64, actor string) (Pipeline, error) {
 	p, err := s.store.CancelPipeline(ctx, projectID, id, s.now())
 	if err != nil {
 		return Pipeline{}, err
@@ -38,6 +39,7 @@ func (s *Service) CancelPipeline(ctx context.Context, projectID, id int64) (Pipe
 			_ = s.leases.Release(ctx, b.ID)
 		}
 	}
+	s.audit(ctx, actor, "pipeline_canceled", "pipeline:"+strconv.FormatInt(id, 10), nil)
 	return p, nil
 }
 
@@ -135,9 +137,18 @@ var ErrFinished = errors.New("job is already finished")
 // ErrNotRetryable: only finished builds that are the latest attempt can be retried.
 var ErrNotRetryable = errors.New("only a finished job that has not been retried yet can be retried")
 
-// CancelJob cancels a build: at once when no runner holds it, through canceling when one
-// runs it (the runner is told on its next call and finishes with after_script).
+// CancelJob cancels a build for actor: at once when no runner holds it, through canceling
+// when one runs it (the runner is told on its next call and finishes with after_script).
 func (s *Service) CancelJob(ctx context.Context, projectID, id int64, actor string) (JobView, error) {
+	v, err := s.cancelJob(ctx, projectID, id, actor)
+	if err != nil {
+		return JobView{}, err
+	}
+	s.audit(ctx, actor, "job_canceled", jobTarget(id), map[string]any{"status": v.Status})
+	return v, nil
+}
+
+func (s *Service) cancelJob(ctx context.Context, projectID, id int64, actor string) (JobView, error) {
 	for round := 0; round < 5; round++ {
 		b, err := s.store.Build(ctx, id)
 		if err != nil {
@@ -183,7 +194,7 @@ func (s *Service) CancelJob(ctx context.Context, projectID, id int64, actor stri
 	return JobView{}, fmt.Errorf("cancel build %d: %w", id, ErrConflict)
 }
 
-// RetryJob creates a new attempt of a finished build (operator retry).
+// RetryJob creates a new attempt of a finished build (operator retry) for actor.
 func (s *Service) RetryJob(ctx context.Context, projectID, id int64, actor string) (JobView, error) {
 	b, err := s.store.Build(ctx, id)
 	if err != nil {
@@ -197,7 +208,9 @@ func (s *Service) RetryJob(ctx context.Context, projectID, id int64, actor strin
 		return JobView{}, err
 	}
 	s.bumpQueue(ctx)
-	return s.view(ctx, nb), nil
+	v := s.view(ctx, nb)
+	s.audit(ctx, actor, "job_retried", jobTarget(id), map[string]any{"new_id": v.ID})
+	return v, nil
 }
 
 // Runners lists runners; Runner returns one with its managers.
@@ -213,23 +226,40 @@ func (s *Service) Runner(ctx context.Context, id int64) (Runner, error) {
 // Ready reports whether Postgres answers.
 func (s *Service) Ready(ctx context.Context) error { return s.store.Ping(ctx) }
 
-// Audit records an operator action. A failure is logged, not returned: the action itself
-// already happened and must be answered.
-func (s *Service) Audit(ctx context.Context, actor, action, target string, detail map[string]any) {
-	log, ok := s.store.(AuditLog)
-	if !ok {
+// RecordFeatureSet records that actor changed a feature flag. The flags live in their own
+// backend, outside the service; the audit log of operator actions is the service's.
+func (s *Service) RecordFeatureSet(ctx context.Context, actor, name string, detail map[string]any) {
+	s.audit(ctx, actor, "feature_set", "feature:"+name, detail)
+}
+
+// RecordFeatureDeleted records that actor deleted a feature flag (see RecordFeatureSet).
+func (s *Service) RecordFeatureDeleted(ctx context.Context, actor, name string) {
+	s.audit(ctx, actor, "feature_deleted", "feature:"+name, nil)
+}
+
+// audit records an operator action that succeeded. A failure is logged, not returned: the
+// action itself already happened and must be answered.
+func (s *Service) audit(ctx context.Context, actor, action, target string, detail map[string]any) {
+	if s.audits == nil {
 		return
 	}
-	if err := log.AddAudit(ctx, AuditEvent{At: s.now(), Actor: actor, Action: action, Target: target, Detail: detail}); err != nil {
+	if err := s.audits.AddAudit(ctx, AuditEvent{At: s.now(), Actor: actor, Action: action, Target: target, Detail: detail}); err != nil {
 		s.log.WarnContext(ctx, "operator action not recorded", "action", action, "target", target, "error", err)
 	}
 }
 
+func runnerTarget(id int64) string { return "runner:" + strconv.FormatInt(id, 10) }
+func jobTarget(id int64) string    { return "job:" + strconv.FormatInt(id, 10) }
+
+// runnerDetail is what the audit log keeps of a runner's settings.
+func runnerDetail(r Runner) map[string]any {
+	return map[string]any{"tag_list": r.Tags, "run_untagged": r.RunUntagged, "paused": r.Paused}
+}
+
 // AuditEvents lists operator actions, newest first.
 func (s *Service) AuditEvents(ctx context.Context, p Page) ([]AuditEvent, int, error) {
-	log, ok := s.store.(AuditLog)
-	if !ok {
+	if s.audits == nil {
 		return []AuditEvent{}, 0, nil
 	}
-	return log.Audit(ctx, p)
+	return s.audits.Audit(ctx, p)
 }

@@ -41,6 +41,7 @@ type Service struct {
 	watchers *versionWatcher
 	observer Observer
 	events   PipelineEvents
+	audits   AuditLog
 	hub      *pipelineHub
 }
 
@@ -62,7 +63,9 @@ type Deps struct {
 	TwoPhase TwoPhaseGate
 	// Observer is told about events worth a metric (nil: none).
 	Observer Observer
-	Config   Config
+	// Audit records operator actions (nil: not recorded, and none listed).
+	Audit  AuditLog
+	Config Config
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 	// Log receives what the service cannot return (nil: discarded).
@@ -88,7 +91,7 @@ func NewService(d Deps) *Service {
 		cfg.RunnerCacheTTL = 5 * time.Second
 	}
 	s := &Service{store: d.Store, leases: d.Leases, queue: d.Queue, gate: d.TwoPhase, cfg: cfg, now: d.Now, log: d.Log,
-		observer: d.Observer, events: d.Events,
+		observer: d.Observer, events: d.Events, audits: d.Audit,
 		runners: newRunnerCache(cfg.RunnerCacheTTL), hub: newPipelineHub(), jobs: newJobCache(jobCacheSize),
 		touches: newRecent[time.Time](jobCacheSize)}
 	s.watchers = newVersionWatcher(d.Queue, d.Log)
@@ -105,25 +108,27 @@ func (s *Service) Now() time.Time { return s.now() }
 // Config returns the service configuration.
 func (s *Service) Config() Config { return s.cfg }
 
-// RegisterRunner creates a runner and returns its token (shown once).
-func (s *Service) RegisterRunner(ctx context.Context, r Runner) (Runner, string, error) {
+// RegisterRunner creates a runner for actor and returns its token (shown once).
+func (s *Service) RegisterRunner(ctx context.Context, r Runner, actor string) (Runner, string, error) {
 	token := NewToken(RunnerTokenPrefix)
 	created, err := s.store.CreateRunner(ctx, r, HashToken(token))
 	if err != nil {
 		return Runner{}, "", err
 	}
+	s.audit(ctx, actor, "runner_created", runnerTarget(created.ID), runnerDetail(created))
 	return created, token, nil
 }
 
-// UpdateRunner changes a runner's settings and makes every runner poll Postgres again,
-// so an unpaused or retagged runner sees its builds at its next request.
-func (s *Service) UpdateRunner(ctx context.Context, id int64, u RunnerUpdate) (Runner, error) {
+// UpdateRunner changes a runner's settings for actor and makes every runner poll Postgres
+// again, so an unpaused or retagged runner sees its builds at its next request.
+func (s *Service) UpdateRunner(ctx context.Context, id int64, u RunnerUpdate, actor string) (Runner, error) {
 	r, err := s.store.UpdateRunner(ctx, id, u)
 	if err != nil {
 		return Runner{}, err
 	}
 	s.runners.forgetRunner(id)
 	s.bumpQueue(ctx)
+	s.audit(ctx, actor, "runner_updated", runnerTarget(id), runnerDetail(r))
 	return r, nil
 }
 

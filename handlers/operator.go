@@ -185,12 +185,10 @@ func (h *Handler) createRunner(w http.ResponseWriter, r *http.Request) error {
 	if u.Paused != nil {
 		runner.Paused = *u.Paused
 	}
-	created, token, err := h.svc.RegisterRunner(r.Context(), runner)
+	created, token, err := h.svc.RegisterRunner(r.Context(), runner, actor(r))
 	if err != nil {
 		return err
 	}
-	h.svc.Audit(r.Context(), actor(r), "runner_created", "runner:"+strconv.FormatInt(created.ID, 10),
-		map[string]any{"tag_list": created.Tags, "run_untagged": created.RunUntagged, "paused": created.Paused})
 	writeJSON(w, http.StatusCreated, api.RunnerCreated{ID: created.ID, Token: token})
 	return nil
 }
@@ -253,12 +251,10 @@ func (h *Handler) updateRunner(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rn, err := h.svc.UpdateRunner(r.Context(), id, u)
+	rn, err := h.svc.UpdateRunner(r.Context(), id, u, actor(r))
 	if err != nil {
 		return err
 	}
-	h.svc.Audit(r.Context(), actor(r), "runner_updated", "runner:"+strconv.FormatInt(id, 10),
-		map[string]any{"tag_list": rn.Tags, "run_untagged": rn.RunUntagged, "paused": rn.Paused})
 	writeJSON(w, http.StatusOK, runnerView(rn))
 	return nil
 }
@@ -394,11 +390,10 @@ func (h *Handler) cancelPipeline(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p, err := h.svc.CancelPipeline(r.Context(), pid, id)
+	p, err := h.svc.CancelPipeline(r.Context(), pid, id, actor(r))
 	if err != nil {
 		return err
 	}
-	h.svc.Audit(r.Context(), actor(r), "pipeline_canceled", "pipeline:"+strconv.FormatInt(id, 10), nil)
 	writeJSON(w, http.StatusOK, pipelineView(p))
 	return nil
 }
@@ -516,7 +511,6 @@ func (h *Handler) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	h.svc.Audit(r.Context(), actor(r), "job_canceled", "job:"+strconv.FormatInt(id, 10), map[string]any{"status": v.Status})
 	writeJSON(w, http.StatusOK, jobView(v))
 	return nil
 }
@@ -530,7 +524,6 @@ func (h *Handler) retryJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	h.svc.Audit(r.Context(), actor(r), "job_retried", "job:"+strconv.FormatInt(id, 10), map[string]any{"new_id": v.ID})
 	writeJSON(w, http.StatusCreated, jobView(v))
 	return nil
 }

@@ -142,7 +142,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 	rs := redisstore.New(rdb, cfg.RedisKeyPrefix)
 	store := pgstore.New(pool)
 	svc := builds.NewService(builds.Deps{Store: store, Leases: rs, Queue: rs, Events: rs,
-		TwoPhase: flags.TwoPhaseCommit, Observer: m, Now: opts.Now, Log: log,
+		TwoPhase: flags.TwoPhaseCommit, Observer: m, Audit: store, Now: opts.Now, Log: log,
 		Config: builds.Config{AckTTL: cfg.AckTTL, MaxProvisioningWait: cfg.MaxProvisioningWait,
 			TraceLimit: cfg.TraceLimit, LongPoll: cfg.LongPoll, Policy: builds.DefaultRetryPolicy(cfg.AutoRetryMax)}})
 	registerWaiters(reg, svc)

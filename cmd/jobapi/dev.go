@@ -86,7 +86,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	runner, token, err := srv.Service.RegisterRunner(ctx, builds.Runner{Description: "demo runner", RunUntagged: true})
+	runner, token, err := srv.Service.RegisterRunner(ctx, builds.Runner{Description: "demo runner", RunUntagged: true}, "jobapi dev")
 	if err != nil {
 		_ = srv.Close()
 		return err
