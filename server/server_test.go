@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobapi/jobapi/jobapitest"
+	"github.com/jobapi/jobapi/e2e/jobapitest"
 	"github.com/jobapi/jobapi/runnerclient"
 	"github.com/jobapi/jobapi/server"
 	"github.com/jobapi/jobapi/testenv"

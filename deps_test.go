@@ -1,0 +1,191 @@
+package jobapi_test
+
+import (
+	"bufio"
+	"bytes"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// module is the import path of this repository; rules below name its packages relative to it.
+const module = "github.com/jobapi/jobapi"
+
+// layerRule is one line of the dependency rule (STYLE "The shape we aim for"). Patterns are
+// written as for the go command: "./builds" is this module's package, "./handlers/..." a
+// tree of them, "./..." all of them; "net/http" and "github.com/jackc/pgx/v5/..." name
+// packages of the standard library and of other modules.
+type layerRule struct {
+	pkgs string
+	// allowed, when set, is all the packages may import besides the standard library. What an
+	// allowed package imports in turn is its own business (pgx's dependencies are pgx's), so
+	// the walk stops there; it continues through the standard library.
+	allowed []string
+	// forbidden may not be reached by any chain of imports.
+	forbidden []string
+	why       string
+}
+
+var layerRules = []layerRule{
+	{pkgs: "./builds", allowed: []string{}, forbidden: []string{"net/http"},
+		why: "the domain uses only the standard library, and no transport"},
+	{pkgs: "./api", allowed: []string{},
+		why: "the wire types use only the standard library"},
+	{pkgs: "./builds/pgstore", allowed: []string{"./builds", "github.com/jackc/pgx/v5/..."},
+		why: "the Postgres adapter carries out builds' plans with pgx, nothing else"},
+	{pkgs: "./builds/redisstore", allowed: []string{"./builds", "github.com/redis/go-redis/v9/..."},
+		why: "the Redis adapter serves builds' interfaces with go-redis, nothing else"},
+	{pkgs: "./featureflags", allowed: []string{"github.com/open-feature/go-sdk/openfeature/..."},
+		why: "flag keys and getters know OpenFeature only; the Postgres provider is pgflags"},
+	{pkgs: "./handlers/...", forbidden: []string{"github.com/jackc/pgx/v5/...", "github.com/redis/go-redis/v9/..."},
+		why: "handlers speak HTTP and call builds; storage errors reach them as builds' sentinels"},
+	{pkgs: "./...", forbidden: []string{"./cmd/..."},
+		why: "commands are leaves: what two of them share belongs in a package of its own"},
+}
+
+// TestDependencyRule checks every rule against `go list -deps` of the whole module and names
+// the chain of imports that breaks one.
+func TestDependencyRule(t *testing.T) {
+	t.Parallel()
+	graph := listDeps(t)
+	for _, rule := range layerRules {
+		matched := 0
+		for pkg := range graph.imports {
+			if !matchPattern(rule.pkgs, pkg) {
+				continue
+			}
+			matched++
+			for _, v := range rule.violations(graph, pkg) {
+				t.Errorf("%s: %s\n\trule for %s: %s", rule.describe(v), chainString(v), rule.pkgs, rule.why)
+			}
+		}
+		if matched == 0 {
+			t.Errorf("rule for %s matches no package: a package was moved or renamed; update the rule", rule.pkgs)
+		}
+	}
+}
+
+// depGraph is the import graph of the module's packages and everything they depend on.
+type depGraph struct {
+	imports  map[string][]string
+	standard map[string]bool
+}
+
+func listDeps(t *testing.T) depGraph {
+	t.Helper()
+	// Test files are left out: the rule is about what the product links.
+	cmd := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}}	{{.Standard}}	{{join .Imports " "}}`, "./...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./...: %v\n%s", err, stderr.Bytes())
+	}
+	g := depGraph{imports: map[string][]string{}, standard: map[string]bool{}}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		fields := strings.Split(sc.Text(), "\t")
+		if len(fields) != 3 {
+			t.Fatalf("go list line %q: want 3 tab-separated fields", sc.Text())
+		}
+		g.imports[fields[0]] = strings.Fields(fields[2])
+		g.standard[fields[0]] = fields[1] == "true"
+	}
+	if len(g.imports) == 0 {
+		t.Fatal("go list -deps ./... listed no packages")
+	}
+	g.standard["C"] = true // cgo's pseudo-package, imported by net and os/user under cgo
+	return g
+}
+
+// violations walks pkg's imports breadth first and returns the shortest chain (pkg first)
+// to each dependency the rule does not allow.
+func (r layerRule) violations(g depGraph, pkg string) [][]string {
+	parent := map[string]string{pkg: ""}
+	queue := []string{pkg}
+	var bad [][]string
+	for len(queue) > 0 {
+		from := queue[0]
+		queue = queue[1:]
+		for _, dep := range g.imports[from] {
+			if _, seen := parent[dep]; seen {
+				continue
+			}
+			parent[dep] = from
+			stop := false
+			switch {
+			case r.isForbidden(dep):
+				bad, stop = append(bad, chain(parent, dep)), true
+			case r.allowed != nil && !g.standard[dep] && !r.isAllowed(dep):
+				bad, stop = append(bad, chain(parent, dep)), true
+			case r.allowed != nil && r.isAllowed(dep):
+				stop = true // its own imports are its own business (and maybe its own rule)
+			}
+			if !stop {
+				queue = append(queue, dep)
+			}
+		}
+	}
+	return bad
+}
+
+func (r layerRule) isForbidden(pkg string) bool {
+	return slices.ContainsFunc(r.forbidden, func(p string) bool { return matchPattern(p, pkg) })
+}
+
+func (r layerRule) isAllowed(pkg string) bool {
+	return slices.ContainsFunc(r.allowed, func(p string) bool { return matchPattern(p, pkg) })
+}
+
+// describe says which half of the rule the chain's last package breaks.
+func (r layerRule) describe(chain []string) string {
+	last := chain[len(chain)-1]
+	if r.isForbidden(last) {
+		return "forbidden import " + short(last)
+	}
+	if len(r.allowed) == 0 {
+		return "import outside the standard library " + short(last)
+	}
+	names := make([]string, len(r.allowed))
+	for i, a := range r.allowed {
+		names[i] = short(a)
+	}
+	return "import " + short(last) + " is not the standard library or one of " + strings.Join(names, ", ")
+}
+
+// matchPattern reports whether pkg is named by pattern (see layerRule).
+func matchPattern(pattern, pkg string) bool {
+	if rel, ok := strings.CutPrefix(pattern, "."); ok {
+		pattern = module + rel
+	}
+	if tree, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return pkg == tree || strings.HasPrefix(pkg, tree+"/")
+	}
+	return pkg == pattern
+}
+
+func chain(parent map[string]string, last string) []string {
+	var c []string
+	for p := last; p != ""; p = parent[p] {
+		c = append(c, p)
+	}
+	slices.Reverse(c)
+	return c
+}
+
+func chainString(c []string) string {
+	names := make([]string, len(c))
+	for i, p := range c {
+		names[i] = short(p)
+	}
+	return strings.Join(names, " → ")
+}
+
+// short drops the module prefix from the module's own packages (and from patterns).
+func short(pkg string) string {
+	if s, ok := strings.CutPrefix(pkg, module+"/"); ok {
+		return s
+	}
+	return strings.TrimPrefix(pkg, "./")
+}

@@ -1,0 +1,514 @@
+package apitest_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobapi/jobapi/api"
+	"github.com/jobapi/jobapi/e2e/jobapitest"
+)
+
+// takeNamed takes the next job and checks it is the named one.
+func takeNamed(t *testing.T, inst *jobapitest.Instance, token, name string) api.Job {
+	t.Helper()
+	j := takeJob(t, inst.URL, token)
+	if j.JobInfo.Name != name {
+		t.Fatalf("got job %q, want %q", j.JobInfo.Name, name)
+	}
+	return j
+}
+
+func wantStatuses(t *testing.T, p api.Pipeline, pipeline string, jobs map[string]string) {
+	t.Helper()
+	got := jobStatuses(p)
+	for name, want := range jobs {
+		if got[name] != want {
+			t.Errorf("job %s is %s, want %s (all: %v)", name, got[name], want, got)
+		}
+	}
+	if p.Status != pipeline {
+		t.Errorf("pipeline %s, want %s (jobs %v)", p.Status, pipeline, got)
+	}
+}
+
+func TestPipelineStages(t *testing.T) {
+	t.Parallel()
+	inst := start(t, nil)
+	_, token := createRunner(t, inst, nil, true)
+	stages := []string{"build", "test", "deploy"}
+
+	t.Run("stages release in order", func(t *testing.T) {
+		p := inst.CreatePipeline(t, 5, stages,
+			jobapitest.Job{"name": "compile", "stage": "build", "script": "make"},
+			jobapitest.Job{"name": "unit", "stage": "test", "script": "go test"},
+			jobapitest.Job{"name": "lint", "stage": "test", "script": "vet"},
+			jobapitest.Job{"name": "ship", "stage": "deploy", "script": "ship"})
+		if p.ProjectID != 5 || p.ID == 0 || len(p.Jobs) != 4 {
+			t.Fatalf("created pipeline %+v", p)
+		}
+		wantStatuses(t, p, "pending", map[string]string{"compile": "pending", "unit": "created", "lint": "created", "ship": "created"})
+
+		compile := takeNamed(t, inst, token, "compile")
+		wantStatuses(t, getPipeline(t, inst, p), "running", map[string]string{"compile": "running", "unit": "created"})
+		wantNoJob(t, inst.URL, token)
+		finishJob(t, inst.URL, compile, "success", "", 0)
+		wantStatuses(t, getPipeline(t, inst, p), "running", map[string]string{"compile": "success", "unit": "pending", "lint": "pending", "ship": "created"})
+
+		unit := takeNamed(t, inst, token, "unit")
+		lint := takeNamed(t, inst, token, "lint")
+		finishJob(t, inst.URL, unit, "success", "", 0)
+		wantStatuses(t, getPipeline(t, inst, p), "running", map[string]string{"unit": "success", "lint": "running", "ship": "created"})
+		finishJob(t, inst.URL, lint, "success", "", 0)
+		ship := takeNamed(t, inst, token, "ship")
+		finishJob(t, inst.URL, ship, "success", "", 0)
+		got := getPipeline(t, inst, p)
+		wantStatuses(t, got, "success", map[string]string{"compile": "success", "unit": "success", "lint": "success", "ship": "success"})
+		if got.FinishedAt == nil {
+			t.Error("finished pipeline without finished_at")
+		}
+		// /jobs lists the same builds in the job shape.
+		var jobs []api.JobDetail
+		inst.MustDo(t, http.StatusOK, "GET", pipelinePath(p)+"/jobs", nil, &jobs)
+		if len(jobs) != 4 || jobs[0].Name != "compile" || jobs[0].Status != "success" {
+			t.Errorf("pipeline jobs %+v", jobs)
+		}
+	})
+
+	t.Run("first stage with jobs starts, empty stages are passed over", func(t *testing.T) {
+		p := inst.CreatePipeline(t, 5, stages,
+			jobapitest.Job{"name": "unit", "stage": "test", "script": "x"},
+			jobapitest.Job{"name": "ship", "stage": "deploy", "script": "x"})
+		wantStatuses(t, p, "pending", map[string]string{"unit": "pending", "ship": "created"})
+		finishJob(t, inst.URL, takeNamed(t, inst, token, "unit"), "success", "", 0)
+		finishJob(t, inst.URL, takeNamed(t, inst, token, "ship"), "success", "", 0)
+		wantStatuses(t, getPipeline(t, inst, p), "success", nil)
+	})
+
+	t.Run("a failure skips later stages", func(t *testing.T) {
+		p := inst.CreatePipeline(t, 5, stages,
+			jobapitest.Job{"name": "compile", "stage": "build", "script": "x"},
+			jobapitest.Job{"name": "other", "stage": "build", "script": "x"},
+			jobapitest.Job{"name": "unit", "stage": "test", "script": "x"},
+			jobapitest.Job{"name": "ship", "stage": "deploy", "script": "x"})
+		compile := takeNamed(t, inst, token, "compile")
+		other := takeNamed(t, inst, token, "other")
+		finishJob(t, inst.URL, compile, "failed", "script_failure", 2)
+		// The stage still has a running job: nothing is decided yet.
+		wantStatuses(t, getPipeline(t, inst, p), "running", map[string]string{"compile": "failed", "other": "running", "unit": "created"})
+		finishJob(t, inst.URL, other, "success", "", 0)
+		got := getPipeline(t, inst, p)
+		wantStatuses(t, got, "failed", map[string]string{"compile": "failed", "other": "success", "unit": "skipped", "ship": "skipped"})
+		if got.FinishedAt == nil {
+			t.Error("failed pipeline without finished_at")
+		}
+		wantNoJob(t, inst.URL, token)
+		if ev := jobapitest.EventTypes(inst.Events(t, 5, jobByName(t, got, "unit").ID)); ev != "created,skipped" {
+			t.Errorf("skipped job events %s", ev)
+		}
+	})
+
+	t.Run("allow_failure lets the pipeline continue", func(t *testing.T) {
+		p := inst.CreatePipeline(t, 5, stages,
+			jobapitest.Job{"name": "flaky", "stage": "build", "script": "x", "allow_failure": true},
+			jobapitest.Job{"name": "unit", "stage": "test", "script": "x"})
+		finishJob(t, inst.URL, takeNamed(t, inst, token, "flaky"), "failed", "script_failure", 1)
+		wantStatuses(t, getPipeline(t, inst, p), "running", map[string]string{"flaky": "failed", "unit": "pending"})
+		finishJob(t, inst.URL, takeNamed(t, inst, token, "unit"), "success", "", 0)
+		wantStatuses(t, getPipeline(t, inst, p), "success", map[string]string{"flaky": "failed", "unit": "success"})
+	})
+
+	t.Run("job retry rule retries a script failure", func(t *testing.T) {
+		p := inst.CreatePipeline(t, 5, stages,
+			jobapitest.Job{"name": "flaky", "stage": "build", "script": "x", "retry": map[string]any{"max": 1, "when": []string{"script_failure"}}},
+			jobapitest.Job{"name": "unit", "stage": "test", "script": "x"})
+		first := takeNamed(t, inst, token, "flaky")
+		finishJob(t, inst.URL, first, "failed", "script_failure", 1)
+		second := takeNamed(t, inst, token, "flaky")
+		if d := inst.Job(t, 5, second.ID); d.Attempt != 2 || d.RetryOf == nil || *d.RetryOf != first.ID {
+			t.Errorf("automatic retry %+v", d)
+		}
+		if second.Token == first.Token {
+			t.Error("the retry reuses the old job token")
+		}
+		// The old attempt's token is fenced off.
+		resp, b := updateJob(t, inst.URL, first.ID, first.Token, map[string]any{"state": "running"})
+		wantJSONError(t, resp, b, http.StatusForbidden)
+		wantJobStatus(t, resp, "failed")
+		finishJob(t, inst.URL, second, "failed", "script_failure", 1)
+		// Limit reached: stays failed, later stages skipped.
+		wantStatuses(t, getPipeline(t, inst, p), "failed", map[string]string{"flaky": "failed", "unit": "skipped"})
+		if ev := jobapitest.EventTypes(inst.Events(t, 5, second.ID)); !strings.Contains(ev, "retry_exhausted") {
+			t.Errorf("events of the last attempt %s, want retry_exhausted", ev)
+		}
+	})
+}
+
+func TestPipelineInvalidDefinitions(t *testing.T) {
+	t.Parallel()
+	inst := start(t, nil)
+	job := func(kv ...any) map[string]any {
+		j := map[string]any{"name": "a", "stage": "test", "script": []string{"x"}}
+		for i := 0; i+1 < len(kv); i += 2 {
+			if kv[i+1] == nil {
+				delete(j, kv[i].(string))
+			} else {
+				j[kv[i].(string)] = kv[i+1]
+			}
+		}
+		return j
+	}
+	def := func(jobs ...map[string]any) map[string]any {
+		return map[string]any{"stages": []string{"build", "test"}, "jobs": jobs}
+	}
+	cases := []struct {
+		name string
+		body any
+		want string // part of the message
+	}{
+		{"no jobs", def(), "at least one job"},
+		{"jobs missing", map[string]any{"stages": []string{"test"}}, "at least one job"},
+		{"stage not in stages", def(job("stage", "deploy")), "not in stages"},
+		{"default stage absent", map[string]any{"stages": []string{"build"}, "jobs": []any{job("stage", nil)}}, "not in stages"},
+		{"empty script list", def(job("script", []string{})), "script"},
+		{"no script", def(job("script", nil)), "script"},
+		{"empty name", def(job("name", "")), "name"},
+		{"long name", def(job("name", strings.Repeat("n", 256))), "longer"},
+		{"duplicate names", def(job(), job("stage", "build")), "used twice"},
+		{"duplicate stages", map[string]any{"stages": []string{"a", "a"}, "jobs": []any{job("stage", "a")}}, "twice"},
+		{"empty stage name", map[string]any{"stages": []string{""}, "jobs": []any{job()}}, "stage"},
+		{"unknown top-level field", map[string]any{"stages": []string{"test"}, "jobs": []any{job()}, "stagez": 1}, "stagez"},
+		{"unknown job field", def(job("scrpt", "x")), "scrpt"},
+		{"bad variable name", def(job("variables", map[string]any{"1BAD": "x"})), "variable name"},
+		{"variable name with dash", def(job("variables", map[string]any{"A-B": "x"})), "variable name"},
+		{"empty variable name", def(job("variables", map[string]any{"": "x"})), "variable name"},
+		{"variable of wrong type", def(job("variables", map[string]any{"A": []int{1}})), "variable"},
+		{"variable object without value", def(job("variables", map[string]any{"A": map[string]any{"masked": true}})), "variable"},
+		{"script of wrong type", def(job("script", 5)), "script"},
+		{"stages of wrong type", map[string]any{"stages": "test", "jobs": []any{job()}}, "stages"},
+		{"jobs of wrong type", map[string]any{"jobs": map[string]any{"a": 1}}, "jobs"},
+		{"allow_failure string", def(job("allow_failure", "yes")), "allow_failure"},
+		{"tags of wrong type", def(job("tags", "docker")), "tags"},
+		{"empty tag", def(job("tags", []string{""})), "tags"},
+		{"negative timeout", def(job("timeout", -5)), "timeout"},
+		{"zero timeout", def(job("timeout", 0)), "timeout"},
+		{"timeout over 30 days", def(job("timeout", 31*24*3600)), "timeout"},
+		{"timeout garbage", def(job("timeout", "soon")), "timeout"},
+		{"timeout overflow", def(job("timeout", 1e30)), "timeout"},
+		{"retry too high", def(job("retry", 11)), "retry"},
+		{"retry negative", def(job("retry", map[string]any{"max": -1})), "retry"},
+		{"retry unknown reason", def(job("retry", map[string]any{"max": 1, "when": []string{"bogus"}})), "retry"},
+		{"retry unknown key", def(job("retry", map[string]any{"max": 1, "if": "x"})), "retry"},
+		{"timeout_strategy unknown", map[string]any{"stages": []string{"test"}, "jobs": []any{job()}, "timeout_strategy": "sometimes"}, "timeout_strategy"},
+		{"bad sha", map[string]any{"stages": []string{"test"}, "jobs": []any{job()}, "sha": "xyz"}, "sha"},
+		{"long ref", map[string]any{"stages": []string{"test"}, "jobs": []any{job()}, "ref": strings.Repeat("r", 300)}, "ref"},
+		{"not an object", []any{1, 2}, ""},
+		{"null", nil, "job"},
+		{"malformed", `{"stages": ["test"], "jobs": [`, "JSON"},
+		{"trailing garbage", `{"stages": ["test"], "jobs": [{"name": "a", "script": "x"}]} x`, "JSON"},
+		{"too many jobs", def(manyJobs(5001)...), "5000"},
+		{"script line too long", def(job("script", []string{strings.Repeat("x", 65<<10)})), "longer"},
+	}
+	before := rowCounts(t, inst)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			body := c.body
+			if body == nil {
+				body = "null"
+			}
+			resp, b := admin(t, inst, "POST", "/api/v4/projects/9/pipeline", body)
+			msg := wantJSONError(t, resp, b, http.StatusBadRequest)
+			if !strings.Contains(strings.ToLower(msg), strings.ToLower(c.want)) {
+				t.Errorf("message %q does not mention %q", msg, c.want)
+			}
+		})
+	}
+	// A form body is refused: a definition must be JSON.
+	resp, b := admin(t, inst, "POST", "/api/v4/projects/9/pipeline", "jobs=a", "Content-Type", "application/x-www-form-urlencoded")
+	if resp.StatusCode != http.StatusUnsupportedMediaType && resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("form definition: %d %s", resp.StatusCode, b)
+	}
+	if after := rowCounts(t, inst); !sameCounts(before, after) {
+		t.Errorf("invalid definitions wrote rows: %v → %v", before, after)
+	}
+	// The same endpoint accepts a valid definition, with .gitlab-ci.yml's spellings.
+	var p api.Pipeline
+	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects/9/pipeline", map[string]any{
+		"ref": "feature/x", "sha": strings.Repeat("ab", 20), "timeout_strategy": "optimistic",
+		"jobs": []any{job("stage", nil, "script", "one line", "timeout", "2h", "retry", 2,
+			"variables", map[string]any{"N": 5, "M": map[string]any{"value": "v", "masked": true}})},
+	}, &p)
+	if p.Status != "pending" || p.Ref != "feature/x" || p.TimeoutStrategy != "optimistic" || len(p.Stages) != 3 {
+		t.Errorf("pipeline with defaults %+v", p)
+	}
+}
+
+func manyJobs(n int) []map[string]any {
+	out := make([]map[string]any, n)
+	for i := range out {
+		out[i] = map[string]any{"name": fmt.Sprintf("j%d", i), "stage": "test", "script": "x"}
+	}
+	return out
+}
+
+func TestCancelJob(t *testing.T) {
+	t.Parallel()
+	inst := start(t, nil)
+	_, token := createRunner(t, inst, nil, true)
+
+	t.Run("pending is canceled at once", func(t *testing.T) {
+		p := inst.CreatePipeline(t, 8, []string{"a", "b"},
+			jobapitest.Job{"name": "first", "stage": "a", "script": "x"},
+			jobapitest.Job{"name": "second", "stage": "b", "script": "x"})
+		id := jobByName(t, p, "first").ID
+		var d api.JobDetail
+		inst.MustDo(t, http.StatusOK, "POST", fmt.Sprintf("/api/v4/projects/8/jobs/%d/cancel", id), nil, &d)
+		if d.Status != "canceled" || d.FinishedAt == nil {
+			t.Errorf("canceled pending job %+v", d)
+		}
+		wantStatuses(t, getPipeline(t, inst, p), "canceled", map[string]string{"first": "canceled", "second": "skipped"})
+		wantNoJob(t, inst.URL, token)
+		// Canceling it again: it is finished.
+		resp, b := admin(t, inst, "POST", fmt.Sprintf("/api/v4/projects/8/jobs/%d/cancel", id), nil)
+		wantJSONError(t, resp, b, http.StatusConflict)
+		// The event names the operator action.
+		ev := inst.Events(t, 8, id)
+		if last := ev[len(ev)-1]; last.Type != "canceled" || !strings.HasPrefix(fmt.Sprint(last.Detail["actor"]), "admin") {
+			t.Errorf("last event %+v", last)
+		}
+	})
+
+	t.Run("running goes through canceling", func(t *testing.T) {
+		p := inst.CreatePipeline(t, 8, []string{"a", "b"},
+			jobapitest.Job{"name": "long", "stage": "a", "script": "sleep 100"},
+			jobapitest.Job{"name": "after", "stage": "b", "script": "x"})
+		job := takeNamed(t, inst, token, "long")
+		resp, b := patchTrace(t, inst.URL, job.ID, job.Token, 0, []byte("working\n"))
+		wantStatus(t, resp, b, http.StatusAccepted)
+
+		var d api.JobDetail
+		inst.MustDo(t, http.StatusOK, "POST", fmt.Sprintf("/api/v4/projects/8/jobs/%d/cancel", job.ID), nil, &d)
+		if d.Status != "canceling" {
+			t.Errorf("canceled running job %s, want canceling", d.Status)
+		}
+		// Asking again while canceling is harmless.
+		inst.MustDo(t, http.StatusOK, "POST", fmt.Sprintf("/api/v4/projects/8/jobs/%d/cancel", job.ID), nil, &d)
+
+		// The runner learns it from its next PUT and PATCH (and may still send after_script output).
+		resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "running"})
+		wantStatus(t, resp, b, http.StatusOK)
+		wantJobStatus(t, resp, "canceling")
+		resp, b = patchTrace(t, inst.URL, job.ID, job.Token, 8, []byte("after_script\n"))
+		wantStatus(t, resp, b, http.StatusAccepted)
+		wantJobStatus(t, resp, "canceling")
+
+		// Its final update (failed/job_canceled, as gitlab-runner sends it) ends it canceled.
+		resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "failed", "failure_reason": "job_canceled"})
+		wantStatus(t, resp, b, http.StatusOK)
+		wantJobStatus(t, resp, "canceled")
+		resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "failed", "failure_reason": "job_canceled"})
+		wantStatus(t, resp, b, http.StatusOK)
+		wantJobStatus(t, resp, "canceled")
+		resp, b = patchTrace(t, inst.URL, job.ID, job.Token, 21, []byte("late\n"))
+		wantJSONError(t, resp, b, http.StatusForbidden)
+		wantJobStatus(t, resp, "canceled")
+
+		got := getPipeline(t, inst, p)
+		wantStatuses(t, got, "canceled", map[string]string{"long": "canceled", "after": "skipped"})
+		if d := inst.Job(t, 8, job.ID); d.RetriedBy != nil {
+			t.Errorf("a canceled job was retried: %+v", d)
+		}
+		ev := jobapitest.EventTypes(inst.Events(t, 8, job.ID))
+		if !strings.Contains(ev, "cancel_requested") || !strings.HasSuffix(ev, "finished") {
+			t.Errorf("events %s", ev)
+		}
+		_, b = admin(t, inst, "GET", fmt.Sprintf("/api/v4/projects/8/jobs/%d/trace", job.ID), nil)
+		if string(b) != "working\nafter_script\n" {
+			t.Errorf("trace %q", b)
+		}
+	})
+
+	t.Run("pipeline cancel", func(t *testing.T) {
+		p := inst.CreatePipeline(t, 8, []string{"a", "b"},
+			jobapitest.Job{"name": "run", "stage": "a", "script": "x"},
+			jobapitest.Job{"name": "wait", "stage": "a", "script": "x"},
+			jobapitest.Job{"name": "later", "stage": "b", "script": "x"})
+		job := takeNamed(t, inst, token, "run")
+		var got api.Pipeline
+		inst.MustDo(t, http.StatusOK, "POST", pipelinePath(p)+"/cancel", nil, &got)
+		wantStatuses(t, got, "running", map[string]string{"run": "canceling", "wait": "canceled", "later": "canceled"})
+		finishJob(t, inst.URL, job, "success", "", 0)
+		wantStatuses(t, getPipeline(t, inst, p), "canceled", map[string]string{"run": "canceled"})
+	})
+}
+
+func TestRetryJob(t *testing.T) {
+	t.Parallel()
+	inst := start(t, nil)
+	_, token := createRunner(t, inst, nil, true)
+	p := inst.CreatePipeline(t, 6, []string{"build", "test"},
+		jobapitest.Job{"name": "compile", "stage": "build", "script": "x"},
+		jobapitest.Job{"name": "unit", "stage": "test", "script": "x"})
+	first := takeNamed(t, inst, token, "compile")
+	finishJob(t, inst.URL, first, "failed", "script_failure", 1)
+	wantStatuses(t, getPipeline(t, inst, p), "failed", map[string]string{"compile": "failed", "unit": "skipped"})
+
+	var retry api.JobDetail
+	inst.MustDo(t, http.StatusCreated, "POST", fmt.Sprintf("/api/v4/projects/6/jobs/%d/retry", first.ID), nil, &retry)
+	if retry.ID == first.ID || retry.Status != "pending" || retry.Attempt != 2 || retry.RetryOf == nil || *retry.RetryOf != first.ID ||
+		retry.Name != "compile" || retry.Stage != "build" {
+		t.Fatalf("retry %+v", retry)
+	}
+	if old := inst.Job(t, 6, first.ID); old.Status != "failed" || old.RetriedBy == nil || *old.RetriedBy != retry.ID {
+		t.Errorf("old attempt %+v", old)
+	}
+	// The pipeline is re-opened: the skipped stage waits again.
+	wantStatuses(t, getPipeline(t, inst, p), "pending", map[string]string{"compile": "pending", "unit": "created"})
+	// The old attempt cannot be retried twice.
+	resp, b := admin(t, inst, "POST", fmt.Sprintf("/api/v4/projects/6/jobs/%d/retry", first.ID), nil)
+	wantJSONError(t, resp, b, http.StatusConflict)
+	// A pending job cannot be retried.
+	resp, b = admin(t, inst, "POST", fmt.Sprintf("/api/v4/projects/6/jobs/%d/retry", retry.ID), nil)
+	wantJSONError(t, resp, b, http.StatusConflict)
+	// Another project's path does not find it.
+	resp, b = admin(t, inst, "POST", fmt.Sprintf("/api/v4/projects/7/jobs/%d/retry", retry.ID), nil)
+	wantJSONError(t, resp, b, http.StatusNotFound)
+
+	second := takeNamed(t, inst, token, "compile")
+	if second.ID != retry.ID {
+		t.Fatalf("runner got %d, want the retry %d", second.ID, retry.ID)
+	}
+	finishJob(t, inst.URL, second, "success", "", 0)
+	finishJob(t, inst.URL, takeNamed(t, inst, token, "unit"), "success", "", 0)
+	got := getPipeline(t, inst, p)
+	wantStatuses(t, got, "success", map[string]string{"compile": "success", "unit": "success"})
+	if len(got.Jobs) != 3 {
+		t.Errorf("pipeline jobs %+v, want both attempts and unit", got.Jobs)
+	}
+
+	ev := inst.Events(t, 6, first.ID)
+	if types := jobapitest.EventTypes(ev); types != "queued,assigned,finished,retried" {
+		t.Errorf("first attempt events %s", types)
+	}
+	if d := ev[len(ev)-1].Detail; d["new_id"] != float64(retry.ID) {
+		t.Errorf("retried event detail %v", d)
+	}
+}
+
+func TestJobEvents(t *testing.T) {
+	t.Parallel()
+	inst := start(t, nil)
+	_, token := createRunner(t, inst, nil, true)
+	inst.CreatePipeline(t, 2, []string{"test"}, jobapitest.Job{"name": "j", "stage": "test", "script": "x"})
+	resp, b := requestJob(t, inst.URL, token, "s_events", "")
+	wantStatus(t, resp, b, http.StatusCreated)
+	job := decode[api.Job](t, b)
+	finishJob(t, inst.URL, job, "failed", "script_failure", 4)
+
+	path := fmt.Sprintf("/api/v4/projects/2/jobs/%d/events", job.ID)
+	resp, b = admin(t, inst, "GET", path, nil)
+	wantStatus(t, resp, b, http.StatusOK)
+	// Raw shape: exactly {id, type, at, runner_manager, detail}.
+	raw := decode[[]map[string]any](t, b)
+	for _, e := range raw {
+		for _, k := range []string{"id", "type", "at", "runner_manager", "detail"} {
+			if _, ok := e[k]; !ok {
+				t.Errorf("event %v lacks %s", e, k)
+			}
+		}
+		if _, ok := e["detail"].(map[string]any); !ok {
+			t.Errorf("event detail %v is not an object", e["detail"])
+		}
+	}
+	ev := decode[[]api.Event](t, b)
+	if types := jobapitest.EventTypes(ev); types != "queued,assigned,finished" {
+		t.Fatalf("events %s", types)
+	}
+	for i := 1; i < len(ev); i++ {
+		if ev[i].ID <= ev[i-1].ID || ev[i].At.Before(ev[i-1].At) {
+			t.Errorf("events not oldest first: %+v", ev)
+		}
+	}
+	if ev[1].RunnerManager != "s_events" || ev[2].RunnerManager != "s_events" {
+		t.Errorf("runner_manager of assigned/finished: %q %q", ev[1].RunnerManager, ev[2].RunnerManager)
+	}
+	if d := ev[2].Detail; d["status"] != "failed" || d["failure_reason"] != "script_failure" || d["exit_code"] != float64(4) {
+		t.Errorf("finished detail %v", d)
+	}
+	if time.Since(ev[0].At) > time.Minute || ev[0].At.IsZero() {
+		t.Errorf("event time %v", ev[0].At)
+	}
+	// Paginated like every list.
+	resp, b = admin(t, inst, "GET", path+"?per_page=2&page=2", nil)
+	wantStatus(t, resp, b, http.StatusOK)
+	wantHeaders(t, resp, map[string]string{"X-Page": "2", "X-Per-Page": "2", "X-Total": "3", "X-Next-Page": ""})
+	if page := decode[[]api.Event](t, b); len(page) != 1 || page[0].Type != "finished" {
+		t.Errorf("second page %+v", page)
+	}
+	// Past the end: an empty page that still tells the total.
+	resp, b = admin(t, inst, "GET", path+"?per_page=2&page=5", nil)
+	wantStatus(t, resp, b, http.StatusOK)
+	wantHeaders(t, resp, map[string]string{"X-Page": "5", "X-Total": "3", "X-Next-Page": ""})
+	if page := decode[[]api.Event](t, b); len(page) != 0 {
+		t.Errorf("page past the end %+v", page)
+	}
+}
+
+// TestPipelineJobsArePaged: GET /pipelines/:id/jobs pages like every list endpoint, in
+// stage order, with GitLab's headers; a page past the end is empty, not an error.
+func TestPipelineJobsArePaged(t *testing.T) {
+	t.Parallel()
+	inst := start(t, nil)
+	var jobs []jobapitest.Job
+	for i := 0; i < 25; i++ {
+		stage := "build"
+		if i >= 20 {
+			stage = "test"
+		}
+		jobs = append(jobs, jobapitest.Job{"name": fmt.Sprintf("job-%02d", i), "stage": stage, "script": "true"})
+	}
+	p := inst.CreatePipeline(t, 3, []string{"build", "test"}, jobs...)
+	path := fmt.Sprintf("/api/v4/projects/3/pipelines/%d/jobs", p.ID)
+
+	var seen []string
+	for _, c := range []struct {
+		query      string
+		n          int
+		page, next string
+	}{
+		{"", 20, "1", "2"},
+		{"?page=2", 5, "2", ""},
+		{"?page=3", 0, "3", ""},
+		{"?per_page=10&page=3", 5, "3", ""},
+	} {
+		res, body := inst.Do(t, "GET", path+c.query, nil)
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %s", c.query, res.StatusCode, body)
+		}
+		var got []api.JobDetail
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != c.n || res.Header.Get("X-Total") != "25" || res.Header.Get("X-Page") != c.page ||
+			res.Header.Get("X-Next-Page") != c.next {
+			t.Errorf("%q: %d jobs, X-Total %q, X-Page %q, X-Next-Page %q; want %d, 25, %s, %q", c.query, len(got),
+				res.Header.Get("X-Total"), res.Header.Get("X-Page"), res.Header.Get("X-Next-Page"), c.n, c.page, c.next)
+		}
+		if c.query == "" || c.query == "?page=2" {
+			for _, j := range got {
+				seen = append(seen, j.Name)
+			}
+		}
+	}
+	for i, name := range seen {
+		if want := fmt.Sprintf("job-%02d", i); name != want {
+			t.Fatalf("job %d across pages is %s, want %s: pages must follow stage order", i, name, want)
+		}
+	}
+	if res, _ := inst.Do(t, "GET", path+"?per_page=0", nil); res.StatusCode != http.StatusBadRequest {
+		t.Errorf("per_page=0: %d, want 400", res.StatusCode)
+	}
+}

@@ -1,0 +1,400 @@
+package apitest_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobapi/jobapi/api"
+	"github.com/jobapi/jobapi/e2e/jobapitest"
+)
+
+func TestVerifyRunner(t *testing.T) {
+	t.Parallel()
+	inst := start(t, nil)
+	id, token := createRunner(t, inst, []string{"docker"}, false)
+
+	body := map[string]any{"token": token, "system_id": "s_0123456789ab", "info": runnerInfo()}
+	resp, b := send(t, inst.URL, "POST", "/api/v4/runners/verify", body)
+	wantStatus(t, resp, b, http.StatusOK)
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	got := decode[map[string]any](t, b)
+	if got["id"] != float64(id) || id == 0 {
+		t.Errorf("verify id %v, want %d (non-zero)", got["id"], id)
+	}
+	if got["token"] != token {
+		t.Errorf("verify token %v, want the runner's token echoed", got["token"])
+	}
+	if v, ok := got["token_expires_at"]; !ok || v != nil {
+		t.Errorf("token_expires_at = %v (present %v), want null", v, ok)
+	}
+
+	// The manager is upserted with what the runner reported.
+	var rn api.Runner
+	inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("/api/v4/runners/%d", id), nil, &rn)
+	if len(rn.Managers) != 1 {
+		t.Fatalf("managers %+v, want one", rn.Managers)
+	}
+	m := rn.Managers[0]
+	if m.SystemID != "s_0123456789ab" || m.Version != "19.4.0" || m.Executor != "shell" || m.Architecture != "amd64" {
+		t.Errorf("manager %+v", m)
+	}
+	if !m.Features["cancelable"] || m.Features["two_phase_job_commit"] || len(m.Features) != len(features(false)) {
+		t.Errorf("manager features %v, want %v", m.Features, features(false))
+	}
+	if m.ContactedAt.IsZero() || rn.ContactedAt == nil {
+		t.Errorf("contacted_at not recorded: manager %v runner %v", m.ContactedAt, rn.ContactedAt)
+	}
+
+	// Verifying again (new version) updates the same manager; another system_id adds one.
+	info := runnerInfo()
+	info["version"] = "19.5.0"
+	resp, b = send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"token": token, "system_id": "s_0123456789ab", "info": info})
+	wantStatus(t, resp, b, http.StatusOK)
+	resp, b = send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"token": token, "system_id": "r_other", "info": info})
+	wantStatus(t, resp, b, http.StatusOK)
+	inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("/api/v4/runners/%d", id), nil, &rn)
+	if len(rn.Managers) != 2 || rn.Managers[0].Version != "19.5.0" || rn.Managers[1].SystemID != "r_other" {
+		t.Errorf("managers after second verify: %+v", rn.Managers)
+	}
+
+	// The token in the RUNNER-TOKEN header alone is accepted too.
+	resp, b = send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"system_id": "s_0123456789ab"}, "RUNNER-TOKEN", token)
+	wantStatus(t, resp, b, http.StatusOK)
+
+	before := rowCounts(t, inst)
+	for _, bad := range []string{"glrt-this-token-does-not-exist", "glrt-", "", "x"} {
+		resp, b = send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"token": bad, "system_id": "s_0123456789ab"})
+		wantJSONError(t, resp, b, http.StatusForbidden)
+	}
+	if after := rowCounts(t, inst); !sameCounts(before, after) {
+		t.Errorf("rejected verifies wrote rows: %v → %v", before, after)
+	}
+}
+
+func TestJobRequestPayload(t *testing.T) {
+	t.Parallel()
+	inst := start(t, nil)
+	_, token := createRunner(t, inst, nil, true)
+	p := inst.CreatePipeline(t, 42, []string{"build", "test"}, jobapitest.Job{
+		"name": "compile", "stage": "build",
+		"script":       []string{"echo hello", "make"},
+		"after_script": []string{"echo bye"},
+		"variables":    map[string]any{"GIT_STRATEGY": "none", "SECRET": map[string]any{"value": "s3cr3t", "masked": true}},
+		"timeout":      "1h 30m",
+	}, jobapitest.Job{"name": "unit", "stage": "test", "script": "go test"})
+
+	resp, b := requestJob(t, inst.URL, token, "s_0123456789ab", "")
+	wantStatus(t, resp, b, http.StatusCreated)
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q, want application/json", ct)
+	}
+	job := decode[api.Job](t, b)
+	raw := decode[map[string]any](t, b)
+	compile := jobByName(t, p, "compile")
+
+	if job.ID != compile.ID || job.JobInfo.ID != compile.ID || job.JobInfo.Name != "compile" || job.JobInfo.Stage != "build" ||
+		job.JobInfo.PipelineID != p.ID || job.JobInfo.ProjectID != 42 {
+		t.Errorf("job_info %+v (id %d), want build %d of pipeline %d", job.JobInfo, job.ID, compile.ID, p.ID)
+	}
+	if len(job.Token) < 20 {
+		t.Errorf("job token %q is too short", job.Token)
+	}
+	if job.RunnerInfo.Timeout != 5400 {
+		t.Errorf("runner_info.timeout %d, want 5400 (1h 30m)", job.RunnerInfo.Timeout)
+	}
+	vars := map[string]api.JobVariable{}
+	for _, v := range job.Variables {
+		vars[v.Key] = v
+	}
+	want := map[string]string{
+		"CI_JOB_ID": strconv.FormatInt(job.ID, 10), "CI_JOB_NAME": "compile", "CI_JOB_STAGE": "build",
+		"CI_PIPELINE_ID": strconv.FormatInt(p.ID, 10), "CI_PROJECT_ID": "42", "CI_JOB_TOKEN": job.Token,
+		"GIT_STRATEGY": "none", "SECRET": "s3cr3t",
+	}
+	for k, v := range want {
+		if got, ok := vars[k]; !ok || got.Value != v {
+			t.Errorf("variable %s = %+v (present %v), want value %q", k, got, ok, v)
+		}
+	}
+	if !vars["CI_JOB_TOKEN"].Masked || vars["CI_JOB_TOKEN"].Public {
+		t.Errorf("CI_JOB_TOKEN must be masked and not public: %+v", vars["CI_JOB_TOKEN"])
+	}
+	if !vars["SECRET"].Masked || !vars["GIT_STRATEGY"].Public {
+		t.Errorf("operator variables: SECRET %+v, GIT_STRATEGY %+v", vars["SECRET"], vars["GIT_STRATEGY"])
+	}
+	if len(job.Steps) != 2 {
+		t.Fatalf("steps %+v, want script and after_script", job.Steps)
+	}
+	if s := job.Steps[0]; s.Name != "script" || !slices.Equal(s.Script, []string{"echo hello", "make"}) || s.When != "on_success" || s.Timeout != 5400 {
+		t.Errorf("script step %+v", s)
+	}
+	if s := job.Steps[1]; s.Name != "after_script" || !slices.Equal(s.Script, []string{"echo bye"}) || s.When != "always" {
+		t.Errorf("after_script step %+v", s)
+	}
+	// Arrays the runner iterates are present and empty, never null.
+	for _, k := range []string{"services", "artifacts", "cache", "credentials", "dependencies"} {
+		if arr, ok := raw[k].([]any); !ok || len(arr) != 0 {
+			t.Errorf("%s = %#v, want []", k, raw[k])
+		}
+	}
+	if len(job.Features.FailureReasons) == 0 || !slices.Contains(job.Features.FailureReasons, "script_failure") {
+		t.Errorf("features.failure_reasons %v", job.Features.FailureReasons)
+	}
+	if job.GitInfo.RepoURL == "" || job.GitInfo.Sha == "" || job.GitInfo.Ref != "main" {
+		t.Errorf("git_info %+v", job.GitInfo)
+	}
+
+	// The build is running on this runner (legacy: no ack phase).
+	d := inst.Job(t, 42, job.ID)
+	if d.Status != "running" || d.TwoPhase || d.Runner == nil || d.RunnerManager == nil ||
+		d.RunnerManager.SystemID != "s_0123456789ab" || d.StartedAt == nil {
+		t.Errorf("job after assignment: %+v", d)
+	}
+	// The second stage waits; nothing else is handed out.
+	if st := jobStatuses(getPipeline(t, inst, p)); st["unit"] != "created" {
+		t.Errorf("later stage %v, want created", st)
+	}
+	wantNoJob(t, inst.URL, token)
+}
+
+func TestJobRequestTagMatching(t *testing.T) {
+	t.Parallel()
+	inst := start(t, nil)
+	// A: docker+linux, no untagged; B: untagged only; C: docker only.
+	_, tokA := createRunner(t, inst, []string{"docker", "linux"}, false)
+	_, tokB := createRunner(t, inst, nil, true)
+	_, tokC := createRunner(t, inst, []string{"docker"}, false)
+	p := inst.CreatePipeline(t, 1, []string{"test"},
+		jobapitest.Job{"name": "both", "stage": "test", "script": "x", "tags": []string{"docker", "linux"}},
+		jobapitest.Job{"name": "none", "stage": "test", "script": "x"},
+		jobapitest.Job{"name": "docker", "stage": "test", "script": "x", "tags": []string{"docker"}},
+		jobapitest.Job{"name": "gpu", "stage": "test", "script": "x", "tags": []string{"gpu"}},
+	)
+	ids := map[string]int64{}
+	for _, j := range p.Jobs {
+		ids[j.Name] = j.ID
+	}
+	// C cannot run "both" (no linux tag): it gets "docker".
+	if j := takeJob(t, inst.URL, tokC); j.ID != ids["docker"] {
+		t.Errorf("C got %s, want docker", j.JobInfo.Name)
+	}
+	wantNoJob(t, inst.URL, tokC)
+	// A's tags include both of "both"'s; the untagged job needs run_untagged.
+	if j := takeJob(t, inst.URL, tokA); j.ID != ids["both"] {
+		t.Errorf("A got %s, want both", j.JobInfo.Name)
+	}
+	wantNoJob(t, inst.URL, tokA)
+	if j := takeJob(t, inst.URL, tokB); j.ID != ids["none"] {
+		t.Errorf("B got %s, want none", j.JobInfo.Name)
+	}
+	wantNoJob(t, inst.URL, tokB)
+	if st := jobStatuses(getPipeline(t, inst, p)); st["gpu"] != "pending" {
+		t.Errorf("gpu job %s, want pending (no runner has the tag)", st["gpu"])
+	}
+}
+
+func TestJobRequestPausedRunner(t *testing.T) {
+	t.Parallel()
+	inst := start(t, nil)
+	id, token := createRunner(t, inst, nil, true)
+	inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "j", "stage": "test", "script": "x"})
+
+	resp, b := admin(t, inst, "PUT", fmt.Sprintf("/api/v4/runners/%d", id), map[string]any{"paused": true})
+	wantStatus(t, resp, b, http.StatusOK)
+	if rn := decode[api.Runner](t, b); !rn.Paused || rn.Active {
+		t.Errorf("runner after pause: %+v", rn)
+	}
+	resp, b = requestJob(t, inst.URL, token, "s_0123456789ab", "")
+	if resp.StatusCode != http.StatusNoContent || resp.Header.Get("X-GitLab-Last-Update") == "" {
+		t.Fatalf("paused runner: %d %q, want 204 with X-GitLab-Last-Update; body %s",
+			resp.StatusCode, resp.Header.Get("X-GitLab-Last-Update"), b)
+	}
+	// Unpausing (GitLab's older name, active=true) hands the job out at the next request.
+	resp, b = admin(t, inst, "PUT", fmt.Sprintf("/api/v4/runners/%d", id), map[string]any{"active": true})
+	wantStatus(t, resp, b, http.StatusOK)
+	takeJob(t, inst.URL, token)
+}
+
+func TestJobRequestOldestFirst(t *testing.T) {
+	t.Parallel()
+	inst := start(t, nil)
+	_, token := createRunner(t, inst, nil, true)
+	var want []int64
+	for i := range 3 {
+		p := inst.CreatePipeline(t, int64(10+i), []string{"test"},
+			jobapitest.Job{"name": "a", "stage": "test", "script": "x"},
+			jobapitest.Job{"name": "b", "stage": "test", "script": "x"})
+		for _, j := range p.Jobs {
+			want = append(want, j.ID)
+		}
+	}
+	var got []int64
+	for range want {
+		got = append(got, takeJob(t, inst.URL, token).ID)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("assignment order %v, want oldest first %v", got, want)
+	}
+	wantNoJob(t, inst.URL, token)
+}
+
+func TestJobRequestAuthAndMalformed(t *testing.T) {
+	t.Parallel()
+	inst := start(t, nil)
+	_, token := createRunner(t, inst, nil, true)
+	inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "j", "stage": "test", "script": "x"})
+	before := rowCounts(t, inst)
+
+	for _, bad := range []string{"glrt-unknown-token-0000000", "glrt-", "", token + "x"} {
+		resp, b := requestJob(t, inst.URL, bad, "s_0123456789ab", "")
+		wantJSONError(t, resp, b, http.StatusForbidden)
+	}
+	for name, body := range map[string]string{
+		"truncated":     `{"token": "` + token + `"`,
+		"not json":      `token=` + token,
+		"trailing data": `{"token": "` + token + `"} {}`,
+		"wrong type":    `{"token": "` + token + `", "info": {"features": {"cancelable": "yes"}}}`,
+		"token number":  `{"token": 12345}`,
+		"empty":         ``,
+	} {
+		t.Run(name, func(t *testing.T) {
+			resp, b := send(t, inst.URL, "POST", "/api/v4/jobs/request", body)
+			wantJSONError(t, resp, b, http.StatusBadRequest)
+		})
+	}
+	if after := rowCounts(t, inst); !sameCounts(before, after) {
+		t.Errorf("rejected requests wrote rows: %v → %v", before, after)
+	}
+	// The job is still there for a well-formed request.
+	takeJob(t, inst.URL, token)
+}
+
+// TestIdlePollWithoutPostgres proves that an idle poll (last_update equal to the current
+// queue version) is answered from Redis and memory alone. The method: after one poll has
+// warmed the runner cache, the test database is closed to new connections and every
+// existing connection to it (the replica's pool included) is terminated. Any query the
+// replica tried would now fail. 50 idle polls must still answer 204 echoing the version;
+// a control poll with a stale last_update, which must read Postgres, fails at the same
+// moment, which shows that the setup really cut the replica off. This is deterministic,
+// unlike counting transactions in pg_stat_database (flushed lazily, and the flag
+// provider's refresh queries share the database), and pg_stat_statements is not loaded.
+func TestIdlePollWithoutPostgres(t *testing.T) {
+	t.Parallel()
+	inst := start(t, nil)
+	_, token := createRunner(t, inst, nil, true)
+
+	resp, b := requestJob(t, inst.URL, token, "s_0123456789ab", "")
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("first poll: %d %s, want 204", resp.StatusCode, b)
+	}
+	version := resp.Header.Get("X-GitLab-Last-Update")
+	if version == "" {
+		t.Fatal("204 without X-GitLab-Last-Update")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// ALTER DATABASE … ALLOW_CONNECTIONS cannot target the current database: work from the
+	// server's maintenance database.
+	u, err := url.Parse(inst.Config.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := strings.TrimPrefix(u.Path, "/")
+	u.Path = "/postgres"
+	conn, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	ident := pgx.Identifier{db}.Sanitize()
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+ident+" WITH ALLOW_CONNECTIONS false"); err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	restore := func() {
+		if restored {
+			return
+		}
+		restored = true
+		if _, err := conn.Exec(context.Background(), "ALTER DATABASE "+ident+" WITH ALLOW_CONNECTIONS true"); err != nil {
+			t.Errorf("re-allow connections: %v", err)
+		}
+	}
+	defer restore()
+	var killed int
+	if err := conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = $1`, db).Scan(&killed); err != nil {
+		t.Fatal(err)
+	}
+	if killed == 0 {
+		t.Fatal("the replica held no connection to terminate; the test would prove nothing")
+	}
+
+	for i := range 50 {
+		resp, b := requestJob(t, inst.URL, token, "s_0123456789ab", version)
+		if resp.StatusCode != http.StatusNoContent || resp.Header.Get("X-GitLab-Last-Update") != version {
+			t.Fatalf("idle poll %d with Postgres unreachable: %d, X-GitLab-Last-Update %q (want 204, %q); body %s",
+				i, resp.StatusCode, resp.Header.Get("X-GitLab-Last-Update"), version, b)
+		}
+	}
+	// Control: a poll that needs Postgres fails now.
+	resp, b = requestJob(t, inst.URL, token, "s_0123456789ab", "stale-version")
+	if resp.StatusCode < 500 {
+		t.Fatalf("control poll with a stale last_update: %d %s; want a 5xx while Postgres is cut off", resp.StatusCode, b)
+	}
+	restore()
+
+	// Back to normal once the pool has replaced its dead connections: each request that
+	// meets one is answered 503 (retry), never 500.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, b = admin(t, inst, "GET", "/api/v4/runners", nil)
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("request on a terminated pool connection: %d %s, want 503 with Retry-After", resp.StatusCode, b)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica did not recover: %d %s", resp.StatusCode, b)
+		}
+	}
+	// A new build bumps the version, and the same last_update now finds it.
+	inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "j", "stage": "test", "script": "x"})
+	resp, b = requestJob(t, inst.URL, token, "s_0123456789ab", version)
+	wantStatus(t, resp, b, http.StatusCreated)
+}
+
+// TestIdlePollVersionLifecycle checks X-GitLab-Last-Update: a new build changes it, and a
+// runner echoing an old version is sent to Postgres and finds the build.
+func TestIdlePollVersionLifecycle(t *testing.T) {
+	t.Parallel()
+	inst := start(t, nil)
+	_, token := createRunner(t, inst, nil, true)
+	resp, _ := requestJob(t, inst.URL, token, "s_0123456789ab", "")
+	v1 := resp.Header.Get("X-GitLab-Last-Update")
+	resp, _ = requestJob(t, inst.URL, token, "s_0123456789ab", v1)
+	if resp.StatusCode != http.StatusNoContent || resp.Header.Get("X-GitLab-Last-Update") != v1 {
+		t.Fatalf("idle poll: %d %q, want 204 %q", resp.StatusCode, resp.Header.Get("X-GitLab-Last-Update"), v1)
+	}
+	inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "j", "stage": "test", "script": "x"})
+	resp, b := requestJob(t, inst.URL, token, "s_0123456789ab", v1)
+	wantStatus(t, resp, b, http.StatusCreated)
+	resp, _ = requestJob(t, inst.URL, token, "s_0123456789ab", v1)
+	v2 := resp.Header.Get("X-GitLab-Last-Update")
+	if resp.StatusCode != http.StatusNoContent || v2 == "" || v2 == v1 {
+		t.Errorf("after a new build: %d, version %q (old %q); want 204 with a new version", resp.StatusCode, v2, v1)
+	}
+}

@@ -1,0 +1,147 @@
+package apitest_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/jobapi/jobapi/api"
+	"github.com/jobapi/jobapi/e2e/jobapitest"
+)
+
+// legacyJob creates a one-job pipeline for project 7 and hands the job to a fresh runner.
+func legacyJob(t *testing.T, inst *jobapitest.Instance, job jobapitest.Job) (api.Pipeline, api.Job) {
+	t.Helper()
+	_, token := createRunner(t, inst, nil, true)
+	if job == nil {
+		job = jobapitest.Job{}
+	}
+	job["name"], job["stage"] = "only", "test"
+	if job["script"] == nil {
+		job["script"] = "echo hi"
+	}
+	p := inst.CreatePipeline(t, 7, []string{"test"}, job)
+	return p, takeJob(t, inst.URL, token)
+}
+
+func TestUpdateJobLegacy(t *testing.T) {
+	t.Parallel()
+	inst := start(t, nil)
+
+	t.Run("touch then success, repeat is idempotent", func(t *testing.T) {
+		p, job := legacyJob(t, inst, nil)
+		// The ack a legacy runner still sends, then keep-alive touches (with output).
+		for range 3 {
+			resp, b := updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "running",
+				"output": map[string]any{"checksum": "crc32:00000000", "bytesize": 0}})
+			wantStatus(t, resp, b, http.StatusOK)
+			wantJobStatus(t, resp, "running")
+		}
+		// state=pending on a running job is a touch too.
+		resp, b := updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "pending"})
+		wantStatus(t, resp, b, http.StatusOK)
+		wantJobStatus(t, resp, "running")
+
+		resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "success"})
+		wantStatus(t, resp, b, http.StatusOK)
+		wantJobStatus(t, resp, "success")
+		d := inst.Job(t, 7, job.ID)
+		if d.Status != "success" || d.FailureReason != nil || d.FinishedAt == nil {
+			t.Errorf("job after success: %+v", d)
+		}
+		if st := getPipeline(t, inst, p).Status; st != "success" {
+			t.Errorf("pipeline %s, want success", st)
+		}
+		// A retry of the final update after a lost answer: 200.
+		resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "success"})
+		wantStatus(t, resp, b, http.StatusOK)
+		wantJobStatus(t, resp, "success")
+		// Anything else on the finished job: 403 with Job-Status, so the runner aborts.
+		for _, state := range []string{"running", "failed", "pending"} {
+			resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": state, "failure_reason": ""})
+			wantJSONError(t, resp, b, http.StatusForbidden)
+			wantJobStatus(t, resp, "success")
+		}
+		// Trace after the end: 403 with Job-Status too.
+		resp, b = patchTrace(t, inst.URL, job.ID, job.Token, 0, []byte("late"))
+		wantJSONError(t, resp, b, http.StatusForbidden)
+		wantJobStatus(t, resp, "success")
+		if d := inst.Job(t, 7, job.ID); d.Status != "success" {
+			t.Errorf("rejected updates changed the job: %+v", d)
+		}
+	})
+
+	t.Run("failed with reason and exit code", func(t *testing.T) {
+		p, job := legacyJob(t, inst, nil)
+		resp, b := updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "failed",
+			"failure_reason": "script_failure", "exit_code": 3, "output": map[string]any{"checksum": "crc32:0a1b2c3d", "bytesize": 12}})
+		wantStatus(t, resp, b, http.StatusOK)
+		wantJobStatus(t, resp, "failed")
+		d := inst.Job(t, 7, job.ID)
+		if d.Status != "failed" || d.FailureReason == nil || *d.FailureReason != "script_failure" ||
+			d.ExitCode == nil || *d.ExitCode != 3 {
+			t.Errorf("job after failure: %+v (reason %v, exit %v)", d, d.FailureReason, d.ExitCode)
+		}
+		if st := getPipeline(t, inst, p).Status; st != "failed" {
+			t.Errorf("pipeline %s, want failed", st)
+		}
+		// No automatic retry for a script failure without a retry rule.
+		if d.RetriedBy != nil {
+			t.Errorf("script failure was retried: %+v", d)
+		}
+		resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "failed",
+			"failure_reason": "script_failure", "exit_code": 3})
+		wantStatus(t, resp, b, http.StatusOK)
+		wantJobStatus(t, resp, "failed")
+		resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "success"})
+		wantJSONError(t, resp, b, http.StatusForbidden)
+		wantJobStatus(t, resp, "failed")
+	})
+
+	t.Run("failed without a reason is unknown_failure", func(t *testing.T) {
+		_, job := legacyJob(t, inst, nil)
+		finishJob(t, inst.URL, job, "failed", "", 0)
+		d := inst.Job(t, 7, job.ID)
+		if d.FailureReason == nil || *d.FailureReason != "unknown_failure" {
+			t.Errorf("failure_reason %v, want unknown_failure", d.FailureReason)
+		}
+	})
+
+	t.Run("token in body only, or header only", func(t *testing.T) {
+		_, job := legacyJob(t, inst, nil)
+		resp, b := send(t, inst.URL, "PUT", fmt.Sprintf("/api/v4/jobs/%d", job.ID), map[string]any{"token": job.Token, "state": "running"})
+		wantStatus(t, resp, b, http.StatusOK)
+		resp, b = send(t, inst.URL, "PUT", fmt.Sprintf("/api/v4/jobs/%d", job.ID), map[string]any{"state": "running"}, "JOB-TOKEN", job.Token)
+		wantStatus(t, resp, b, http.StatusOK)
+		wantJobStatus(t, resp, "running")
+	})
+
+	t.Run("wrong token and unknown state", func(t *testing.T) {
+		_, job := legacyJob(t, inst, nil)
+		_, other := legacyJob(t, inst, nil)
+		before := rowCounts(t, inst)
+		for name, tok := range map[string]string{"other job's token": other.Token, "garbage": "glcbt-nope", "empty": ""} {
+			resp, b := send(t, inst.URL, "PUT", fmt.Sprintf("/api/v4/jobs/%d", job.ID),
+				map[string]any{"token": tok, "state": "success"}, "JOB-TOKEN", tok)
+			if resp.StatusCode != http.StatusForbidden {
+				t.Errorf("%s: %d %s, want 403", name, resp.StatusCode, b)
+			}
+		}
+		// A job that does not exist: 403 too (the runner must abort, and ids are not probed).
+		resp, b := updateJob(t, inst.URL, 987654321, job.Token, map[string]any{"state": "running"})
+		wantJSONError(t, resp, b, http.StatusForbidden)
+
+		for _, state := range []string{"done", "", "RUNNING", "canceled", "waiting_for_runner_ack"} {
+			resp, b := updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": state})
+			wantJSONError(t, resp, b, http.StatusBadRequest)
+		}
+		resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "failed", "failure_reason": "bogus_reason"})
+		wantJSONError(t, resp, b, http.StatusBadRequest)
+		if after := rowCounts(t, inst); !sameCounts(before, after) {
+			t.Errorf("rejected updates wrote rows: %v → %v", before, after)
+		}
+		if d := inst.Job(t, 7, job.ID); d.Status != "running" {
+			t.Errorf("rejected updates changed the job: %s", d.Status)
+		}
+	})
+}

@@ -1,0 +1,399 @@
+// Package pipelinetest_test checks pipelines end to end (SPEC §5 reapers, §6 stages, waiter,
+// stuck stages) against real replicas, Postgres and Redis, over HTTP. Time-driven behaviour
+// runs on an injected clock: the tests move it and call the workers' Once methods.
+package pipelinetest_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobapi/jobapi/api"
+	"github.com/jobapi/jobapi/e2e/jobapitest"
+	"github.com/jobapi/jobapi/runnerclient"
+	"github.com/jobapi/jobapi/testenv"
+)
+
+func TestMain(m *testing.M) {
+	// go-redis logs every failed dial; the Redis fault tests make thousands on purpose.
+	redis.SetLogger(quietRedis{})
+	testenv.Main(m)
+}
+
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
+
+// httpClient is for raw calls; its own transport keeps tests independent of others.
+var httpClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone(), Timeout: time.Minute}
+
+// --- clock -------------------------------------------------------------------------------
+
+// fakeClock is the replica's clock in time-driven tests; only the test moves it.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// newClock starts at the real time (microseconds, as Postgres keeps them), so that the
+// database's own now() defaults agree with it to within the test's runtime.
+func newClock() *fakeClock { return &fakeClock{now: time.Now().UTC().Truncate(time.Microsecond)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Set moves the clock to t0+d.
+func (c *fakeClock) Set(t0 time.Time, d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := t0.Add(d); n.After(c.now) {
+		c.now = n
+	} else if n.Before(c.now) {
+		panic(fmt.Sprintf("fake clock moved backwards: %s → %s", c.now, n))
+	}
+}
+
+// --- server log --------------------------------------------------------------------------
+
+// logBuffer collects a replica's JSON log.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// records parses every log line.
+func (l *logBuffer) records(t testing.TB) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	raw := l.buf.String()
+	l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(raw, "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line is not JSON: %q: %v", line, err)
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// --- runners -----------------------------------------------------------------------------
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// newRunner registers a runner (untagged jobs only when no tags) and returns a client
+// playing gitlab-runner with it.
+func newRunner(t testing.TB, inst *jobapitest.Instance, tags ...string) *runnerclient.Client {
+	t.Helper()
+	_, token := inst.CreateRunner(t, tags...)
+	c := runnerclient.New(inst.URL, token, "s_"+randomHex(6))
+	c.MaxWait = 20 * time.Millisecond
+	t.Cleanup(c.CloseIdleConnections)
+	return c
+}
+
+// take asks for one job and requires one (201).
+func take(t testing.TB, c *runnerclient.Client) *runnerclient.Job {
+	t.Helper()
+	job, res, err := c.RequestJob(context.Background())
+	if err != nil || job == nil {
+		t.Fatalf("job request: got no job: code %d %s, err %v", res.Code, res.Message, err)
+	}
+	return job
+}
+
+// takeNamed takes the next job and requires it to be the named one.
+func takeNamed(t testing.TB, c *runnerclient.Client, name string) *runnerclient.Job {
+	t.Helper()
+	j := take(t, c)
+	if j.JobInfo.Name != name {
+		t.Fatalf("took job %q (id %d), want %q", j.JobInfo.Name, j.ID, name)
+	}
+	return j
+}
+
+// takeAll takes n jobs and returns them by name.
+func takeAll(t testing.TB, c *runnerclient.Client, n int) map[string]*runnerclient.Job {
+	t.Helper()
+	out := map[string]*runnerclient.Job{}
+	for range n {
+		j := take(t, c)
+		out[j.JobInfo.Name] = j
+	}
+	return out
+}
+
+// noJob requires that the runner gets no job (204).
+func noJob(t testing.TB, c *runnerclient.Client) {
+	t.Helper()
+	job, res, err := c.RequestJob(context.Background())
+	if err != nil || job != nil || res.Code != http.StatusNoContent {
+		name := ""
+		if job != nil {
+			name = job.JobInfo.Name
+		}
+		t.Fatalf("job request: want 204, got code %d job %q err %v", res.Code, name, err)
+	}
+}
+
+// finish sends the final update and requires the server to take it (200).
+func finish(t testing.TB, c *runnerclient.Client, j *runnerclient.Job, state, reason string) {
+	t.Helper()
+	opts := runnerclient.UpdateOptions{FailureReason: reason}
+	if state == runnerclient.StateFailed {
+		opts.ExitCode = 1
+	}
+	res, err := c.UpdateJob(context.Background(), j, state, opts)
+	// 200 takes it. gitlab-runner reads Job-Status failed/canceled as "stop", which after its
+	// final update is what it does anyway.
+	want := map[string][]string{runnerclient.StateSuccess: {"success"}, runnerclient.StateFailed: {"failed", "canceled"}}[state]
+	if err != nil || res.Code != http.StatusOK || !slices.Contains(want, res.JobStatus) {
+		t.Fatalf("final update %s of job %s (%d): code %d state %s Job-Status %q err %v",
+			state, j.JobInfo.Name, j.ID, res.Code, res.State, res.JobStatus, err)
+	}
+}
+
+// wantAborted requires the runner's next PUT and PATCH for the job to be the 403 that
+// makes gitlab-runner abort, with Job-Status status.
+func wantAborted(t testing.TB, c *runnerclient.Client, j *runnerclient.Job, status string) {
+	t.Helper()
+	u, err := c.UpdateJob(context.Background(), j, runnerclient.StateRunning, runnerclient.UpdateOptions{})
+	if err != nil || u.Code != http.StatusForbidden || u.JobStatus != status || u.State != runnerclient.UpdateAbort {
+		t.Errorf("job %s: PUT running answered %d Job-Status %q (%s), err %v; want 403 Job-Status %s",
+			j.JobInfo.Name, u.Code, u.JobStatus, u.State, err, status)
+	}
+	p, err := c.PatchTrace(context.Background(), j, 0, []byte("late log line\n"))
+	if err != nil || p.Code != http.StatusForbidden || p.JobStatus != status || p.State != runnerclient.PatchAbort {
+		t.Errorf("job %s: PATCH trace answered %d Job-Status %q (%s), err %v; want 403 Job-Status %s",
+			j.JobInfo.Name, p.Code, p.JobStatus, p.State, err, status)
+	}
+}
+
+// --- operator side -----------------------------------------------------------------------
+
+type job = jobapitest.Job
+
+func pipelinePath(projectID, id int64) string {
+	return fmt.Sprintf("/api/v4/projects/%d/pipelines/%d", projectID, id)
+}
+
+// createPipeline posts a pipeline with a timeout strategy ("" for the default).
+func createPipeline(t testing.TB, inst *jobapitest.Instance, projectID int64, strategy string, stages []string, jobs ...job) api.Pipeline {
+	t.Helper()
+	body := map[string]any{"stages": stages, "jobs": jobs}
+	if strategy != "" {
+		body["timeout_strategy"] = strategy
+	}
+	var p api.Pipeline
+	inst.MustDo(t, http.StatusCreated, "POST", fmt.Sprintf("/api/v4/projects/%d/pipeline", projectID), body, &p)
+	return p
+}
+
+func getPipeline(t testing.TB, inst *jobapitest.Instance, p api.Pipeline) api.Pipeline {
+	t.Helper()
+	var out api.Pipeline
+	inst.MustDo(t, http.StatusOK, "GET", pipelinePath(p.ProjectID, p.ID), nil, &out)
+	return out
+}
+
+// latest maps job name → its latest attempt.
+func latest(p api.Pipeline) map[string]api.PipelineJob {
+	out := map[string]api.PipelineJob{}
+	for _, j := range p.Jobs {
+		if j.RetriedBy == nil {
+			out[j.Name] = j
+		}
+	}
+	return out
+}
+
+// jobID returns the id of the latest attempt of a named job.
+func jobID(t testing.TB, p api.Pipeline, name string) int64 {
+	t.Helper()
+	j, ok := latest(p)[name]
+	if !ok {
+		t.Fatalf("pipeline %d has no job %q", p.ID, name)
+	}
+	return j.ID
+}
+
+var pipelineStatuses = []string{"created", "pending", "running", "success", "failed", "canceled"}
+
+func terminal(status string) bool {
+	return status == "success" || status == "failed" || status == "canceled"
+}
+
+// expect fetches the pipeline and checks its status and the status of the latest attempt
+// of each named job; it returns the pipeline.
+func expect(t testing.TB, inst *jobapitest.Instance, p api.Pipeline, status string, jobs map[string]string) api.Pipeline {
+	t.Helper()
+	got := getPipeline(t, inst, p)
+	if !slices.Contains(pipelineStatuses, got.Status) {
+		t.Errorf("pipeline %d status %q is not a pipeline status", got.ID, got.Status)
+	}
+	lat := latest(got)
+	summary := make([]string, 0, len(lat))
+	for _, j := range got.Jobs {
+		summary = append(summary, fmt.Sprintf("%s#%d:%s", j.Name, j.Attempt, j.Status))
+	}
+	for name, want := range jobs {
+		if lat[name].Status != want {
+			t.Errorf("pipeline %d: job %s is %q, want %q (jobs %v)", got.ID, name, lat[name].Status, want, summary)
+		}
+	}
+	if got.Status != status {
+		t.Errorf("pipeline %d is %q, want %q (jobs %v)", got.ID, got.Status, status, summary)
+	}
+	if terminal(got.Status) != (got.FinishedAt != nil) {
+		t.Errorf("pipeline %d is %q with finished_at %v", got.ID, got.Status, got.FinishedAt)
+	}
+	return got
+}
+
+// jobDetail returns the operator view of a job.
+func jobDetail(t testing.TB, inst *jobapitest.Instance, projectID, id int64) api.JobDetail {
+	t.Helper()
+	return inst.Job(t, projectID, id)
+}
+
+// reason returns a job's failure reason ("" when none).
+func reason(j api.JobDetail) string {
+	if j.FailureReason == nil {
+		return ""
+	}
+	return *j.FailureReason
+}
+
+// eventsOf returns the events of one type of a job.
+func eventsOf(t testing.TB, inst *jobapitest.Instance, projectID, id int64, typ string) []api.Event {
+	t.Helper()
+	var out []api.Event
+	for _, e := range inst.Events(t, projectID, id) {
+		if e.Type == typ {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// --- waiting -----------------------------------------------------------------------------
+
+// waitCall is one GET .../wait with its answer and duration.
+type waitCall struct {
+	res  api.PipelineWait
+	code int
+	took time.Duration
+	at   time.Time // when the answer arrived
+	err  error
+}
+
+func callWait(base string, projectID, id int64, timeoutSeconds int) waitCall {
+	start := time.Now()
+	req, err := http.NewRequest("GET", fmt.Sprintf("%s%s/wait?timeout=%d", base, pipelinePath(projectID, id), timeoutSeconds), nil)
+	if err != nil {
+		return waitCall{err: err}
+	}
+	req.Header.Set("PRIVATE-TOKEN", jobapitest.AdminToken)
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return waitCall{err: err}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	wc := waitCall{code: resp.StatusCode, took: time.Since(start), at: time.Now(), err: err}
+	if err == nil && resp.StatusCode == http.StatusOK {
+		wc.err = json.Unmarshal(body, &wc.res)
+	} else if err == nil {
+		wc.err = fmt.Errorf("wait answered %d: %s", resp.StatusCode, body)
+	}
+	return wc
+}
+
+// finishedInDB lists the finished builds of a pipeline (every attempt), by id: what the
+// waiter must report.
+func finishedInDB(t testing.TB, inst *jobapitest.Instance, pipelineID int64) []int64 {
+	t.Helper()
+	rows, err := inst.Pool.Query(context.Background(), `SELECT id FROM builds WHERE pipeline_id = $1
+        AND status IN ('success', 'failed', 'canceled', 'skipped') ORDER BY id`, pipelineID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// checkWaitAnswer checks a wait answer against Postgres: the finished ids are exactly the
+// finished builds, and jobs_remaining counts the unfinished latest attempts.
+func checkWaitAnswer(t testing.TB, inst *jobapitest.Instance, pipelineID int64, w api.PipelineWait) {
+	t.Helper()
+	got := slices.Clone(w.Finished)
+	slices.Sort(got)
+	if want := finishedInDB(t, inst, pipelineID); !slices.Equal(got, want) {
+		t.Errorf("wait finished %v, Postgres has %v", got, want)
+	}
+	var remaining int
+	if err := inst.Pool.QueryRow(context.Background(), `SELECT count(*) FROM builds WHERE pipeline_id = $1
+        AND retried_by IS NULL AND status NOT IN ('success', 'failed', 'canceled', 'skipped')`, pipelineID).Scan(&remaining); err != nil {
+		t.Fatal(err)
+	}
+	if w.JobsRemaining != remaining {
+		t.Errorf("wait jobs_remaining %d, Postgres has %d unfinished", w.JobsRemaining, remaining)
+	}
+}
+
+// eventsSubscribed waits until the replica's pipeline-events subscription is live, so
+// that a latency measurement tests the events and not the poll.
+func eventsSubscribed(t testing.TB, inst *jobapitest.Instance, want int64) {
+	t.Helper()
+	opt, err := redis.ParseURL(inst.Config.RedisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	channel := inst.Config.RedisKeyPrefix + "pipeline-events"
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := rdb.PubSubNumSub(context.Background(), channel).Result()
+		if err == nil && n[channel] >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no subscriber on %s after 10s (got %v, err %v)", channel, n, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
