@@ -44,8 +44,10 @@ func TestReplicaKilledMidSweep(t *testing.T) {
 			WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_xid IS NOT NULL`)
 	}
 
-	// Hold the pipeline of the middle build: builds are swept in deadline order, which is
-	// the order they were assigned in, oldest pipeline first.
+	// Hold a pipeline inside the third batch of the sweeper's default 500 (builds 1001-1500
+	// by deadline, the order they were assigned in, oldest pipeline first): the first two
+	// batches commit, the third fails the builds of the pipelines before the held one and
+	// waits for its lock.
 	ctx := context.Background()
 	gate, err := a.Pool.Begin(ctx)
 	if err != nil {
@@ -54,7 +56,7 @@ func TestReplicaKilledMidSweep(t *testing.T) {
 	defer gate.Rollback(ctx)
 	var gatePID int
 	if err := gate.QueryRow(ctx, `SELECT pg_backend_pid() FROM pipelines
-		WHERE id = (SELECT pipeline_id FROM builds WHERE id = $1) FOR UPDATE`, ids[n/2]).Scan(&gatePID); err != nil {
+		WHERE id = (SELECT pipeline_id FROM builds WHERE id = $1) FOR UPDATE`, ids[n/2+n/8]).Scan(&gatePID); err != nil {
 		t.Fatal(err)
 	}
 	blockedWriter := func() int {
@@ -90,7 +92,7 @@ func TestReplicaKilledMidSweep(t *testing.T) {
 	if after := processed(); after != atKill {
 		t.Errorf("%d builds processed when the victim was killed, %d once its transaction was gone: the open batch was not rolled back whole", atKill, after)
 	}
-	if atKill == 0 || atKill >= n/2 {
+	if atKill == 0 || atKill > n/2+n/8-perPipeline {
 		t.Errorf("%d of %d processed when killed; want the batches before the held pipeline's committed, and nothing of it or after it", atKill, n)
 	}
 

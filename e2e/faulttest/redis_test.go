@@ -98,7 +98,11 @@ func TestRedisRestartMidSweep(t *testing.T) {
 	// one meets the candidates.
 	var driven drivenSweep
 	within(t, 30*time.Second, "a driven sweep meets LOADING", func() bool {
-		rep, err := a.Sweeper.SweepOnce(ctx)
+		// Bounded: a sweeper that ignored the error would spin on the same batch until
+		// Redis came back, and the test would only fail minutes later.
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		rep, err := a.Sweeper.SweepOnce(sctx)
+		cancel()
 		driven = drivenSweep{rep.Batches, rep.TimedOut, err}
 		if err != nil {
 			sweepFailed(err)
