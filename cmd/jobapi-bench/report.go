@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -132,37 +131,4 @@ func endpointOrder(name string) int {
 		return i
 	}
 	return len(order)
-}
-
-// repeated runs a ratio scenario cfg.Repeat times and returns the run whose ratio to its
-// adjacent baseline is the median, with every run's ratio in extra.repeat_ratios.
-func (e *env) repeated(name string, run func() (*Result, error)) (*Result, error) {
-	if e.cfg.Repeat <= 1 {
-		return run()
-	}
-	type ratioed struct {
-		r     *Result
-		ratio float64
-	}
-	var runs []ratioed
-	for i := 0; i < e.cfg.Repeat; i++ {
-		r, err := run()
-		if err != nil {
-			return r, err
-		}
-		ratio, _ := r.Extra["ratio_to_adjacent_baseline"].(float64)
-		if ratio == 0 {
-			ratio = r.RatioToBaseline
-		}
-		e.logf("%s run %d of %d: %s %s, ratio %.3f", name, i+1, e.cfg.Repeat, fmtF(r.Throughput), r.Unit, ratio)
-		runs = append(runs, ratioed{r, ratio})
-	}
-	slices.SortFunc(runs, func(a, b ratioed) int { return cmp.Compare(a.ratio, b.ratio) })
-	ratios := make([]float64, len(runs))
-	for i, x := range runs {
-		ratios[i] = x.ratio
-	}
-	median := runs[(len(runs)-1)/2].r
-	median.Extra["repeat_ratios"] = ratios
-	return median, nil
 }
