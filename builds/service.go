@@ -345,7 +345,7 @@ func (s *Service) UpdateJob(ctx context.Context, u JobUpdate) (Status, error) {
 	if st, ok, err := s.updateFast(ctx, u); ok {
 		return st, err
 	}
-	// A compare-and-set that loses re-reads and decides again; three rounds are plenty, as
+	// A compare-and-set that loses re-reads and decides again; five rounds are plenty, as
 	// each loss means the build moved one step towards an end state.
 	for round := 0; round < 5; round++ {
 		b, err := s.jobForToken(ctx, u.ID, u.Token)
