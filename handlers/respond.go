@@ -125,9 +125,10 @@ func jobForbiddenMessage(e *builds.JobForbiddenError) string {
 // timing out) that a client should simply retry: gitlab-runner retries 503s by itself.
 func unavailable(err error) bool {
 	var netErr net.Error
-	// Postgres shutting down, restarting or refusing connections.
+	// Postgres shutting down, restarting, refusing connections, or full (53300: every
+	// connection slot taken, as when a burst of replicas or tests opens pools at once).
 	switch code := sqlState(err); {
-	case strings.HasPrefix(code, "08"), code == "57P01", code == "57P02", code == "57P03":
+	case strings.HasPrefix(code, "08"), code == "57P01", code == "57P02", code == "57P03", code == "53300":
 		return true
 	}
 	return errors.Is(err, builds.ErrUnavailable) ||

@@ -28,6 +28,31 @@ func TestFailMapsEndlessConflictsToRetryableUnavailable(t *testing.T) {
 	}
 }
 
+// sqlStateError is what pgconn.PgError looks like to handlers.
+type sqlStateError string
+
+func (e sqlStateError) Error() string    { return "postgres error " + string(e) }
+func (e sqlStateError) SQLState() string { return string(e) }
+
+// TestFailMapsPostgresOutagesToRetryableUnavailable: Postgres down, restarting or out of
+// connection slots is a 503 with Retry-After (clients retry); any other SQL error is a 500.
+func TestFailMapsPostgresOutagesToRetryableUnavailable(t *testing.T) {
+	h := &Handler{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for code, want := range map[string]int{
+		"08006": http.StatusServiceUnavailable, // connection failure
+		"57P01": http.StatusServiceUnavailable, // admin shutdown
+		"57P03": http.StatusServiceUnavailable, // cannot connect now (starting up)
+		"53300": http.StatusServiceUnavailable, // too many connections
+		"23505": http.StatusInternalServerError,
+	} {
+		w := httptest.NewRecorder()
+		h.fail(w, httptest.NewRequest(http.MethodPost, "/api/v4/user/runners", nil), fmt.Errorf("create runner: %w", sqlStateError(code)))
+		if w.Code != want || (want == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "") {
+			t.Errorf("SQLSTATE %s: got %d, Retry-After %q; want %d", code, w.Code, w.Header().Get("Retry-After"), want)
+		}
+	}
+}
+
 // TestJobForbiddenWireText pins the 403 texts and Job-Status of refused job calls: the
 // domain error carries the cause and state, and these words are what runners have read.
 func TestJobForbiddenWireText(t *testing.T) {
