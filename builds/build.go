@@ -156,6 +156,7 @@ type Event struct {
 
 // Event types.
 const (
+	EventCreated         = "created"
 	EventQueued          = "queued"
 	EventAssigned        = "assigned"
 	EventKeepalive       = "keepalive"
@@ -169,7 +170,14 @@ const (
 	EventCancelRequested = "cancel_requested"
 	EventCanceled        = "canceled"
 	EventSkipped         = "skipped"
+	EventReopened        = "reopened"
 	EventTraceExceeded   = "trace_size_exceeded"
 	EventDroppedStuck    = "dropped_stuck"
 	EventStuckStage      = "stuck_stage"
 )
+
+// AllEvents lists every event type.
+var AllEvents = []string{EventCreated, EventQueued, EventAssigned, EventKeepalive, EventAcknowledged,
+	EventDeclined, EventAckTimeout, EventRetried, EventRetryExhausted, EventStarted, EventFinished,
+	EventCancelRequested, EventCanceled, EventSkipped, EventReopened, EventTraceExceeded,
+	EventDroppedStuck, EventStuckStage}

@@ -44,3 +44,30 @@ func ruleCovers(rule RetryRule, reason string) bool {
 	}
 	return false
 }
+
+// RetryDecision is what the policy says about a build that just finished.
+type RetryDecision struct {
+	// Retry: create the next attempt now.
+	Retry bool
+	// Exhausted: the build had a retry budget and used it up (a retry_exhausted event).
+	Exhausted bool
+	// Limit is the budget that applied.
+	Limit int
+}
+
+// DecideAutoRetry applies the policy to build b, which f just finished: only a failed
+// build that is its job's latest attempt is retried, within the larger of the budgets of
+// f.Reason and f.AlsoRetryAs. A nil f.Policy never retries.
+func DecideAutoRetry(f Finish, b Build) RetryDecision {
+	if b.Status != StatusFailed || f.Policy == nil || b.RetriedBy != 0 {
+		return RetryDecision{}
+	}
+	limit := f.Policy.Limit(b.Payload.Retry, f.Reason)
+	if f.AlsoRetryAs != "" {
+		limit = max(limit, f.Policy.Limit(b.Payload.Retry, f.AlsoRetryAs))
+	}
+	if b.Attempt-1 < limit {
+		return RetryDecision{Retry: true, Limit: limit}
+	}
+	return RetryDecision{Exhausted: limit > 0, Limit: limit}
+}

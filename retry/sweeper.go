@@ -2,7 +2,9 @@
 // sweeper fails waiting builds whose runner never acknowledged them, with
 // runner_provisioning_timeout, and lets the auto-retry policy create their next attempt in
 // the same transaction. It is safe to run on every replica at once: batches are claimed
-// with FOR UPDATE SKIP LOCKED, so two sweepers never process the same build.
+// with FOR UPDATE SKIP LOCKED, so two sweepers never process the same build. The choice
+// per build is builds.DecideExpiredAck, the retry builds.DecideAutoRetry. The workers that
+// reap abandoned builds and stuck stages live in package reaper.
 package retry
 
 import (
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/periodic"
 )
 
 // Sweeper fails expired two-phase assignments.
@@ -146,9 +149,9 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
 	return rep, nil
 }
 
-// Run sweeps every Interval until ctx ends; see runEvery.
+// Run sweeps every Interval until ctx ends; see periodic.Run.
 func (s *Sweeper) Run(ctx context.Context) error {
-	return runEvery(ctx, s.Interval, s.Log, "ack sweep", func(ctx context.Context) error {
+	return periodic.Run(ctx, s.Interval, s.Log, "ack sweep", func(ctx context.Context) error {
 		rep, err := s.SweepOnce(ctx)
 		if s.OnSweep != nil {
 			s.OnSweep(rep, err)
@@ -159,4 +162,11 @@ func (s *Sweeper) Run(ctx context.Context) error {
 		}
 		return err
 	})
+}
+
+func now(f func() time.Time) time.Time {
+	if f != nil {
+		return f()
+	}
+	return time.Now()
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/jobapi/jobapi/handlers"
 	"github.com/jobapi/jobapi/migrations"
 	"github.com/jobapi/jobapi/ratelimit"
+	"github.com/jobapi/jobapi/reaper"
 	"github.com/jobapi/jobapi/retry"
 )
 
@@ -38,8 +39,8 @@ type Server struct {
 	URL     string
 	Service *builds.Service
 	Sweeper *retry.Sweeper
-	Reaper  *retry.Reaper
-	Stuck   *retry.StuckStages
+	Reaper  *reaper.Reaper
+	Stuck   *reaper.StuckStages
 	Pool    *pgxpool.Pool
 	Redis   redis.UniversalClient
 
@@ -150,11 +151,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 	sweeper := &retry.Sweeper{Store: store, Leases: rs, Queue: rs, Policy: builds.DefaultRetryPolicy(cfg.AutoRetryMax),
 		Interval: cfg.SweepInterval, MaxWait: cfg.MaxProvisioningWait, Now: opts.Now, Log: log, OnSweep: m.sweep,
 		Notify: svc.NotifyPipelines}
-	reaper := &retry.Reaper{Store: store, Queue: rs, Interval: cfg.MaintenanceInterval, Now: opts.Now, Log: log,
+	reap := &reaper.Reaper{Store: store, Queue: rs, Interval: cfg.MaintenanceInterval, Now: opts.Now, Log: log,
 		Notify: svc.NotifyPipelines, OnReap: m.reap,
 		Params: builds.ReapParams{NoUpdates: cfg.NoUpdatesTimeout, ExecutionGrace: cfg.ExecutionGrace,
 			Pending: cfg.PendingTimeout, Canceling: cfg.CancelingTimeout, Policy: builds.DefaultRetryPolicy(cfg.AutoRetryMax)}}
-	stuck := &retry.StuckStages{Store: store, Queue: rs, Timeout: cfg.StuckStageTimeout, Interval: cfg.MaintenanceInterval,
+	stuck := &reaper.StuckStages{Store: store, Queue: rs, Timeout: cfg.StuckStageTimeout, Interval: cfg.MaintenanceInterval,
 		Now: opts.Now, Log: log, Notify: svc.NotifyPipelines, OnCheck: m.stuck}
 
 	rl := ratelimit.New(rdb, cfg.RedisKeyPrefix)
@@ -191,7 +192,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 	g.Go(func() error { return sampleBuilds(gctx, reg, store, buildSamplePeriod, log) })
 	if !opts.DisableSweeper {
 		g.Go(func() error { return sweeper.Run(gctx) })
-		g.Go(func() error { return reaper.Run(gctx) })
+		g.Go(func() error { return reap.Run(gctx) })
 		g.Go(func() error { return stuck.Run(gctx) })
 	}
 	g.Go(func() error {
@@ -215,7 +216,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 		_ = rdb.Close()
 		return err
 	})
-	s := &Server{URL: "http://" + ln.Addr().String(), Service: svc, Sweeper: sweeper, Reaper: reaper, Stuck: stuck,
+	s := &Server{URL: "http://" + ln.Addr().String(), Service: svc, Sweeper: sweeper, Reaper: reap, Stuck: stuck,
 		Pool: pool, Redis: rdb,
 		cancel: cancel, group: g}
 	log.Info("jobapi listening", "addr", ln.Addr().String())

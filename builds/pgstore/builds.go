@@ -217,9 +217,9 @@ func (s *Store) Claim(ctx context.Context, c builds.Claim) (builds.Build, error)
 			return err
 		}
 		twoPhase := c.TwoPhase(projectID)
-		status := builds.StatusRunning
-		if twoPhase {
-			status = builds.StatusWaiting
+		status := builds.AssignedStatus(twoPhase)
+		if err := builds.CheckTransition(builds.StatusPending, status, builds.EventAssigned, ""); err != nil {
+			return err
 		}
 		return tx.queryRowAndCommit(ctx, func(row pgx.Row) (err error) {
 			b, err = scanBuild(row)

@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,14 +28,9 @@ WITH b AS (
 )
 SELECT ` + buildCols + ` FROM b` + buildJoins
 
-// lockPipelineOfBuild and pipelineShapeOfBuild are lockPipeline and pipelineShape for the
-// pipeline of build $1, so that Finish can send them with the build's own change.
+// pipelineOfBuild is the pipeline of build $1: lockPipelineOfBuild and pipelineShapeOfBuild
+// select by it, so that Finish can send them with the build's own change.
 const pipelineOfBuild = `(SELECT pipeline_id FROM builds WHERE id = $1)`
-
-var (
-	lockPipelineOfBuild  = strings.Replace(lockPipeline, "id = $1", "id = "+pipelineOfBuild, 1)
-	pipelineShapeOfBuild = strings.Replace(pipelineShape, "pipeline_id = $1", "pipeline_id = "+pipelineOfBuild, 1)
-)
 
 // Finish moves a build to an end state, retries it if the policy allows, and advances its
 // pipeline, all in one transaction. ErrConflict when the build is not in f.From.
@@ -47,6 +41,9 @@ var (
 // has one, goes with the COMMIT.
 func (s *Store) Finish(ctx context.Context, f builds.Finish) (builds.Finished, error) {
 	var res builds.Finished
+	if err := f.Check(); err != nil {
+		return res, err
+	}
 	err := s.inPipeTx(ctx, func(tx *pipeTx) error {
 		batch := &pgx.Batch{}
 		batch.Queue(finishBuild, finishArgs(f)...)
@@ -72,7 +69,7 @@ func (s *Store) Finish(ctx context.Context, f builds.Finish) (builds.Finished, e
 		}
 		if res.Retry != nil {
 			// The retry joined the stage: the shape read with the lock is out of date.
-			if p.stages, p.order, err = shape(ctx, tx, b.PipelineID); err != nil {
+			if p.stages, err = shape(ctx, tx, b.PipelineID); err != nil {
 				return err
 			}
 		}
@@ -112,6 +109,9 @@ func finishArgs(f builds.Finish) []any {
 // finishBuildTx is finishTx without advancing the pipeline: for a caller that finishes
 // several builds of one pipeline in a transaction and advances it once, after the last.
 func finishBuildTx(ctx context.Context, tx querier, f builds.Finish) (builds.Finished, error) {
+	if err := f.Check(); err != nil {
+		return builds.Finished{}, err
+	}
 	b, err := scanBuild(tx.QueryRow(ctx, finishBuild, finishArgs(f)...))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return builds.Finished{}, builds.ErrConflict
@@ -128,24 +128,19 @@ func afterFinish(ctx context.Context, tx querier, f builds.Finish, b builds.Buil
 		f.RunnerManager = b.RunnerSystemID // the statement derived it too
 	}
 	res := builds.Finished{Build: b}
-	if b.Status == builds.StatusFailed && f.Policy != nil && b.RetriedBy == 0 {
-		limit := f.Policy.Limit(b.Payload.Retry, f.Reason)
-		if f.AlsoRetryAs != "" {
-			limit = max(limit, f.Policy.Limit(b.Payload.Retry, f.AlsoRetryAs))
+	d := builds.DecideAutoRetry(f, b)
+	switch {
+	case d.Retry:
+		retry, err := createRetry(ctx, tx, b.ID, f.Now, f.Reason, "auto")
+		if err != nil {
+			return builds.Finished{}, err
 		}
-		switch {
-		case b.Attempt-1 < limit:
-			retry, err := createRetry(ctx, tx, b.ID, f.Now, f.Reason, "auto")
-			if err != nil {
-				return builds.Finished{}, err
-			}
-			res.Retry, res.Queued = &retry, true
-			res.Build.RetriedBy = retry.ID
-		case limit > 0:
-			if _, err := tx.Exec(ctx, addEvent, b.ID, builds.EventRetryExhausted, f.Now, f.RunnerManager,
-				map[string]any{"reason": f.Reason, "attempts": b.Attempt, "limit": limit}); err != nil {
-				return builds.Finished{}, err
-			}
+		res.Retry, res.Queued = &retry, true
+		res.Build.RetriedBy = retry.ID
+	case d.Exhausted:
+		if _, err := tx.Exec(ctx, addEvent, b.ID, builds.EventRetryExhausted, f.Now, f.RunnerManager,
+			map[string]any{"reason": f.Reason, "attempts": b.Attempt, "limit": d.Limit}); err != nil {
+			return builds.Finished{}, err
 		}
 	}
 	return res, nil
@@ -217,8 +212,7 @@ func (s *Store) RetryBuild(ctx context.Context, id int64, now time.Time, actor s
 		if err := tx.QueryRow(ctx, lockBuild, id).Scan(&status, &latest, &pipelineID, &stageIdx); err != nil {
 			return notFound(err, "build")
 		}
-		st := builds.Status(status)
-		if !latest || !(st == builds.StatusFailed || st == builds.StatusCanceled || st == builds.StatusSuccess) {
+		if !builds.Retryable(builds.Status(status), latest) {
 			return builds.ErrNotRetryable
 		}
 		// Later stages were skipped because of this build: they get another chance.
@@ -235,18 +229,26 @@ func (s *Store) RetryBuild(ctx context.Context, id int64, now time.Time, actor s
 	return retry, err
 }
 
-// stageStats counts the latest attempts of one stage by what they mean for advancement.
-type stageStats struct {
-	created, active, succeeded, failedAllowed, failedBlocking, canceled, skipped, started int
-}
+// pipelineShape counts a pipeline's latest attempts by stage and state; lockPipeline locks
+// the pipeline row and reads what advance needs. Each has a twin that finds the pipeline
+// from build $1 instead (see Finish).
+const (
+	pipelineShape        = pipelineShapeHead + `$1` + pipelineShapeTail
+	pipelineShapeOfBuild = pipelineShapeHead + pipelineOfBuild + pipelineShapeTail
+	lockPipeline         = lockPipelineHead + `$1` + forUpdate
+	lockPipelineOfBuild  = lockPipelineHead + pipelineOfBuild + forUpdate
+)
 
-const pipelineShape = `
+const (
+	pipelineShapeHead = `
 SELECT stage_idx, status, allow_failure, count(*)::int FROM builds
-WHERE pipeline_id = $1 AND retried_by IS NULL
+WHERE pipeline_id = `
+	pipelineShapeTail = ` AND retried_by IS NULL
 GROUP BY stage_idx, status, allow_failure
 ORDER BY stage_idx`
-
-const lockPipeline = `SELECT status, advanced_past, progressed_at FROM pipelines WHERE id = $1 FOR UPDATE`
+	lockPipelineHead = `SELECT status, advanced_past, progressed_at FROM pipelines WHERE id = `
+	forUpdate        = ` FOR UPDATE`
+)
 
 const releaseStage = `
 WITH b AS (
@@ -302,8 +304,7 @@ type lockedPipeline struct {
 	status       string
 	advancedPast int
 	progressedAt time.Time
-	stages       map[int]*stageStats
-	order        []int
+	stages       []builds.StageTally
 }
 
 // readLocked reads the answers of lockPipeline and pipelineShape (or their OfBuild forms),
@@ -312,69 +313,45 @@ func readLocked(br pgx.BatchResults) (lockedPipeline, error) {
 	var p lockedPipeline
 	err := br.QueryRow().Scan(&p.status, &p.advancedPast, &p.progressedAt)
 	if err == nil {
-		p.stages, p.order, err = readShape(br.Query())
+		p.stages, err = readShape(br.Query())
 	}
 	return p, err
 }
 
-// advanceLocked is advance once the pipeline is locked and its shape read.
+// advanceLocked carries out builds.PlanAdvance once the pipeline is locked and its shape
+// read, and stores the status builds.PipelineStatus derives.
 func advanceLocked(ctx context.Context, tx querier, pipelineID int64, now time.Time, p lockedPipeline) (queued bool, err error) {
-	current, advancedPast, progressedAt := p.status, p.advancedPast, p.progressedAt
-	stages, order := p.stages, p.order
-	blocked := false
+	plan := builds.PlanAdvance(p.stages, p.advancedPast)
 	changed := false
-	for _, idx := range order {
-		st := stages[idx]
-		if blocked {
-			// Skip every created build from here on, even when this stage has none left: it
-			// may have been released already (optimistic move past a stuck stage, or a
-			// retry of an earlier stage that then failed), with later stages still created.
-			tag, err := tx.Exec(ctx, skipLaterStages, pipelineID, idx, now)
-			if err != nil {
-				return false, err
-			}
-			if tag.RowsAffected() > 0 {
-				changed = true
-			}
-			break
+	switch {
+	case plan.SkipFrom != builds.NoStage:
+		tag, err := tx.Exec(ctx, skipLaterStages, pipelineID, plan.SkipFrom, now)
+		if err != nil {
+			return false, err
 		}
-		if idx <= advancedPast {
-			// The optimistic stuck strategy moved on from this stage: its unfinished builds
-			// are left to the reapers and do not hold the next stage back, but a blocking
-			// failure in it still stops the stages after it.
-			if st.failedBlocking > 0 || st.canceled > 0 {
-				blocked = true
-			}
-			continue
+		changed = tag.RowsAffected() > 0
+	case plan.Release != builds.NoStage:
+		if _, err := tx.Exec(ctx, releaseStage, pipelineID, plan.Release, now); err != nil {
+			return false, err
 		}
-		if st.created > 0 {
-			if st.active == 0 {
-				if _, err := tx.Exec(ctx, releaseStage, pipelineID, idx, now); err != nil {
-					return false, err
-				}
-				queued, changed = true, true
-			}
-			break
-		}
-		if st.active > 0 {
-			break
-		}
-		if st.failedBlocking > 0 || st.canceled > 0 {
-			blocked = true
-		}
+		queued, changed = true, true
 	}
+	stages := p.stages
 	if changed {
-		if stages, order, err = shape(ctx, tx, pipelineID); err != nil {
+		if stages, err = shape(ctx, tx, pipelineID); err != nil {
 			return false, err
 		}
 	}
-	status := pipelineStatus(stages, order)
-	if status == current && !changed && now.Sub(progressedAt) < progressResolution {
+	status := builds.PipelineStatus(stages)
+	if status == p.status && !changed && now.Sub(p.progressedAt) < progressResolution {
 		// Nothing to store: the status stands and progress was recorded a moment ago.
 		// Most finishes in a busy pipeline end here, one write and one WAL record fewer.
 		return queued, nil
 	}
-	finished := status == "success" || status == "failed" || status == "canceled"
+	if err := builds.CheckPipelineTransition(p.status, status); err != nil {
+		return false, err
+	}
+	finished := status == builds.PipelineSuccess || status == builds.PipelineFailed || status == builds.PipelineCanceled
 	// The last statement of the transaction: it travels with the COMMIT.
 	if err := execLast(ctx, tx, setPipelineStatus, pipelineID, status, now, finished); err != nil {
 		return false, err
@@ -382,80 +359,28 @@ func advanceLocked(ctx context.Context, tx querier, pipelineID int64, now time.T
 	return queued, nil
 }
 
-func shape(ctx context.Context, tx querier, pipelineID int64) (map[int]*stageStats, []int, error) {
+func shape(ctx context.Context, tx querier, pipelineID int64) ([]builds.StageTally, error) {
 	return readShape(tx.Query(ctx, pipelineShape, pipelineID))
 }
 
-func readShape(rows pgx.Rows, err error) (map[int]*stageStats, []int, error) {
+// readShape reads pipelineShape's rows (in stage order) into one tally per stage.
+func readShape(rows pgx.Rows, err error) ([]builds.StageTally, error) {
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer rows.Close()
-	stages := map[int]*stageStats{}
-	var order []int
+	var stages []builds.StageTally
 	for rows.Next() {
 		var idx, n int
 		var status string
 		var allowFailure bool
 		if err := rows.Scan(&idx, &status, &allowFailure, &n); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		st, ok := stages[idx]
-		if !ok {
-			st = &stageStats{}
-			stages[idx] = st
-			order = append(order, idx)
+		if len(stages) == 0 || stages[len(stages)-1].Idx != idx {
+			stages = append(stages, builds.StageTally{Idx: idx})
 		}
-		switch builds.Status(status) {
-		case builds.StatusCreated:
-			st.created += n
-		case builds.StatusPending:
-			st.active += n
-		case builds.StatusWaiting, builds.StatusRunning, builds.StatusCanceling:
-			st.active += n
-			st.started += n
-		case builds.StatusSuccess:
-			st.succeeded += n
-		case builds.StatusFailed:
-			if allowFailure {
-				st.failedAllowed += n
-			} else {
-				st.failedBlocking += n
-			}
-		case builds.StatusCanceled:
-			st.canceled += n
-		case builds.StatusSkipped:
-			st.skipped += n
-		}
+		stages[len(stages)-1].Add(builds.Status(status), allowFailure, n)
 	}
-	return stages, order, rows.Err()
-}
-
-// pipelineStatus derives a pipeline's status from its latest attempts.
-func pipelineStatus(stages map[int]*stageStats, order []int) string {
-	var t stageStats
-	for _, idx := range order {
-		st := stages[idx]
-		t.created += st.created
-		t.active += st.active
-		t.started += st.started
-		t.succeeded += st.succeeded
-		t.failedAllowed += st.failedAllowed
-		t.failedBlocking += st.failedBlocking
-		t.canceled += st.canceled
-		t.skipped += st.skipped
-	}
-	finished := t.succeeded + t.failedAllowed + t.failedBlocking + t.canceled + t.skipped
-	switch {
-	case t.active > 0 && (t.started > 0 || finished > 0):
-		return "running"
-	case t.active > 0 || t.created > 0:
-		return "pending"
-	case t.failedBlocking > 0:
-		return "failed"
-	case t.canceled > 0:
-		return "canceled"
-	default:
-		return "success"
-	}
+	return stages, rows.Err()
 }

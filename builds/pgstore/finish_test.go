@@ -5,9 +5,9 @@ import (
 	"testing"
 )
 
-// TestOfBuildQueriesFindThePipeline: the OfBuild statements are derived from lockPipeline
-// and pipelineShape by text replacement, which would silently keep "$1" (a build id read
-// as a pipeline id) if the base statements changed shape.
+// TestOfBuildQueriesFindThePipeline: the OfBuild statements are composed from the same
+// fragments as lockPipeline and pipelineShape, with the pipeline looked up from the build;
+// a fragment that kept its own "$1" would read a build id as a pipeline id.
 func TestOfBuildQueriesFindThePipeline(t *testing.T) {
 	for name, q := range map[string]string{"lockPipelineOfBuild": lockPipelineOfBuild, "pipelineShapeOfBuild": pipelineShapeOfBuild} {
 		if !strings.Contains(q, pipelineOfBuild) || strings.Count(q, "$1") != 1 {

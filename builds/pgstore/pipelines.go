@@ -19,10 +19,7 @@ RETURNING id`
 // pending, the rest created. Builds are inserted with COPY, so thousands of jobs cost one
 // round trip.
 func (s *Store) CreatePipeline(ctx context.Context, d builds.PipelineDefinition, now time.Time) (builds.Pipeline, error) {
-	first := len(d.Stages)
-	for _, j := range d.Jobs {
-		first = min(first, d.StageIndex(j.Stage))
-	}
+	first := d.FirstStage()
 	var id int64
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, insertPipeline, d.ProjectID, d.Ref, d.SHA, d.Stages, d.TimeoutStrategy, now).Scan(&id); err != nil {
@@ -31,9 +28,9 @@ func (s *Store) CreatePipeline(ctx context.Context, d builds.PipelineDefinition,
 		rows := make([][]any, len(d.Jobs))
 		for i, j := range d.Jobs {
 			idx := d.StageIndex(j.Stage)
-			status, queuedAt := string(builds.StatusCreated), (*time.Time)(nil)
-			if idx == first {
-				status, queuedAt = string(builds.StatusPending), &now
+			status, queuedAt := builds.InitialStatus(idx, first), (*time.Time)(nil)
+			if status == builds.StatusPending {
+				queuedAt = &now
 			}
 			tags := j.Tags
 			if tags == nil {
@@ -41,7 +38,7 @@ func (s *Store) CreatePipeline(ctx context.Context, d builds.PipelineDefinition,
 			}
 			payload := builds.Payload{Script: j.Script, AfterScript: j.AfterScript, Variables: j.Variables,
 				Image: j.Image, Services: j.Services, Retry: j.Retry, AllowFailure: j.AllowFailure}
-			rows[i] = []any{d.ProjectID, id, j.Stage, idx, j.Name, status, tags, payload,
+			rows[i] = []any{d.ProjectID, id, j.Stage, idx, j.Name, string(status), tags, payload,
 				j.TimeoutSeconds, j.AllowFailure, queuedAt, now, now}
 		}
 		_, err := tx.CopyFrom(ctx, pgx.Identifier{"builds"},

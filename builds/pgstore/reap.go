@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"slices"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -32,37 +31,26 @@ type reapCandidate struct {
 	ID, PipelineID int64
 }
 
-type reaper struct {
-	query  string
-	cutoff time.Duration
-	from   builds.Status
-	to     builds.Status
-	reason string
-	count  func(*builds.ReapResult) *int
+// reapQueries reads each reaper's candidates.
+var reapQueries = map[builds.Reaper]string{
+	builds.ReapNoUpdates: reapNoUpdates,
+	builds.ReapExecution: reapExecution,
+	builds.ReapPending:   reapPending,
+	builds.ReapCanceling: reapCanceling,
 }
 
-// Reap runs every reaper once, one batch each, and reports what it did.
+// Reap runs every reaper of p.Rules once, one batch each, and reports what it did.
 func (s *Store) Reap(ctx context.Context, p builds.ReapParams) (builds.ReapResult, error) {
 	var res builds.ReapResult
-	reapers := []reaper{
-		{reapNoUpdates, p.NoUpdates, builds.StatusRunning, builds.StatusFailed, builds.ReasonNoUpdatesRunning,
-			func(r *builds.ReapResult) *int { return &r.NoUpdates }},
-		{reapExecution, p.ExecutionGrace, builds.StatusRunning, builds.StatusFailed, builds.ReasonJobExecutionTimeout,
-			func(r *builds.ReapResult) *int { return &r.ExecutionTimeout }},
-		{reapPending, p.Pending, builds.StatusPending, builds.StatusFailed, builds.ReasonStuckPending,
-			func(r *builds.ReapResult) *int { return &r.StuckPending }},
-		{reapCanceling, p.Canceling, builds.StatusCanceling, builds.StatusCanceled, "",
-			func(r *builds.ReapResult) *int { return &r.Canceled }},
-	}
-	for _, rp := range reapers {
-		if rp.cutoff <= 0 {
+	for _, rp := range p.Rules() {
+		if rp.Cutoff <= 0 {
 			continue
 		}
 		// One attempt's counts: inTx reruns the function after a deadlock.
 		var batch builds.ReapResult
 		err := s.inTx(ctx, func(tx pgx.Tx) error {
 			batch = builds.ReapResult{}
-			rows, err := tx.Query(ctx, rp.query, p.Now.Add(-rp.cutoff), p.Batch)
+			rows, err := tx.Query(ctx, reapQueries[rp.Reaper], p.Now.Add(-rp.Cutoff), p.Batch)
 			if err != nil {
 				return err
 			}
@@ -76,14 +64,11 @@ func (s *Store) Reap(ctx context.Context, p builds.ReapParams) (builds.ReapResul
 				return cmp.Or(cmp.Compare(a.PipelineID, b.PipelineID), cmp.Compare(a.ID, b.ID))
 			})
 			for _, c := range cands {
-				policy := p.Policy
-				f, err := finishTx(ctx, tx, builds.Finish{BuildID: c.ID, From: []builds.Status{rp.from}, To: rp.to,
-					Reason: rp.reason, Event: builds.EventDroppedStuck, Now: p.Now, Policy: &policy,
-					Detail: map[string]any{"reaper": rp.reason, "threshold_seconds": rp.cutoff.Seconds()}})
+				f, err := finishTx(ctx, tx, rp.Finish(c.ID, p.Now, p.Policy))
 				if err != nil {
 					return err
 				}
-				*rp.count(&batch)++
+				*rp.Count(&batch)++
 				if f.Retry != nil {
 					batch.Retried++
 				}
@@ -95,7 +80,7 @@ func (s *Store) Reap(ctx context.Context, p builds.ReapParams) (builds.ReapResul
 		if err != nil {
 			return res, err
 		}
-		*rp.count(&res) += *rp.count(&batch)
+		*rp.Count(&res) += *rp.Count(&batch)
 		res.Retried += batch.Retried
 		res.Queued = res.Queued || batch.Queued
 		res.Pipelines = append(res.Pipelines, batch.Pipelines...)

@@ -126,7 +126,8 @@ func (s *Store) unstick(ctx context.Context, tx pgx.Tx, id, projectID int64, sta
 	}
 	out := &builds.StuckPipeline{PipelineID: id, ProjectID: projectID, Stage: stage, Strategy: strategy, Builds: waiting}
 	detail := map[string]any{"pipeline_id": id, "stage": stage, "strategy": strategy}
-	if strategy == builds.TimeoutOptimistic {
+	plan := builds.PlanStuckStage(strategy, waiting, detail, now)
+	if plan.MoveOn {
 		for _, b := range waiting {
 			if _, err := tx.Exec(ctx, addEvent, b.ID, builds.EventStuckStage, now, "", detail); err != nil {
 				return nil, false, err
@@ -139,17 +140,12 @@ func (s *Store) unstick(ctx context.Context, tx pgx.Tx, id, projectID int64, sta
 		return out, queued, err
 	}
 	queued := false
-	for _, b := range waiting {
-		to, reason := builds.StatusFailed, builds.ReasonStuckOrTimeoutFailure
-		if b.Status == builds.StatusCanceling {
-			to, reason = builds.StatusCanceled, ""
-		}
-		f, err := finishTx(ctx, tx, builds.Finish{BuildID: b.ID, From: []builds.Status{b.Status}, To: to,
-			Reason: reason, Event: builds.EventStuckStage, Detail: detail, Now: now})
+	for _, f := range plan.Finish {
+		res, err := finishTx(ctx, tx, f)
 		if err != nil {
 			return nil, false, err
 		}
-		queued = queued || f.Queued
+		queued = queued || res.Queued
 	}
 	return out, queued, nil
 }

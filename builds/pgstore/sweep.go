@@ -22,9 +22,10 @@ ORDER BY b.ack_deadline
 LIMIT $2
 FOR UPDATE OF b SKIP LOCKED`
 
-// SweepExpiredAcks processes one batch of waiting builds whose deadline of record passed:
-// those still holding a live ack key (kept alive) get their deadline moved, the others are
-// failed with runner_provisioning_timeout and retried when the policy allows.
+// SweepExpiredAcks processes one batch of waiting builds whose deadline of record passed,
+// carrying out builds.DecideExpiredAck for each: those still holding a live ack key (kept
+// alive) get their deadline moved, the others are failed with runner_provisioning_timeout
+// and retried when the policy allows.
 func (s *Store) SweepExpiredAcks(ctx context.Context, p builds.SweepParams) (builds.SweepResult, error) {
 	var res builds.SweepResult
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -87,34 +88,21 @@ func (s *Store) SweepExpiredAcks(ctx context.Context, p builds.SweepParams) (bui
 					return err
 				}
 			}
-			waited := p.Now.Sub(c.assignedAt)
-			overMax := p.MaxWait > 0 && waited >= p.MaxWait
-			if aliveErr != nil && !overMax {
+			ttl, live := alive[c.id]
+			d := builds.DecideExpiredAck(p, builds.ExpiredAck{ID: c.id, AssignedAt: c.assignedAt,
+				RunnerManager: c.systemID, TTL: ttl, Alive: live}, aliveErr == nil)
+			switch d.Action {
+			case builds.AckSkip:
 				res.Skipped++
 				continue
-			}
-			if ttl, ok := alive[c.id]; ok && !overMax {
-				deadline := p.Now.Add(ttl)
-				if p.MaxWait > 0 && deadline.After(c.assignedAt.Add(p.MaxWait)) {
-					deadline = c.assignedAt.Add(p.MaxWait)
-				}
-				if _, err := tx.Exec(ctx, extendAck, c.id, deadline); err != nil {
+			case builds.AckExtend:
+				if _, err := tx.Exec(ctx, extendAck, c.id, d.Deadline); err != nil {
 					return err
 				}
 				res.Extended++
 				continue
 			}
-			cause := "ack key expired"
-			if overMax {
-				cause = "max provisioning wait exceeded"
-			}
-			policy := p.Policy
-			f, err := finishBuildTx(ctx, tx, builds.Finish{
-				BuildID: c.id, From: []builds.Status{builds.StatusWaiting}, To: builds.StatusFailed,
-				Reason: builds.ReasonRunnerProvisioningTimeout, Event: builds.EventAckTimeout,
-				RunnerManager: c.systemID, Now: p.Now, Policy: &policy,
-				Detail: map[string]any{"cause": cause, "waited_seconds": waited.Seconds()},
-			})
+			f, err := finishBuildTx(ctx, tx, d.Finish)
 			if err != nil {
 				return err
 			}
@@ -123,7 +111,7 @@ func (s *Store) SweepExpiredAcks(ctx context.Context, p builds.SweepParams) (bui
 			res.Pipelines = append(res.Pipelines, f.Build.PipelineID)
 			if f.Retry != nil {
 				res.Retried++
-			} else if policy.Limit(f.Build.Payload.Retry, builds.ReasonRunnerProvisioningTimeout) > 0 {
+			} else if d.Finish.Policy.Limit(f.Build.Payload.Retry, builds.ReasonRunnerProvisioningTimeout) > 0 {
 				res.Exhausted++
 			}
 			res.Queued = res.Queued || f.Queued

@@ -1,4 +1,6 @@
-package retry
+// Package periodic runs the background workers' passes (the ack sweeper, the reapers,
+// the stuck-stage check) on a jittered interval with backoff after failures.
+package periodic
 
 import (
 	"context"
@@ -7,10 +9,10 @@ import (
 	"time"
 )
 
-// runEvery calls once every interval (with ±10% jitter, so replicas spread out) until ctx
+// Run calls once every interval (with ±10% jitter, so replicas spread out) until ctx
 // ends. A failing call is logged and retried with exponential backoff up to a minute;
 // whatever earlier batches committed stays committed.
-func runEvery(ctx context.Context, interval time.Duration, log *slog.Logger, name string, once func(context.Context) error) error {
+func Run(ctx context.Context, interval time.Duration, log *slog.Logger, name string, once func(context.Context) error) error {
 	if interval <= 0 {
 		interval = 5 * time.Second
 	}

@@ -1,4 +1,10 @@
-package retry
+// Package reaper runs the workers that end builds and stages nobody moves any more: the
+// reapers fail or cancel builds their runners abandoned (SPEC §5), and the stuck-stage
+// check applies a pipeline's timeout strategy when its current stage made no progress
+// (SPEC §6). The transitions they make are rows of builds.BuildTransitions; the choices
+// are builds.ReapParams.Rules and builds.PlanStuckStage. Both are safe on every replica:
+// candidates are locked with FOR UPDATE SKIP LOCKED.
+package reaper
 
 import (
 	"context"
@@ -8,7 +14,11 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/periodic"
 )
+
+// batchTimeout bounds one batch so a stuck Postgres call cannot hold row locks.
+const batchTimeout = 10 * time.Second
 
 // Reaper fails or cancels builds that their runners abandoned (SPEC §5): running without
 // any update, running past the job timeout plus a grace, pending for too long, canceling
@@ -47,7 +57,7 @@ func (r *Reaper) ReapOnce(ctx context.Context) (builds.ReapResult, error) {
 
 // Run reaps every Interval until ctx ends.
 func (r *Reaper) Run(ctx context.Context) error {
-	return runEvery(ctx, r.Interval, r.Log, "reaper", func(ctx context.Context) error {
+	return periodic.Run(ctx, r.Interval, r.Log, "reaper", func(ctx context.Context) error {
 		res, err := r.ReapOnce(ctx)
 		if r.OnReap != nil {
 			r.OnReap(res, err)
@@ -121,7 +131,7 @@ func (s *StuckStages) CheckOnce(ctx context.Context) (builds.StuckResult, error)
 
 // Run checks every Interval until ctx ends.
 func (s *StuckStages) Run(ctx context.Context) error {
-	return runEvery(ctx, s.Interval, s.Log, "stuck stage check", func(ctx context.Context) error {
+	return periodic.Run(ctx, s.Interval, s.Log, "stuck stage check", func(ctx context.Context) error {
 		res, err := s.CheckOnce(ctx)
 		if s.OnCheck != nil {
 			s.OnCheck(res, err)

@@ -1,0 +1,314 @@
+package pgstore
+
+import (
+	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/testenv"
+)
+
+// runtimeChecked lists the statements that write a status from a parameter: the Go code
+// running them checks the transition against the table first (Finish.Check in Finish and
+// finishBuildTx, CheckTransition in Claim, CheckPipelineTransition in advanceLocked).
+var runtimeChecked = map[string]bool{"finishBuild": true, "assignBuild": true, "setPipelineStatus": true}
+
+// statusWrite is one status change a statement makes, as read from its text.
+type statusWrite struct {
+	table  string // "builds" or "pipelines"
+	from   []string
+	to     string
+	events []string
+}
+
+var (
+	updateOf    = regexp.MustCompile(`UPDATE (builds|pipelines) SET `)
+	insertOf    = regexp.MustCompile(`INSERT INTO (builds|pipelines) \(`)
+	setStatus   = regexp.MustCompile(`(?:^|[\s,])status = ('(\w+)'|\$\d+)`)
+	isStatus    = regexp.MustCompile(`(?:^|[\s,(.])status = '(\w+)'`)
+	inStatuses  = regexp.MustCompile(`(?:^|[\s,(.])status IN \(([^)]*)\)`)
+	anyStatus   = regexp.MustCompile(`(?:^|[\s,(.])status = ANY`)
+	quotedWord  = regexp.MustCompile(`'(\w+)'`)
+	eventInsert = regexp.MustCompile(`INSERT INTO build_events[^;]*`)
+	segmentEnd  = regexp.MustCompile(`RETURNING|\n\)`)
+)
+
+// TestStatementsWriteOnlyDeclaredTransitions reads every SQL statement of the package (the
+// constants no other constant is built from, and string literals outside constants) and
+// checks each status it writes against builds.BuildTransitions and
+// builds.PipelineTransitions: SQL that moves a build or a pipeline along an undeclared
+// edge fails here, before any test runs it.
+func TestStatementsWriteOnlyDeclaredTransitions(t *testing.T) {
+	stmts := statements(t)
+	found := 0
+	for name, sql := range stmts {
+		writes, err := statusWrites(sql)
+		if err != "" {
+			t.Errorf("%s: %s:\n%s", name, err, sql)
+			continue
+		}
+		for _, w := range writes {
+			found++
+			t.Logf("%s: %s %q → %s, events %v", name, w.table, w.from, w.to, w.events)
+			if w.to == "$" {
+				if !runtimeChecked[name] {
+					t.Errorf("%s writes a %s status from a parameter but is not checked at run time", name, w.table)
+				}
+				continue
+			}
+			if w.table == "pipelines" {
+				for _, from := range w.from {
+					if err := builds.CheckPipelineTransition(from, w.to); err != nil {
+						t.Errorf("%s: %v", name, err)
+					}
+				}
+				continue
+			}
+			for _, from := range w.from {
+				if !declared(builds.Status(from), builds.Status(w.to), w.events) {
+					t.Errorf("%s: undeclared build transition %s → %s (events %v)", name, show(from), w.to, w.events)
+				}
+			}
+		}
+	}
+	// The scan must see the statements it guards, not pass by reading nothing.
+	if found < 15 {
+		t.Fatalf("found %d status writes in %d statements; the scan no longer reads the SQL", found, len(stmts))
+	}
+}
+
+func show(s string) string {
+	if s == "" {
+		return "(new)"
+	}
+	return s
+}
+
+// declared reports whether a row of the table moves from → to and, when the statement
+// records events, records one of them.
+func declared(from, to builds.Status, events []string) bool {
+	for _, tr := range builds.BuildTransitions {
+		target := tr.To
+		if target == builds.StatusSame {
+			target = from
+		}
+		if !slices.Contains(tr.From, from) || target != to {
+			continue
+		}
+		if len(events) == 0 || slices.Contains(events, tr.Event) {
+			return true
+		}
+	}
+	return false
+}
+
+// statusWrites finds the status changes of one statement; a non-empty string says why the
+// statement could not be read.
+func statusWrites(sql string) ([]statusWrite, string) {
+	var events []string
+	for _, part := range eventInsert.FindAllString(sql, -1) {
+		for _, m := range quotedWord.FindAllStringSubmatch(part, -1) {
+			if slices.Contains(builds.AllEvents, m[1]) {
+				events = append(events, m[1])
+			}
+		}
+	}
+	var out []statusWrite
+	for _, loc := range updateOf.FindAllStringSubmatchIndex(sql, -1) {
+		table := sql[loc[2]:loc[3]]
+		rest := sql[loc[1]:]
+		if end := segmentEnd.FindStringIndex(rest); end != nil {
+			rest = rest[:end[0]]
+		}
+		set, where, _ := strings.Cut(rest, "WHERE")
+		m := setStatus.FindStringSubmatch(set)
+		if m == nil {
+			if strings.Contains(set, "status") {
+				return nil, "sets a status in a form this scan does not read"
+			}
+			continue // not a state change (touch, ack deadline, retried_by)
+		}
+		w := statusWrite{table: table, to: m[2], events: events}
+		if strings.HasPrefix(m[1], "$") {
+			w.to = "$"
+		}
+		w.from = conditions(where)
+		if w.from == nil {
+			// UPDATE … FROM c: the candidate's conditions come before the UPDATE.
+			w.from = conditions(sql[:loc[0]])
+		}
+		if w.from == nil && w.to != "$" && !anyStatus.MatchString(where) {
+			return nil, "changes a status without a compare-and-set on the old one"
+		}
+		if table == "pipelines" {
+			w.events = nil
+		}
+		out = append(out, w)
+	}
+	for _, loc := range insertOf.FindAllStringSubmatchIndex(sql, -1) {
+		table := sql[loc[2]:loc[3]]
+		rest := sql[loc[1]:]
+		if end := segmentEnd.FindStringIndex(rest); end != nil {
+			rest = rest[:end[0]]
+		}
+		var to []string
+		for _, m := range quotedWord.FindAllStringSubmatch(rest, -1) {
+			if _, ok := builds.ParseStatus(m[1]); ok {
+				to = append(to, m[1])
+			}
+		}
+		if len(to) != 1 {
+			return nil, "inserts a " + table + " row without one status literal"
+		}
+		w := statusWrite{table: table, from: []string{""}, to: to[0], events: events}
+		if table == "pipelines" {
+			w.events = nil
+		}
+		out = append(out, w)
+	}
+	return out, ""
+}
+
+// conditions lists the statuses a WHERE clause accepts (nil when it has no such condition).
+func conditions(where string) []string {
+	var from []string
+	for _, m := range isStatus.FindAllStringSubmatch(where, -1) {
+		from = append(from, m[1])
+	}
+	for _, m := range inStatuses.FindAllStringSubmatch(where, -1) {
+		for _, q := range quotedWord.FindAllStringSubmatch(m[1], -1) {
+			from = append(from, q[1])
+		}
+	}
+	return from
+}
+
+// statements evaluates the package's string constants and returns those that no other
+// constant is built from, with every string literal outside a constant declaration.
+func statements(t *testing.T) map[string]string {
+	t.Helper()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	exprs := map[string]ast.Expr{}
+	used := map[string]bool{}
+	loose := map[string]string{}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := parser.ParseFile(fset, name, src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inConst := map[ast.Node]bool{}
+		for _, decl := range f.Decls {
+			gd, ok := decl.(*ast.GenDecl)
+			if !ok || gd.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for i, id := range vs.Names {
+					if i < len(vs.Values) {
+						exprs[id.Name] = vs.Values[i]
+						ast.Inspect(vs.Values[i], func(n ast.Node) bool {
+							inConst[n] = true
+							if ref, ok := n.(*ast.Ident); ok {
+								used[ref.Name] = true
+							}
+							return true
+						})
+					}
+				}
+			}
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING && !inConst[n] {
+				if s, err := strconv.Unquote(lit.Value); err == nil {
+					loose[fset.Position(lit.Pos()).String()] = s
+				}
+			}
+			return true
+		})
+	}
+	var eval func(e ast.Expr) (string, bool)
+	eval = func(e ast.Expr) (string, bool) {
+		switch e := e.(type) {
+		case *ast.BasicLit:
+			if e.Kind != token.STRING {
+				return "", false
+			}
+			s, err := strconv.Unquote(e.Value)
+			return s, err == nil
+		case *ast.Ident:
+			if x, ok := exprs[e.Name]; ok {
+				return eval(x)
+			}
+		case *ast.ParenExpr:
+			return eval(e.X)
+		case *ast.BinaryExpr:
+			if e.Op == token.ADD {
+				a, ok1 := eval(e.X)
+				b, ok2 := eval(e.Y)
+				return a + b, ok1 && ok2
+			}
+		}
+		return "", false
+	}
+	out := loose
+	for name, e := range exprs {
+		if used[name] {
+			continue
+		}
+		if s, ok := eval(e); ok {
+			out[name] = s
+		}
+	}
+	return out
+}
+
+// TestFinishRefusesUndeclaredTransition: the store checks a Finish against the table
+// before it writes, so code asking for an edge the table lacks fails in every test that
+// runs it, and the build keeps its state.
+func TestFinishRefusesUndeclaredTransition(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := New(testenv.Pool(t))
+	d := builds.PipelineDefinition{ProjectID: 1, Stages: []string{"test"},
+		Jobs: []builds.JobDefinition{{Name: "a", Stage: "test", Script: []string{"true"}}}}
+	if err := d.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.CreatePipeline(ctx, d, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := p.Builds[0].ID
+	// pending → success: no runner ever ran it.
+	_, err = s.Finish(ctx, builds.Finish{BuildID: id, From: []builds.Status{builds.StatusPending},
+		To: builds.StatusSuccess, Event: builds.EventFinished, Now: time.Now()})
+	var te *builds.TransitionError
+	if !errors.As(err, &te) {
+		t.Fatalf("Finish pending → success: %v; want a *builds.TransitionError", err)
+	}
+	if b, err := s.Build(ctx, id); err != nil || b.Status != builds.StatusPending {
+		t.Fatalf("build after the refused Finish: %s, %v; want still pending", b.Status, err)
+	}
+}

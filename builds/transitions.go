@@ -1,0 +1,226 @@
+package builds
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// StatusNew stands for "no row yet" in the transition tables: the From of a build or a
+// pipeline being created.
+const StatusNew Status = ""
+
+// Transition is one declared change of a build: from one of From, on Trigger, to To, with
+// Event appended to the build's history. To == From (an event without a state change) is
+// declared as well, so that the table also lists every event. Reason is the failure_reason
+// written, ReasonFromRunner when the runner's PUT chooses it, "" when none is written.
+type Transition struct {
+	From    []Status
+	Trigger string
+	To      Status
+	Event   string
+	Reason  string
+}
+
+// ReasonFromRunner in a Transition: the reason the runner reported, with a default.
+const ReasonFromRunner = "(runner's)"
+
+// BuildTransitions declares every state change of a build. The Store checks each Finish
+// and claim against it, a pgstore test checks every status its SQL writes, and a test keeps
+// the README's copy equal to TransitionTable().
+var BuildTransitions = []Transition{
+	{From: []Status{StatusNew}, Trigger: "pipeline created, job in its first stage", To: StatusPending, Event: EventQueued},
+	{From: []Status{StatusNew}, Trigger: "pipeline created, job in a later stage", To: StatusCreated, Event: EventCreated},
+	{From: []Status{StatusNew}, Trigger: "retry (auto or operator): the new attempt", To: StatusPending, Event: EventQueued},
+	{From: []Status{StatusCreated}, Trigger: "its stage released: earlier stages finished", To: StatusPending, Event: EventQueued},
+	{From: []Status{StatusCreated}, Trigger: "an earlier stage failed or was canceled", To: StatusSkipped, Event: EventSkipped},
+	{From: []Status{StatusCreated, StatusPending, StatusWaiting}, Trigger: "operator cancels the job or pipeline", To: StatusCanceled, Event: EventCanceled},
+	{From: []Status{StatusPending}, Trigger: "claimed by a runner, one-phase", To: StatusRunning, Event: EventAssigned},
+	{From: []Status{StatusPending}, Trigger: "claimed by a runner, two-phase", To: StatusWaiting, Event: EventAssigned},
+	{From: []Status{StatusPending}, Trigger: "reaper: pending too long", To: StatusFailed, Event: EventDroppedStuck, Reason: ReasonStuckPending},
+	{From: []Status{StatusPending, StatusWaiting, StatusRunning}, Trigger: "stuck stage, pessimistic", To: StatusFailed, Event: EventStuckStage, Reason: ReasonStuckOrTimeoutFailure},
+	{From: []Status{StatusPending, StatusWaiting, StatusRunning, StatusCanceling}, Trigger: "stuck stage, optimistic (next stage released)", To: StatusSame, Event: EventStuckStage},
+	{From: []Status{StatusWaiting}, Trigger: "runner acks (PUT state=running)", To: StatusRunning, Event: EventAcknowledged},
+	{From: []Status{StatusWaiting}, Trigger: "runner keep-alive (PUT state=pending)", To: StatusSame, Event: EventKeepalive},
+	{From: []Status{StatusWaiting}, Trigger: "runner declines (PUT state=failed)", To: StatusFailed, Event: EventDeclined, Reason: ReasonFromRunner},
+	{From: []Status{StatusWaiting}, Trigger: "ack sweeper: key expired or max wait passed", To: StatusFailed, Event: EventAckTimeout, Reason: ReasonRunnerProvisioningTimeout},
+	{From: []Status{StatusWaiting}, Trigger: "ack sweeper: key alive, deadline moved", To: StatusSame},
+	{From: []Status{StatusRunning}, Trigger: "final update (PUT state=success)", To: StatusSuccess, Event: EventFinished},
+	{From: []Status{StatusRunning}, Trigger: "final update (PUT state=failed)", To: StatusFailed, Event: EventFinished, Reason: ReasonFromRunner},
+	{From: []Status{StatusRunning, StatusCanceling}, Trigger: "runner update or trace (liveness)", To: StatusSame},
+	{From: []Status{StatusRunning, StatusCanceling}, Trigger: "trace over the size limit", To: StatusFailed, Event: EventTraceExceeded, Reason: ReasonTraceSizeExceeded},
+	{From: []Status{StatusRunning}, Trigger: "reaper: running without updates", To: StatusFailed, Event: EventDroppedStuck, Reason: ReasonNoUpdatesRunning},
+	{From: []Status{StatusRunning}, Trigger: "reaper: running past timeout + grace", To: StatusFailed, Event: EventDroppedStuck, Reason: ReasonJobExecutionTimeout},
+	{From: []Status{StatusRunning}, Trigger: "operator cancels the job or pipeline", To: StatusCanceling, Event: EventCancelRequested},
+	{From: []Status{StatusCanceling}, Trigger: "final update (PUT success or failed)", To: StatusCanceled, Event: EventFinished},
+	{From: []Status{StatusCanceling}, Trigger: "reaper: canceling without updates", To: StatusCanceled, Event: EventDroppedStuck},
+	{From: []Status{StatusCanceling}, Trigger: "stuck stage, pessimistic", To: StatusCanceled, Event: EventStuckStage},
+	{From: []Status{StatusFailed}, Trigger: "auto-retry allowed (new attempt queued)", To: StatusSame, Event: EventRetried},
+	{From: []Status{StatusFailed}, Trigger: "auto-retry limit reached", To: StatusSame, Event: EventRetryExhausted},
+	{From: []Status{StatusSuccess, StatusFailed, StatusCanceled}, Trigger: "operator retry (new attempt queued)", To: StatusSame, Event: EventRetried},
+	{From: []Status{StatusSkipped}, Trigger: "operator retries an earlier stage's build", To: StatusCreated, Event: EventReopened},
+}
+
+// StatusSame as a Transition's To: the build keeps its state (an event, or a moved
+// deadline, without a state change).
+const StatusSame Status = "(same)"
+
+// PipelineTransition is one declared change of a pipeline's status. Pipelines have no event
+// history: a change writes updated_at and progressed_at (finished_at for an end state).
+type PipelineTransition struct {
+	From    []string
+	Trigger string
+	To      []string
+}
+
+// PipelineNew stands for "no row yet" in PipelineTransitions.
+const PipelineNew = ""
+
+// PipelineTransitions declares every change of a pipeline's status. After the claim, each
+// is PipelineStatus applied to the pipeline's latest attempts (see Advance).
+var PipelineTransitions = []PipelineTransition{
+	{From: []string{PipelineNew}, Trigger: "pipeline created", To: []string{PipelinePending}},
+	{From: []string{PipelinePending}, Trigger: "a build assigned; or one ended, others left", To: []string{PipelineRunning}},
+	{From: []string{PipelineRunning}, Trigger: "its only started build retried, none ended", To: []string{PipelinePending}},
+	{From: []string{PipelinePending, PipelineRunning}, Trigger: "all latest attempts ended, all succeeded*", To: []string{PipelineSuccess}},
+	{From: []string{PipelinePending, PipelineRunning}, Trigger: "all ended, one failed (no allow_failure)", To: []string{PipelineFailed}},
+	{From: []string{PipelinePending, PipelineRunning}, Trigger: "all ended, one canceled, none failed*", To: []string{PipelineCanceled}},
+	{From: []string{PipelineSuccess, PipelineFailed, PipelineCanceled}, Trigger: "operator retries one of its builds", To: []string{PipelinePending, PipelineRunning}},
+}
+
+// TransitionError: code tried a state change that BuildTransitions or PipelineTransitions
+// does not declare. It is a bug; the store refuses the change so that the state of record
+// never leaves the table.
+type TransitionError struct {
+	Kind     string // "build" or "pipeline"
+	From, To string
+	Event    string
+	Reason   string
+}
+
+func (e *TransitionError) Error() string {
+	if e.Kind == "pipeline" {
+		return fmt.Sprintf("undeclared pipeline transition %s → %s", showStatus(e.From), showStatus(e.To))
+	}
+	return fmt.Sprintf("undeclared build transition %s → %s (event %q, reason %q)",
+		showStatus(e.From), showStatus(e.To), e.Event, e.Reason)
+}
+
+// CheckTransition reports whether a build may move from → to recording event with
+// reason; an empty event matches rows that record none. A *TransitionError when not.
+func CheckTransition(from, to Status, event, reason string) error {
+	for _, t := range BuildTransitions {
+		if !slices.Contains(t.From, from) || t.Event != event {
+			continue
+		}
+		target := t.To
+		if target == StatusSame {
+			target = from
+		}
+		if target != to {
+			continue
+		}
+		if t.Reason == reason || t.Reason == ReasonFromRunner && (to != StatusFailed || reason != "") {
+			return nil
+		}
+	}
+	return &TransitionError{Kind: "build", From: string(from), To: string(to), Event: event, Reason: reason}
+}
+
+// Check reports whether every From of f to f.To is declared (see CheckTransition).
+func (f Finish) Check() error {
+	for _, from := range f.From {
+		if err := CheckTransition(from, f.To, f.Event, f.Reason); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckPipelineTransition reports whether a pipeline may move from → to. Staying is
+// always allowed.
+func CheckPipelineTransition(from, to string) error {
+	if from == to {
+		return nil
+	}
+	for _, t := range PipelineTransitions {
+		if slices.Contains(t.From, from) && slices.Contains(t.To, to) {
+			return nil
+		}
+	}
+	return &TransitionError{Kind: "pipeline", From: from, To: to}
+}
+
+func showStatus(s string) string {
+	switch Status(s) {
+	case StatusNew:
+		return "(new)"
+	case StatusWaiting:
+		return "waiting" // the legend under the table spells it out
+	}
+	return s
+}
+
+func joinStatuses[S ~string](ss []S) string {
+	parts := make([]string, len(ss))
+	for i, s := range ss {
+		parts[i] = showStatus(string(s))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// TransitionTable renders both tables as aligned text: the README and doc.go carry it.
+func TransitionTable() string {
+	rows := [][]string{{"build from", "trigger", "to", "event", "failure_reason"}}
+	for _, t := range BuildTransitions {
+		rows = append(rows, []string{joinStatuses(t.From), t.Trigger, showStatus(string(t.To)), orDash(t.Event), orDash(t.Reason)})
+	}
+	var b strings.Builder
+	renderRows(&b, rows)
+	b.WriteString("waiting = waiting_for_runner_ack; (same): no state change; (runner's): the PUT's\n" +
+		"failure_reason, else unknown_failure (final update) or runner_system_failure (decline).\n\n")
+	rows = [][]string{{"pipeline from", "trigger", "to"}}
+	for _, t := range PipelineTransitions {
+		rows = append(rows, []string{joinStatuses(t.From), t.Trigger, joinStatuses(t.To)})
+	}
+	renderRows(&b, rows)
+	b.WriteString("* allow_failure failures count as succeeded. Pipelines record no events: a change\n" +
+		"writes updated_at and progressed_at, and finished_at when it ends.\n")
+	return b.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func renderRows(b *strings.Builder, rows [][]string) {
+	widths := make([]int, len(rows[0]))
+	for _, r := range rows {
+		for i, c := range r {
+			widths[i] = max(widths[i], len([]rune(c)))
+		}
+	}
+	for n, r := range rows {
+		line := ""
+		for i, c := range r {
+			if i < len(r)-1 {
+				c += strings.Repeat(" ", widths[i]-len([]rune(c))) + " | "
+			}
+			line += c
+		}
+		b.WriteString(strings.TrimRight(line, " ") + "\n")
+		if n == 0 {
+			sep := ""
+			for i, w := range widths {
+				sep += strings.Repeat("-", w)
+				if i < len(widths)-1 {
+					sep += "-+-"
+				}
+			}
+			b.WriteString(sep + "\n")
+		}
+	}
+}
