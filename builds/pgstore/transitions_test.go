@@ -59,7 +59,6 @@ func TestStatementsWriteOnlyDeclaredTransitions(t *testing.T) {
 		}
 		for _, w := range writes {
 			found++
-			t.Logf("%s: %s %q → %s, events %v", name, w.table, w.from, w.to, w.events)
 			if w.to == "$" {
 				if !runtimeChecked[name] {
 					t.Errorf("%s writes a %s status from a parameter but is not checked at run time", name, w.table)
