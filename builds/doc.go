@@ -7,7 +7,7 @@
 // States (SPEC §3):
 //
 //	created ──stage released──▶ pending ──claim, one-phase───────────────────────────────▶ running ──final update──▶ success | failed
-//	 │  ▲                         │  └──claim, two-phase──▶ waiting_for_runner_ack ──ack──┘  │  │
+//	 │  ▲                         │  └──claim, two-phase──▶ waiting_for_runner_ack ──ack───┘ │  │
 //	 │  │                         │                           │ decline, ack timeout         │  └──operator cancel──▶ canceling
 //	 │  │ operator retry of       │ stuck_pending reaper      ▼                              │                          │ final update,
 //	 │  │ an earlier stage        └─────────────────────────▶ failed ◀──reapers, trace limit─┘                          │ reaper

@@ -124,6 +124,8 @@ type Store interface {
 	Touch(ctx context.Context, id int64, now time.Time) error
 	// ExtendAck moves the deadline of record of a waiting build.
 	ExtendAck(ctx context.Context, id int64, deadline time.Time) error
+	// Finish: ErrConflict when the build is not in f.From (or the token differs), a
+	// *TransitionError when BuildTransitions does not declare the change.
 	Finish(ctx context.Context, f Finish) (Finished, error)
 	// RequestCancel: running → canceling. ErrConflict when not running.
 	RequestCancel(ctx context.Context, id int64, now time.Time) (Build, error)
