@@ -144,17 +144,22 @@ func (h *Handler) observe(next http.Handler) http.Handler {
 // requireAdmin checks PRIVATE-TOKEN against the admin token's hash in constant time.
 func (h *Handler) requireAdmin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token := r.Header.Get("PRIVATE-TOKEN")
-		if token == "" {
+		if r.Header.Get("PRIVATE-TOKEN") == "" {
 			writeError(w, http.StatusUnauthorized, "401 Unauthorized - send the admin token in the PRIVATE-TOKEN header")
 			return
 		}
-		if h.adminHash == nil || subtle.ConstantTimeCompare(builds.HashToken(token), h.adminHash) != 1 {
+		if !h.isAdmin(r) {
 			writeError(w, http.StatusForbidden, "403 Forbidden - wrong admin token")
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// isAdmin reports whether the request carries the admin token (compared in constant time).
+func (h *Handler) isAdmin(r *http.Request) bool {
+	token := r.Header.Get("PRIVATE-TOKEN")
+	return token != "" && h.adminHash != nil && subtle.ConstantTimeCompare(builds.HashToken(token), h.adminHash) == 1
 }
 
 func (h *Handler) liveness(w http.ResponseWriter, r *http.Request) {
@@ -174,7 +179,12 @@ func (h *Handler) readiness(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		h.log.WarnContext(ctx, "not ready", "error", err)
 		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "message": err.Error()})
+		body := map[string]string{"status": "unavailable"}
+		// Driver errors name hosts, users and databases: only the operator sees them.
+		if h.isAdmin(r) {
+			body["message"] = err.Error()
+		}
+		writeJSON(w, http.StatusServiceUnavailable, body)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

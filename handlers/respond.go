@@ -162,14 +162,14 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // decodeJSON reads one JSON value into v, rejecting trailing data; with strict, unknown
 // fields too (operator definitions, where a typo should not be silently ignored).
 func decodeJSON(r *http.Request, v any, strict bool) error {
-	dec := json.NewDecoder(r.Body)
+	body := &bodyReader{r: r.Body}
+	dec := json.NewDecoder(body)
 	if strict {
 		dec.DisallowUnknownFields()
 	}
 	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return err
+		if body.err != nil {
+			return bodyError(body.err)
 		}
 		if errors.Is(err, io.EOF) {
 			return badRequest("request body is empty; expected a JSON object")
@@ -183,7 +183,58 @@ func decodeJSON(r *http.Request, v any, strict bool) error {
 	if dec.More() {
 		return badRequest("malformed JSON: unexpected data after the object")
 	}
+	if body.err != nil {
+		return bodyError(body.err)
+	}
 	return nil
+}
+
+// bodyReader remembers the error of reading the request body, so that decodeJSON can tell
+// a body that failed to arrive from one that arrived malformed.
+type bodyReader struct {
+	r   io.Reader
+	err error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		b.err = err
+	}
+	return n, err
+}
+
+// bodyError answers a request whose body could not be read. A body cut off mid-stream or
+// not received in time is the client's failure: it must not be answered, logged or counted
+// as a backend outage (503), which io.ErrUnexpectedEOF and net errors otherwise are.
+func bodyError(err error) error {
+	var tooBig *http.MaxBytesError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &tooBig):
+		return err
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return &httpError{code: http.StatusRequestTimeout, msg: "408 Request Timeout - the request body did not arrive in time"}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("request body ended before its declared length")
+	}
+	return badRequest("request body could not be read")
+}
+
+// bodyDeadline bounds the time a request's body may take to arrive. Without it a client
+// trickling a body holds a connection and a goroutine for the server's whole ReadTimeout
+// before any token is checked. Bodyless requests are left alone: for them net/http already
+// reads the connection in the background, where a deadline would cancel the request (a
+// long poll, a waiter); once a body hits EOF, net/http clears the deadline the same way.
+func bodyDeadline(d time.Duration) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Body != nil && r.Body != http.NoBody {
+				_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
 func limitBody(n int64) func(http.Handler) http.Handler {

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,10 +16,22 @@ const (
 	limitPipeline = 8 << 20
 )
 
+// Time a request body may take to arrive, per route family: seconds for the runner's small
+// JSON bodies, more for a 1 MiB trace patch on a slow link and for operator bodies. Only
+// uploads (artifacts, when they come) should need minutes.
+const (
+	runnerBodyTimeout   = 10 * time.Second
+	traceBodyTimeout    = 30 * time.Second
+	operatorBodyTimeout = 30 * time.Second
+	pipelineBodyTimeout = 60 * time.Second
+)
+
 // routes lists every route; it mirrors openapi.yaml.
 func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 	r := chi.NewRouter()
-	r.Use(h.requestID, h.recoverer, h.observe)
+	// The operator bound is the default: it also covers unmatched paths, whose bodies the
+	// server drains after the 404.
+	r.Use(h.requestID, h.recoverer, h.observe, bodyDeadline(operatorBodyTimeout))
 
 	r.Get("/-/liveness", h.liveness)
 	r.Get("/-/readiness", h.readiness)
@@ -28,10 +41,11 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 
 	r.Route("/api/v4", func(r chi.Router) {
 		// Runner API: authenticated by runner and job tokens.
-		r.With(limitBody(limitSmall)).Post("/runners/verify", h.wrap(h.verifyRunner))
-		r.With(limitBody(limitSmall)).Post("/jobs/request", h.wrap(h.requestJob))
-		r.With(limitBody(limitSmall)).Put("/jobs/{job_id}", h.wrap(h.updateJob))
-		r.With(limitBody(limitTrace)).Patch("/jobs/{job_id}/trace", h.wrap(h.patchTrace))
+		runnerJSON := r.With(limitBody(limitSmall), bodyDeadline(runnerBodyTimeout))
+		runnerJSON.Post("/runners/verify", h.wrap(h.verifyRunner))
+		runnerJSON.Post("/jobs/request", h.wrap(h.requestJob))
+		runnerJSON.Put("/jobs/{job_id}", h.wrap(h.updateJob))
+		r.With(limitBody(limitTrace), bodyDeadline(traceBodyTimeout)).Patch("/jobs/{job_id}/trace", h.wrap(h.patchTrace))
 
 		// Operator API: PRIVATE-TOKEN.
 		r.Group(func(r chi.Router) {
@@ -57,7 +71,7 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 			r.Post("/features/{name}", h.wrap(h.setFeature))
 			r.Delete("/features/{name}", h.wrap(h.deleteFeature))
 		})
-		r.With(h.requireAdmin, limitBody(limitPipeline)).Post("/projects/{project_id}/pipeline", h.wrap(h.createPipeline))
+		r.With(h.requireAdmin, limitBody(limitPipeline), bodyDeadline(pipelineBodyTimeout)).Post("/projects/{project_id}/pipeline", h.wrap(h.createPipeline))
 	})
 	r.NotFound(h.wrap(func(w http.ResponseWriter, r *http.Request) error {
 		return &httpError{code: http.StatusNotFound, msg: "404 Not Found"}

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
@@ -22,12 +23,20 @@ func managerInfo(in api.RunnerInfo) builds.ManagerInfo {
 		Architecture: clip(in.Architecture), Executor: clip(in.Executor), Shell: clip(in.Shell), Features: features}
 }
 
-// clip bounds runner-reported strings before they reach the database.
+// maxReported bounds runner-reported strings before they reach the database.
+const maxReported = 255
+
+// clip cuts s to at most maxReported bytes on a character boundary: half a UTF-8 sequence
+// is invalid text, which Postgres refuses.
 func clip(s string) string {
-	if len(s) > 255 {
-		return s[:255]
+	if len(s) <= maxReported {
+		return s
 	}
-	return s
+	i := maxReported
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i]
 }
 
 func runnerToken(r *http.Request, body string) string {
@@ -293,7 +302,7 @@ func (h *Handler) patchTrace(w http.ResponseWriter, r *http.Request) error {
 	}
 	data, err := io.ReadAll(r.Body)
 	if err != nil {
-		return err
+		return bodyError(err)
 	}
 	start, err := ParseContentRange(r.Header.Get("Content-Range"), len(data))
 	if err != nil {
