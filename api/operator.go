@@ -100,7 +100,7 @@ type JobDetail struct {
 	AssignedAt    *time.Time        `json:"assigned_at"`
 	StartedAt     *time.Time        `json:"started_at"`
 	FinishedAt    *time.Time        `json:"finished_at"`
-	ExitCode      *int              `json:"exit_code"`
+	ExitCode      *int64            `json:"exit_code"`
 	TraceSize     int64             `json:"trace_size"`
 }
 

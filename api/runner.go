@@ -132,7 +132,7 @@ type UpdateJobRequest struct {
 	Token         string          `json:"token"`
 	State         string          `json:"state"`
 	FailureReason string          `json:"failure_reason,omitempty"`
-	ExitCode      *int            `json:"exit_code,omitempty"`
+	ExitCode      *int64          `json:"exit_code,omitempty"`
 	Checksum      string          `json:"checksum,omitempty"`
 	Output        *JobOutput      `json:"output,omitempty"`
 	Info          *RunnerInfo     `json:"info,omitempty"`

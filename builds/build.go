@@ -103,7 +103,7 @@ type Build struct {
 	TwoPhase         bool
 	CancelRequested  bool
 	FailureReason    string
-	ExitCode         *int
+	ExitCode         *int64
 	RunnerFinalState string
 	TraceSize        int64
 	CreatedAt        time.Time

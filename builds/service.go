@@ -321,7 +321,7 @@ type JobUpdate struct {
 	Token         string
 	State         string
 	FailureReason string
-	ExitCode      *int
+	ExitCode      *int64
 }
 
 // Runner-reported states.

@@ -39,7 +39,7 @@ type Finish struct {
 	From             []Status
 	To               Status
 	Reason           string
-	ExitCode         *int
+	ExitCode         *int64
 	RunnerFinalState string
 	Event            string
 	Detail           map[string]any

@@ -241,7 +241,7 @@ type jobUpdateFields struct {
 	Token         string         `json:"token"`
 	State         string         `json:"state"`
 	FailureReason string         `json:"failure_reason"`
-	ExitCode      *int           `json:"exit_code"`
+	ExitCode      *int64         `json:"exit_code"`
 	Output        *api.JobOutput `json:"output"`
 }
 

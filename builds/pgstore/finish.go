@@ -23,7 +23,7 @@ WITH b AS (
            CASE WHEN $11::bytea IS NULL THEN $9
                 ELSE COALESCE((SELECT m.system_id FROM runner_managers m WHERE m.id = b.runner_manager_id), '') END,
            $10::jsonb || jsonb_strip_nulls(jsonb_build_object('status', $3::text,
-               'failure_reason', NULLIF($4, ''), 'exit_code', $5::integer))
+               'failure_reason', NULLIF($4, ''), 'exit_code', $5::bigint))
     FROM b
 )
 SELECT ` + buildCols + ` FROM b` + buildJoins

@@ -178,7 +178,7 @@ func wantDetail(t testing.TB, d api.JobDetail, status, reason string, exitCode *
 	if d.Status != status || got != reason {
 		t.Fatalf("job %d: %s reason %q, want %s reason %q", d.ID, d.Status, got, status, reason)
 	}
-	if (exitCode == nil) != (d.ExitCode == nil) || (exitCode != nil && *exitCode != *d.ExitCode) {
+	if (exitCode == nil) != (d.ExitCode == nil) || (exitCode != nil && int64(*exitCode) != *d.ExitCode) {
 		t.Fatalf("job %d: exit_code %v, want %v", d.ID, d.ExitCode, exitCode)
 	}
 }

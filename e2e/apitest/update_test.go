@@ -3,6 +3,7 @@ package apitest_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/jobapi/jobapi/api"
@@ -144,4 +145,32 @@ func TestUpdateJobLegacy(t *testing.T) {
 			t.Errorf("rejected updates changed the job: %s", d.Status)
 		}
 	})
+}
+
+// Windows reports crashes as unsigned 32-bit exit codes (0xC0000005 = 3221225477): past
+// 2^31-1 the final update used to fail with 500 and the job stayed running. The value is
+// stored and shown as the runner sent it, on the runner's path and in the event.
+func TestUpdateJobLargeExitCode(t *testing.T) {
+	t.Parallel()
+	inst := start(t, nil)
+	for _, code := range []int64{3221225477, 1<<53 - 1, -1073741819} {
+		_, job := legacyJob(t, inst, nil)
+		resp, b := updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "failed",
+			"failure_reason": "script_failure", "exit_code": code})
+		wantStatus(t, resp, b, http.StatusOK)
+		wantJobStatus(t, resp, "failed")
+		resp, b = inst.Do(t, "GET", fmt.Sprintf("/api/v4/projects/7/jobs/%d", job.ID), nil)
+		wantStatus(t, resp, b, http.StatusOK)
+		d := decode[struct {
+			Status   string `json:"status"`
+			ExitCode *int64 `json:"exit_code"`
+		}](t, b)
+		if d.Status != "failed" || d.ExitCode == nil || *d.ExitCode != code {
+			t.Errorf("exit code %d: job shows %s (%s)", code, d.Status, b)
+		}
+		_, b = inst.Do(t, "GET", fmt.Sprintf("/api/v4/projects/7/jobs/%d/events", job.ID), nil)
+		if !strings.Contains(string(b), fmt.Sprintf(`"exit_code":%d`, code)) {
+			t.Errorf("exit code %d: not in the events %s", code, b)
+		}
+	}
 }
