@@ -88,4 +88,14 @@ func (c *jobCache) get(id int64, token string) (*cachedJob, bool) {
 	return e, true
 }
 
+// check reports whether build id is known here and, if so, whether token is its token.
+func (c *jobCache) check(id int64, token string) (known, match bool) {
+	e, ok := c.r.get(id)
+	if !ok {
+		return false, false
+	}
+	h := sha256.Sum256([]byte(token))
+	return true, token != "" && subtle.ConstantTimeCompare(h[:], e.tokenHash[:]) == 1
+}
+
 func (c *jobCache) forget(id int64) { c.r.forget(id) }

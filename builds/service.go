@@ -413,6 +413,34 @@ func (s *Service) forgetJob(id int64) {
 	s.jobs.forget(id)
 }
 
+// JobTokenValid reports whether token is build id's job token, without changing anything:
+// the HTTP layer asks it before spending the job's rate-limit budget, so that requests with
+// a wrong token (job ids are sequential, easy to guess) cannot exhaust the real runner's.
+// A build this replica assigned or served is checked in memory; another costs one read,
+// after which it is remembered while on a runner.
+func (s *Service) JobTokenValid(ctx context.Context, id int64, token string) (bool, error) {
+	if token == "" || len(token) > 256 {
+		return false, nil
+	}
+	if known, match := s.jobs.check(id, token); known {
+		return match, nil
+	}
+	b, err := s.store.Build(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !TokenMatches(token, b.TokenHash) {
+		return false, nil
+	}
+	if b.Status.OnRunner() {
+		s.jobs.put(b, b.TokenHash)
+	}
+	return true, nil
+}
+
 // jobForToken loads a build and checks the presented job token against it: the fence.
 func (s *Service) jobForToken(ctx context.Context, id int64, token string) (Build, error) {
 	b, err := s.store.Build(ctx, id)

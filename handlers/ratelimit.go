@@ -2,9 +2,12 @@ package handlers
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/jobapi/jobapi/builds"
 )
 
 // RateLimiter counts requests per key across replicas (ratelimit.Limiter over Redis).
@@ -24,8 +27,13 @@ type RateDecision struct {
 type RateLimits struct {
 	// JobsRequest: per runner token on POST /jobs/request (GitLab's spirit: 2,000/min).
 	JobsRequest int
-	// JobUpdates: per job on PUT /jobs/:id and, separately, on PATCH /jobs/:id/trace (200/min).
+	// JobUpdates: per job on PUT /jobs/:id and, separately, on PATCH /jobs/:id/trace (200/min),
+	// counted only for requests that carry the job's token.
 	JobUpdates int
+	// JobTokenFailures: per client address, PUTs and trace PATCHes whose job token is wrong.
+	JobTokenFailures int
+	// RunnerVerify: per runner token on POST /runners/verify, which writes a manager row.
+	RunnerVerify int
 }
 
 // rateLimitError is the 429 answer; gitlab-runner retries it (5 tries) honouring Retry-After and
@@ -52,6 +60,38 @@ func (h *Handler) limit(r *http.Request, scope, key string, perMinute int) error
 	}
 	h.metrics.rateLimit.WithLabelValues(scope, "limited").Inc()
 	return &rateLimitError{d: d}
+}
+
+// limitJob applies the per-job budget of a PUT or trace PATCH (scope) to requests with the
+// job's own token only. Anyone can guess a job id: were bogus tokens counted there, a few
+// hundred of them would lock the real runner out of its job (429 on its ack, trace and final
+// update). They are counted per client address instead, in a bucket of their own, and
+// answered 403 (429 past that budget) without reaching the service.
+func (h *Handler) limitJob(r *http.Request, scope string, id int64, token string) error {
+	if h.limiter == nil || h.limits.JobUpdates <= 0 && h.limits.JobTokenFailures <= 0 {
+		return nil // the service checks the token as part of the update
+	}
+	ok, err := h.svc.JobTokenValid(r.Context(), id, token)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if err := h.limit(r, "job_token_failure", clientAddr(r), h.limits.JobTokenFailures); err != nil {
+			return err
+		}
+		return &builds.JobForbiddenError{Cause: builds.InvalidJobToken}
+	}
+	return h.limit(r, scope, strconv.FormatInt(id, 10), h.limits.JobUpdates)
+}
+
+// clientAddr is the peer's IP address. Behind a load balancer that is the balancer's, so
+// all clients share one failure bucket there: legitimate runners rarely fail a token check.
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 func writeRateLimited(w http.ResponseWriter, d RateDecision, now time.Time) {

@@ -250,15 +250,16 @@ func (h *Handler) updateJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := h.limit(r, "job_update", strconv.FormatInt(id, 10), h.limits.JobUpdates); err != nil {
-		return err
-	}
 	var req jobUpdateFields
 	if err := decodeJSON(r, &req, false); err != nil {
 		return err
 	}
+	token := jobToken(r, req.Token)
+	if err := h.limitJob(r, "job_update", id, token); err != nil {
+		return err
+	}
 	status, err := h.svc.UpdateJob(r.Context(), builds.JobUpdate{
-		ID: id, Token: jobToken(r, req.Token), State: req.State, FailureReason: req.FailureReason, ExitCode: req.ExitCode,
+		ID: id, Token: token, State: req.State, FailureReason: req.FailureReason, ExitCode: req.ExitCode,
 	})
 	if err != nil {
 		return err
@@ -297,7 +298,8 @@ func (h *Handler) patchTrace(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := h.limit(r, "job_trace", strconv.FormatInt(id, 10), h.limits.JobUpdates); err != nil {
+	token := jobToken(r, "")
+	if err := h.limitJob(r, "job_trace", id, token); err != nil {
 		return err
 	}
 	data, err := io.ReadAll(r.Body)
@@ -308,7 +310,7 @@ func (h *Handler) patchTrace(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return badRequest("%s", err.Error())
 	}
-	res, err := h.svc.AppendTrace(r.Context(), id, jobToken(r, ""), start, data)
+	res, err := h.svc.AppendTrace(r.Context(), id, token, start, data)
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,8 @@ type Config struct {
 	// Rate limits, requests per minute (0: off).
 	RateLimitJobsRequest int
 	RateLimitJobUpdates  int
+	// RateLimitJobTokenFailures: PUTs and trace PATCHes with a wrong job token, per client address.
+	RateLimitJobTokenFailures int
 }
 
 // Setting describes one environment variable: the configuration table in README.md is
@@ -152,6 +154,8 @@ var Settings = []Setting{
 		perMinute(func(c *Config) *int { return &c.RateLimitJobsRequest })},
 	{"JOBAPI_RATE_LIMIT_JOB_UPDATES", "200", "PUT /jobs/:id, and separately trace PATCHes, per job per minute (0: off)",
 		perMinute(func(c *Config) *int { return &c.RateLimitJobUpdates })},
+	{"JOBAPI_RATE_LIMIT_JOB_TOKEN_FAILURES", "100", "PUT /jobs/:id and trace PATCHes with a wrong job token, per client address per minute (0: off); they never spend a job's own budget",
+		perMinute(func(c *Config) *int { return &c.RateLimitJobTokenFailures })},
 	{"JOBAPI_LOG_LEVEL", "info", "debug, info, warn or error", func(c *Config, v string) error {
 		switch v {
 		case "debug", "info", "warn", "error":

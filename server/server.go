@@ -163,7 +163,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 	h := handlers.New(handlers.Deps{Service: svc, AdminToken: cfg.AdminToken, Logger: log,
 		Flags: featureAdmin, Health: health{store: store, redis: rs},
 		Registry: reg, TraceWatch: rs, Limiter: limiter{rl},
-		Limits: handlers.RateLimits{JobsRequest: cfg.RateLimitJobsRequest, JobUpdates: cfg.RateLimitJobUpdates}})
+		Limits: handlers.RateLimits{JobsRequest: cfg.RateLimitJobsRequest, JobUpdates: cfg.RateLimitJobUpdates,
+			JobTokenFailures: cfg.RateLimitJobTokenFailures}})
 
 	ln := opts.Listener
 	if ln == nil {

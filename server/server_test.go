@@ -161,3 +161,92 @@ func grep(body, word string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// Job ids are sequential: anyone could send PUTs and trace PATCHes with a bogus token to a
+// job and spend its per-job budget, so that the real runner's ack, trace and final update
+// got 429 until the window reset. Failed token checks must never spend a job's budget.
+func TestBogusJobTokensDoNotSpendTheJobsBudget(t *testing.T) {
+	t.Parallel()
+	inst := jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) { c.RateLimitJobUpdates = 5 }})
+	_, token := inst.CreateRunner(t)
+	inst.EnableTwoPhase(t, 1)
+	inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "a", "script": []string{"true"}})
+	ctx := context.Background()
+	rc := runnerclient.New(inst.URL, token, "s_victim")
+	job, _, err := rc.RequestJob(ctx)
+	if err != nil || job == nil {
+		t.Fatalf("request: %v %v", job, err)
+	}
+	attack := func(method, path string, body string, hdr ...string) int {
+		req, _ := http.NewRequest(method, inst.URL+path, strings.NewReader(body))
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	jobPath := fmt.Sprintf("/api/v4/jobs/%d", job.ID)
+	for i := 0; i < 20; i++ {
+		for _, code := range []int{
+			attack("PUT", jobPath, `{"state":"failed"}`, "JOB-TOKEN", "glcbt-bogus", "Content-Type", "application/json"),
+			attack("PUT", jobPath, `{"state":"running","token":"glcbt-other"}`, "Content-Type", "application/json"),
+			attack("PATCH", jobPath+"/trace", "x", "JOB-TOKEN", "glcbt-bogus", "Content-Range", "0-0"),
+		} {
+			if code != http.StatusForbidden && code != http.StatusTooManyRequests {
+				t.Fatalf("bogus token: %d, want 403 or 429", code)
+			}
+		}
+	}
+	if res, err := rc.UpdateJob(ctx, job, runnerclient.StateRunning, runnerclient.UpdateOptions{}); err != nil || res.Code != http.StatusOK {
+		t.Fatalf("the runner's ack after the flood: %d %v, want 200", res.Code, err)
+	}
+	if res, err := rc.PatchTrace(ctx, job, 0, []byte("hello\n")); err != nil || res.Code != http.StatusAccepted {
+		t.Fatalf("the runner's trace after the flood: %d %v, want 202", res.Code, err)
+	}
+	if res, err := rc.UpdateJob(ctx, job, runnerclient.StateSuccess, runnerclient.UpdateOptions{}); err != nil || res.Code != http.StatusOK {
+		t.Fatalf("the runner's final update after the flood: %d %v, want 200", res.Code, err)
+	}
+	if d := inst.Job(t, 1, job.ID); d.Status != "success" {
+		t.Errorf("job %s, want success", d.Status)
+	}
+}
+
+// Wrong job tokens are counted per client address, in their own bucket: past it they get
+// 429 (never reaching Postgres), while the runner's own requests from the same address,
+// with the right token, go on.
+func TestJobTokenFailuresLimitedPerAddress(t *testing.T) {
+	t.Parallel()
+	inst := jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) { c.RateLimitJobTokenFailures = 3 }})
+	_, token := inst.CreateRunner(t)
+	inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "a", "script": []string{"true"}})
+	ctx := context.Background()
+	rc := runnerclient.New(inst.URL, token, "s_neighbour")
+	job, _, err := rc.RequestJob(ctx)
+	if err != nil || job == nil {
+		t.Fatalf("request: %v %v", job, err)
+	}
+	var codes []int
+	for i := 0; i < 5; i++ {
+		bogus := *job
+		bogus.Token = "glcbt-bogus"
+		res, err := rc.UpdateJob(ctx, &bogus, runnerclient.StateRunning, runnerclient.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes = append(codes, res.Code)
+	}
+	if fmt.Sprint(codes) != "[403 403 403 429 429]" {
+		t.Errorf("bogus tokens got %v, want 3×403 then 429", codes)
+	}
+	if res, err := rc.UpdateJob(ctx, job, runnerclient.StateSuccess, runnerclient.UpdateOptions{}); err != nil || res.Code != http.StatusOK {
+		t.Fatalf("the runner's final update: %d %v, want 200", res.Code, err)
+	}
+	if body := scrape(t, inst.URL); !strings.Contains(body, `jobapi_rate_limit_total{outcome="limited",scope="job_token_failure"} 2`) {
+		t.Errorf("metrics do not count the 429s:\n%s", grep(body, "rate_limit"))
+	}
+}
