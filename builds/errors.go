@@ -72,3 +72,15 @@ func (c ForbiddenCause) String() string {
 type NoJobError struct{ LastUpdate string }
 
 func (e *NoJobError) Error() string { return "no job" }
+
+// ManagerLimitError refuses a new runner manager (system_id) past the runner's cap.
+type ManagerLimitError struct {
+	RunnerID int64
+	Max      int
+}
+
+func (e *ManagerLimitError) Error() string {
+	return fmt.Sprintf("runner %d has %d managers, its limit", e.RunnerID, e.Max)
+}
+
+func (e *ManagerLimitError) Unwrap() error { return ErrTooManyManagers }

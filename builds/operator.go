@@ -218,9 +218,10 @@ func (s *Service) Runners(ctx context.Context, p Page) ([]Runner, int, error) {
 	return s.store.Runners(ctx, p)
 }
 
-// Runner returns one runner with its managers.
-func (s *Service) Runner(ctx context.Context, id int64) (Runner, error) {
-	return s.store.Runner(ctx, id)
+// Runner returns one runner with a page of its managers, and how many it has: a token used
+// from many machines has many.
+func (s *Service) Runner(ctx context.Context, id int64, managers Page) (Runner, int, error) {
+	return s.store.Runner(ctx, id, managers)
 }
 
 // Ready reports whether Postgres answers.

@@ -20,6 +20,8 @@ type Config struct {
 	TouchInterval time.Duration
 	// RunnerCacheTTL bounds how long a runner's settings are served from memory.
 	RunnerCacheTTL time.Duration
+	// MaxManagersPerRunner caps the system_ids one runner token may register (0: no cap).
+	MaxManagersPerRunner int
 }
 
 // TwoPhaseGate evaluates the allow_runner_job_acknowledgement flag for one candidate.
@@ -163,7 +165,7 @@ func (s *Service) manager(ctx context.Context, r Runner, systemID string, info M
 	if id, ok := s.runners.manager(r.ID, systemID, now); ok {
 		return id, nil
 	}
-	m, err := s.store.UpsertManager(ctx, r.ID, systemID, info, now)
+	m, err := s.upsertManager(ctx, r.ID, systemID, info, now)
 	if err != nil {
 		return 0, err
 	}
@@ -180,12 +182,21 @@ func (s *Service) VerifyRunner(ctx context.Context, token, systemID string, info
 	if systemID == "" {
 		systemID = "<legacy>"
 	}
-	m, err := s.store.UpsertManager(ctx, r.ID, systemID, info, s.now())
+	m, err := s.upsertManager(ctx, r.ID, systemID, info, s.now())
 	if err != nil {
 		return Runner{}, err
 	}
 	s.runners.putManager(r.ID, systemID, m.ID, s.now())
 	return r, nil
+}
+
+// upsertManager records a manager within the runner's cap.
+func (s *Service) upsertManager(ctx context.Context, runnerID int64, systemID string, info ManagerInfo, now time.Time) (Manager, error) {
+	m, err := s.store.UpsertManager(ctx, runnerID, systemID, info, now, s.cfg.MaxManagersPerRunner)
+	if errors.Is(err, ErrTooManyManagers) {
+		return Manager{}, &ManagerLimitError{RunnerID: runnerID, Max: s.cfg.MaxManagersPerRunner}
+	}
+	return m, err
 }
 
 // JobRequest is a runner's POST /jobs/request.

@@ -16,6 +16,8 @@ var (
 	ErrNoBuild = errors.New("no build for this runner")
 	// ErrUnavailable: a backing service is down and the answer cannot be given now.
 	ErrUnavailable = errors.New("temporarily unavailable")
+	// ErrTooManyManagers: a new system_id would take a runner past its cap of managers.
+	ErrTooManyManagers = errors.New("too many runner managers")
 )
 
 // Claim asks the store to hand the oldest matching pending build to a runner manager.
@@ -101,10 +103,14 @@ type Page struct {
 type Store interface {
 	CreateRunner(ctx context.Context, r Runner, tokenHash []byte) (Runner, error)
 	RunnerByTokenHash(ctx context.Context, hash []byte) (Runner, error)
-	Runner(ctx context.Context, id int64) (Runner, error)
+	// Runner returns a runner with one page of its managers (oldest first) and their total.
+	Runner(ctx context.Context, id int64, managers Page) (Runner, int, error)
 	Runners(ctx context.Context, p Page) ([]Runner, int, error)
 	UpdateRunner(ctx context.Context, id int64, u RunnerUpdate) (Runner, error)
-	UpsertManager(ctx context.Context, runnerID int64, systemID string, info ManagerInfo, now time.Time) (Manager, error)
+	// UpsertManager records a manager's latest contact. A new system_id is refused with
+	// ErrTooManyManagers when the runner has maxManagers others already (0: no cap);
+	// concurrent first contacts may overshoot the cap by their number.
+	UpsertManager(ctx context.Context, runnerID int64, systemID string, info ManagerInfo, now time.Time, maxManagers int) (Manager, error)
 
 	CreatePipeline(ctx context.Context, d PipelineDefinition, now time.Time) (Pipeline, error)
 	Pipeline(ctx context.Context, projectID, id int64) (Pipeline, error)

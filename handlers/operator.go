@@ -230,11 +230,16 @@ func (h *Handler) getRunner(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rn, err := h.svc.Runner(r.Context(), id)
+	p, err := pageOf(r)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, runnerView(rn))
+	rn, managers, err := h.svc.Runner(r.Context(), id, p)
+	if err != nil {
+		return err
+	}
+	// The pagination headers are the managers': the one list in the answer that grows.
+	writePage(w, p, managers, runnerView(rn))
 	return nil
 }
 

@@ -49,6 +49,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		rangeErr *builds.TraceRangeError
 		tooBig   *http.MaxBytesError
 		limited  *rateLimitError
+		managers *builds.ManagerLimitError
 	)
 	switch {
 	case errors.As(err, &he):
@@ -58,6 +59,12 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, he.code, he.msg)
 	case errors.As(err, &limited):
 		writeRateLimited(w, limited.d, time.Now())
+	case errors.As(err, &managers):
+		// Not a 400: gitlab-runner backs off on a 429 (Retry-After) instead of polling on,
+		// and an operator removing stale managers lifts it.
+		w.Header().Set("Retry-After", "60")
+		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("429 Too Many Requests - runner %d already has %d managers "+
+			"(system_ids), its limit: remove stale ones or raise JOBAPI_MAX_MANAGERS_PER_RUNNER", managers.RunnerID, managers.Max))
 	case errors.As(err, &noJob):
 		if noJob.LastUpdate != "" {
 			w.Header().Set("X-GitLab-Last-Update", noJob.LastUpdate)

@@ -73,6 +73,9 @@ func (h *Handler) verifyRunner(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("system_id must be at most 128 letters, digits or _-.:")
 	}
 	token := runnerToken(r, req.Token)
+	if err := h.limit(r, "runners_verify", token, h.limits.RunnerVerify); err != nil {
+		return err
+	}
 	runner, err := h.svc.VerifyRunner(r.Context(), token, req.SystemID, managerInfo(req.Info))
 	if err != nil {
 		return err

@@ -50,7 +50,7 @@ func assignTwoPhase(t *testing.T, store *pgstore.Store, leases builds.Leases, n 
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := store.UpsertManager(ctx, r.ID, "s_test", builds.ManagerInfo{}, at)
+	m, err := store.UpsertManager(ctx, r.ID, "s_test", builds.ManagerInfo{}, at, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,9 @@ type Config struct {
 	RateLimitJobUpdates  int
 	// RateLimitJobTokenFailures: PUTs and trace PATCHes with a wrong job token, per client address.
 	RateLimitJobTokenFailures int
+	RateLimitRunnerVerify     int
+	// MaxManagersPerRunner caps the system_ids one runner token may register (0: no cap).
+	MaxManagersPerRunner int
 }
 
 // Setting describes one environment variable: the configuration table in README.md is
@@ -156,6 +159,17 @@ var Settings = []Setting{
 		perMinute(func(c *Config) *int { return &c.RateLimitJobUpdates })},
 	{"JOBAPI_RATE_LIMIT_JOB_TOKEN_FAILURES", "100", "PUT /jobs/:id and trace PATCHes with a wrong job token, per client address per minute (0: off); they never spend a job's own budget",
 		perMinute(func(c *Config) *int { return &c.RateLimitJobTokenFailures })},
+	{"JOBAPI_RATE_LIMIT_RUNNER_VERIFY", "60", "POST /runners/verify per runner token per minute (0: off)",
+		perMinute(func(c *Config) *int { return &c.RateLimitRunnerVerify })},
+	{"JOBAPI_MAX_MANAGERS_PER_RUNNER", "1000", "system_ids one runner token may register; a new one past it gets 429 (0: no cap)",
+		func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > 1_000_000 {
+				return fmt.Errorf("want an integer from 0 to 1000000, got %q", v)
+			}
+			c.MaxManagersPerRunner = n
+			return nil
+		}},
 	{"JOBAPI_LOG_LEVEL", "info", "debug, info, warn or error", func(c *Config, v string) error {
 		switch v {
 		case "debug", "info", "warn", "error":

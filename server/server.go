@@ -145,7 +145,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 	svc := builds.NewService(builds.Deps{Store: store, Leases: rs, Queue: rs, Events: rs,
 		TwoPhase: flags.TwoPhaseCommit, Observer: m, Audit: store, Now: opts.Now, Log: log,
 		Config: builds.Config{AckTTL: cfg.AckTTL, MaxProvisioningWait: cfg.MaxProvisioningWait,
-			TraceLimit: cfg.TraceLimit, LongPoll: cfg.LongPoll, Policy: builds.DefaultRetryPolicy(cfg.AutoRetryMax)}})
+			TraceLimit: cfg.TraceLimit, LongPoll: cfg.LongPoll, Policy: builds.DefaultRetryPolicy(cfg.AutoRetryMax),
+			MaxManagersPerRunner: cfg.MaxManagersPerRunner}})
 	registerWaiters(reg, svc)
 
 	sweeper := &retry.Sweeper{Store: store, Leases: rs, Queue: rs, Policy: builds.DefaultRetryPolicy(cfg.AutoRetryMax),
@@ -164,7 +165,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 		Flags: featureAdmin, Health: health{store: store, redis: rs},
 		Registry: reg, TraceWatch: rs, Limiter: limiter{rl},
 		Limits: handlers.RateLimits{JobsRequest: cfg.RateLimitJobsRequest, JobUpdates: cfg.RateLimitJobUpdates,
-			JobTokenFailures: cfg.RateLimitJobTokenFailures}})
+			JobTokenFailures: cfg.RateLimitJobTokenFailures, RunnerVerify: cfg.RateLimitRunnerVerify}})
 
 	ln := opts.Listener
 	if ln == nil {

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -248,5 +249,29 @@ func TestJobTokenFailuresLimitedPerAddress(t *testing.T) {
 	}
 	if body := scrape(t, inst.URL); !strings.Contains(body, `jobapi_rate_limit_total{outcome="limited",scope="job_token_failure"} 2`) {
 		t.Errorf("metrics do not count the 429s:\n%s", grep(body, "rate_limit"))
+	}
+}
+
+// POST /runners/verify is rate-limited per token like the other runner endpoints: it
+// upserts a manager row each time, and had no limit at all.
+func TestVerifyRateLimit(t *testing.T) {
+	t.Parallel()
+	inst := jobapitest.Start(t, jobapitest.Options{})
+	_, token := inst.CreateRunner(t)
+	codes := map[int]int{}
+	for i := 0; i < 70; i++ {
+		_, err := runnerclient.New(inst.URL, token, "s_verify").Verify(context.Background())
+		var se *runnerclient.StatusError
+		switch {
+		case err == nil:
+			codes[http.StatusOK]++
+		case errors.As(err, &se):
+			codes[se.Code]++
+		default:
+			t.Fatal(err)
+		}
+	}
+	if codes[http.StatusOK] != 60 || codes[http.StatusTooManyRequests] != 10 {
+		t.Errorf("codes %v, want 60×200 then 10×429 (the default budget is 60 per minute)", codes)
 	}
 }

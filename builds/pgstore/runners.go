@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -42,15 +43,37 @@ func (s *Store) RunnerByTokenHash(ctx context.Context, hash []byte) (builds.Runn
 
 const runnerByID = `SELECT ` + runnerCols + ` FROM runners r WHERE r.id = $1`
 
-// Runner returns a runner with its managers.
-func (s *Store) Runner(ctx context.Context, id int64) (builds.Runner, error) {
+const managersPage = `SELECT ` + managerCols + `, count(*) OVER () FROM runner_managers
+WHERE runner_id = $1 ORDER BY id LIMIT $2 OFFSET $3`
+
+const countManagers = `SELECT count(*) FROM runner_managers WHERE runner_id = $1`
+
+// Runner returns a runner with one page of its managers and their total.
+func (s *Store) Runner(ctx context.Context, id int64, p builds.Page) (builds.Runner, int, error) {
 	r, err := scanRunner(s.pool.QueryRow(ctx, runnerByID, id))
 	if err != nil {
-		return builds.Runner{}, notFound(err, "runner")
+		return builds.Runner{}, 0, notFound(err, "runner")
 	}
-	ms, err := s.managers(ctx, []int64{id})
-	r.Managers = ms[id]
-	return r, err
+	limit, off := offset(p)
+	rows, err := s.pool.Query(ctx, managersPage, id, limit, off)
+	if err != nil {
+		return builds.Runner{}, 0, err
+	}
+	var total int
+	r.Managers, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (builds.Manager, error) {
+		var m builds.Manager
+		err := row.Scan(&m.ID, &m.RunnerID, &m.SystemID, &m.Version, &m.Revision, &m.Platform,
+			&m.Architecture, &m.Executor, &m.Shell, &m.Features, &m.ContactedAt, &total)
+		return m, err
+	})
+	if err != nil {
+		return builds.Runner{}, 0, err
+	}
+	if len(r.Managers) == 0 {
+		// A page past the end has no row to carry the total.
+		err = s.pool.QueryRow(ctx, countManagers, id).Scan(&total)
+	}
+	return r, total, err
 }
 
 const listRunners = `SELECT ` + runnerCols + `, count(*) OVER () FROM runners r ORDER BY r.id LIMIT $1 OFFSET $2`
@@ -146,11 +169,15 @@ func (s *Store) UpdateRunner(ctx context.Context, id int64, u builds.RunnerUpdat
 	return r, err
 }
 
+// upsertManager inserts a new system_id only while the runner has fewer than $11 others
+// ($11 <= 0: no cap); a known one is always updated. No row back means the cap refused it.
 const upsertManager = `
 WITH m AS (
     INSERT INTO runner_managers (runner_id, system_id, version, revision, platform, architecture,
                                  executor, shell, features, contacted_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+    SELECT $1::bigint, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::jsonb, $10::timestamptz
+    WHERE $11::int <= 0
+       OR (SELECT count(*) FROM runner_managers WHERE runner_id = $1 AND system_id <> $2) < $11
     ON CONFLICT (runner_id, system_id) DO UPDATE SET
         version = EXCLUDED.version, revision = EXCLUDED.revision, platform = EXCLUDED.platform,
         architecture = EXCLUDED.architecture, executor = EXCLUDED.executor, shell = EXCLUDED.shell,
@@ -161,8 +188,9 @@ WITH m AS (
 )
 SELECT ` + managerCols + ` FROM m`
 
-// UpsertManager records a machine using a runner's token and what it reported.
-func (s *Store) UpsertManager(ctx context.Context, runnerID int64, systemID string, info builds.ManagerInfo, now time.Time) (builds.Manager, error) {
+// UpsertManager records a machine using a runner's token and what it reported, within the
+// runner's cap of maxManagers (ErrTooManyManagers past it).
+func (s *Store) UpsertManager(ctx context.Context, runnerID int64, systemID string, info builds.ManagerInfo, now time.Time, maxManagers int) (builds.Manager, error) {
 	features := []byte("{}")
 	if len(info.Features) > 0 {
 		var err error
@@ -170,6 +198,10 @@ func (s *Store) UpsertManager(ctx context.Context, runnerID int64, systemID stri
 			return builds.Manager{}, err
 		}
 	}
-	return scanManager(s.pool.QueryRow(ctx, upsertManager, runnerID, systemID, info.Version, info.Revision,
-		info.Platform, info.Architecture, info.Executor, info.Shell, string(features), now))
+	m, err := scanManager(s.pool.QueryRow(ctx, upsertManager, runnerID, systemID, info.Version, info.Revision,
+		info.Platform, info.Architecture, info.Executor, info.Shell, string(features), now, maxManagers))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return builds.Manager{}, fmt.Errorf("runner %d: %w", runnerID, builds.ErrTooManyManagers)
+	}
+	return m, err
 }

@@ -220,3 +220,29 @@ func TestAdminJobsList(t *testing.T) {
 		wantJSONError(t, resp, b, http.StatusBadRequest)
 	}
 }
+
+// A runner's managers are paged like every list (SPEC §7): GET /runners/:id used to return
+// all of them, 829 KB for a runner whose token had been used from many machines.
+func TestRunnerManagersPaged(t *testing.T) {
+	t.Parallel()
+	inst := start(t, nil)
+	id, token := createRunner(t, inst, nil, true)
+	for i := 0; i < 5; i++ {
+		resp, b := send(t, inst.URL, "POST", "/api/v4/runners/verify",
+			map[string]any{"token": token, "system_id": fmt.Sprintf("s_page%d", i), "info": runnerInfo()})
+		wantStatus(t, resp, b, http.StatusOK)
+	}
+	resp, b := admin(t, inst, "GET", fmt.Sprintf("/api/v4/runners/%d?per_page=2&page=2", id), nil)
+	wantStatus(t, resp, b, http.StatusOK)
+	rn := decode[api.Runner](t, b)
+	if len(rn.Managers) != 2 || rn.Managers[0].SystemID != "s_page2" || rn.Managers[1].SystemID != "s_page3" {
+		t.Errorf("page 2 of 2: managers %+v, want s_page2 and s_page3", rn.Managers)
+	}
+	wantHeaders(t, resp, map[string]string{"X-Page": "2", "X-Per-Page": "2", "X-Total": "5", "X-Next-Page": "3"})
+	resp, b = admin(t, inst, "GET", fmt.Sprintf("/api/v4/runners/%d", id), nil)
+	wantStatus(t, resp, b, http.StatusOK)
+	if rn = decode[api.Runner](t, b); len(rn.Managers) != 5 {
+		t.Errorf("default page: %d managers, want all 5", len(rn.Managers))
+	}
+	wantHeaders(t, resp, map[string]string{"X-Page": "1", "X-Per-Page": "20", "X-Total": "5", "X-Next-Page": ""})
+}

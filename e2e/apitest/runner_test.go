@@ -15,6 +15,7 @@ import (
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/e2e/jobapitest"
+	"github.com/jobapi/jobapi/server"
 )
 
 func TestVerifyRunner(t *testing.T) {
@@ -396,5 +397,52 @@ func TestIdlePollVersionLifecycle(t *testing.T) {
 	v2 := resp.Header.Get("X-GitLab-Last-Update")
 	if resp.StatusCode != http.StatusNoContent || v2 == "" || v2 == v1 {
 		t.Errorf("after a new build: %d, version %q (old %q); want 204 with a new version", resp.StatusCode, v2, v1)
+	}
+}
+
+// A runner version of 255 bytes with a multi-byte character across the cut is stored,
+// clipped on the character boundary, instead of a 400 "strings must not contain NUL".
+func TestVerifyClipsLongStringsOnCharacters(t *testing.T) {
+	t.Parallel()
+	inst := start(t, nil)
+	id, token := createRunner(t, inst, nil, true)
+	info := runnerInfo()
+	info["version"] = strings.Repeat("a", 254) + "é"
+	info["platform"] = strings.Repeat("é", 200)
+	resp, b := send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"token": token, "system_id": "s_utf8", "info": info})
+	wantStatus(t, resp, b, http.StatusOK)
+	var rn api.Runner
+	inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("/api/v4/runners/%d", id), nil, &rn)
+	if len(rn.Managers) != 1 || rn.Managers[0].Version != strings.Repeat("a", 254) || rn.Managers[0].Platform != strings.Repeat("é", 127) {
+		t.Errorf("managers %+v: want the version and platform clipped to whole characters", rn.Managers)
+	}
+}
+
+// One runner token may not create manager rows without end: past the cap, verify and job
+// requests from a new system_id get 429 with a message; known managers carry on.
+func TestManagersPerRunnerCapped(t *testing.T) {
+	t.Parallel()
+	inst := start(t, func(c *server.Config) { c.MaxManagersPerRunner = 3 })
+	id, token := createRunner(t, inst, nil, true)
+	verify := func(systemID string) (*http.Response, []byte) {
+		return send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"token": token, "system_id": systemID, "info": runnerInfo()})
+	}
+	for i := 0; i < 3; i++ {
+		resp, b := verify(fmt.Sprintf("s_cap%d", i))
+		wantStatus(t, resp, b, http.StatusOK)
+	}
+	resp, b := verify("s_cap3")
+	if msg := wantJSONError(t, resp, b, http.StatusTooManyRequests); !strings.Contains(msg, "3") || !strings.Contains(msg, "manager") {
+		t.Errorf("message %q: want one naming the limit of 3 managers", msg)
+	}
+	resp, b = requestJob(t, inst.URL, token, "s_cap4", "")
+	wantJSONError(t, resp, b, http.StatusTooManyRequests)
+	// Known managers are not affected.
+	resp, b = verify("s_cap1")
+	wantStatus(t, resp, b, http.StatusOK)
+	resp, b = requestJob(t, inst.URL, token, "s_cap2", "")
+	wantStatus(t, resp, b, http.StatusNoContent)
+	if n := queryInt(t, inst, "SELECT count(*) FROM runner_managers WHERE runner_id = $1", id); n != 3 {
+		t.Errorf("%d manager rows, want 3", n)
 	}
 }

@@ -101,7 +101,7 @@ func makeWaiting(t *testing.T, inst *jobapitest.Instance, n, perPipeline int, tt
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := store.UpsertManager(ctx, r.ID, "s_fault", builds.ManagerInfo{}, time.Now())
+	m, err := store.UpsertManager(ctx, r.ID, "s_fault", builds.ManagerInfo{}, time.Now(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
