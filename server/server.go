@@ -89,90 +89,180 @@ func NewRedis(cfg Config) (redis.UniversalClient, error) {
 	return redis.NewClient(opt), nil
 }
 
-// Start connects, migrates (unless disabled), and serves until ctx ends or Close.
+// Start connects, migrates (unless disabled), and serves until ctx ends or Close. It reads
+// top to bottom: settings, backends, flags, the service and its workers, HTTP, then the
+// goroutines that run them all.
 func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Server, error) {
+	if err := prepare(cfg); err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	be, m, err := connect(ctx, cfg, opts, reg)
+	if err != nil {
+		return nil, err
+	}
+	fl := startFlags(cfg, opts, be.pool, log)
+	m.registerFlags(reg, fl.flags)
+	d := newDomain(cfg, opts, be, fl, m, log)
+	registerWaiters(reg, d.svc)
+	rl := ratelimit.New(be.rdb, cfg.RedisKeyPrefix)
+	rl.Log = log
+	srv, ln, err := newHTTP(cfg, opts, d, fl, reg, rl, log)
+	if err != nil {
+		be.close()
+		return nil, err
+	}
+	workers := []func(context.Context) error{
+		d.svc.RunPipelineEvents,
+		rl.Run, // sends the rate-limit counts decided locally
+		func(ctx context.Context) error { return sampleBuilds(ctx, reg, d.store, buildSamplePeriod, log) },
+	}
+	if fl.pg != nil {
+		workers = append(workers, fl.pg.Run)
+	}
+	if !opts.DisableSweeper {
+		workers = append(workers, d.sweeper.Run, d.reaper.Run, d.stuck.Run)
+	}
+	s := &Server{URL: "http://" + ln.Addr().String(), Service: d.svc, Sweeper: d.sweeper, Reaper: d.reaper,
+		Stuck: d.stuck, Pool: be.pool, Redis: be.rdb}
+	s.run(ctx, srv, ln, workers, func() {
+		// Rate-limit counts decided locally during the drain, sent before Redis closes.
+		fctx, fcancel := context.WithTimeout(context.Background(), time.Second)
+		_, _ = rl.FlushOnce(fctx)
+		fcancel()
+		_ = openfeature.SetNamedProviderAndWait(fl.domain, openfeature.NoopProvider{})
+		be.close()
+	})
+	log.Info("jobapi listening", "addr", ln.Addr().String())
+	return s, nil
+}
+
+// prepare checks what Start cannot do without and brings the schema up to date.
+func prepare(cfg Config) error {
 	if cfg.AdminToken == "" {
-		return nil, errors.New("JOBAPI_ADMIN_TOKEN: required (operators authenticate with it)")
+		return errors.New("JOBAPI_ADMIN_TOKEN: required (operators authenticate with it)")
 	}
 	if cfg.AutoMigrate {
 		if err := migrations.Up(cfg.DatabaseURL); err != nil {
-			return nil, fmt.Errorf("migrate: %w", err)
+			return fmt.Errorf("migrate: %w", err)
 		}
 	}
+	return nil
+}
+
+// backends are the replica's connections: Postgres and Redis.
+type backends struct {
+	pool *pgxpool.Pool
+	rdb  redis.UniversalClient
+}
+
+func (b backends) close() {
+	b.pool.Close()
+	_ = b.rdb.Close()
+}
+
+// connect opens the Postgres pool and the Redis client, and the metrics that count their
+// errors (registered in reg with the process metrics).
+func connect(ctx context.Context, cfg Config, opts Options, reg *prometheus.Registry) (backends, *metrics, error) {
 	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("JOBAPI_DATABASE_URL: %w", err)
+		return backends{}, nil, fmt.Errorf("JOBAPI_DATABASE_URL: %w", err)
 	}
 	if cfg.DatabaseMaxConns > 0 {
 		pcfg.MaxConns = cfg.DatabaseMaxConns
 	}
-	reg := prometheus.NewRegistry()
 	pcfg.ConnConfig.Tracer = newPGErrors(reg, opts.Tracer)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect to Postgres: %w", err)
+		return backends{}, nil, fmt.Errorf("connect to Postgres: %w", err)
 	}
 	rdb, err := NewRedis(cfg)
 	if err != nil {
 		pool.Close()
-		return nil, err
+		return backends{}, nil, err
 	}
-
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := newMetrics(reg)
 	rdb.AddHook(redisstore.ErrorHook(m.redisError))
+	return backends{pool: pool, rdb: rdb}, m, nil
+}
 
-	domain := opts.FlagDomain
-	if domain == "" {
-		domain = "jobapi"
+// flagBackend is where the replica's feature flags come from.
+type flagBackend struct {
+	// domain is the OpenFeature domain the provider is installed in.
+	domain string
+	// pg is the Postgres provider, refreshed by its Run; nil when Options.FlagProvider
+	// replaces it.
+	pg *pgflags.Provider
+	// admin is what the Features API changes flags through (nil: it answers 501).
+	admin handlers.Flags
+	flags *featureflags.Flags
+}
+
+// startFlags installs the flag provider in the replica's OpenFeature domain.
+func startFlags(cfg Config, opts Options, pool *pgxpool.Pool, log *slog.Logger) flagBackend {
+	fl := flagBackend{domain: opts.FlagDomain}
+	if fl.domain == "" {
+		fl.domain = "jobapi"
 	}
-	pgProvider := pgflags.New(pool, pgflags.Options{Refresh: cfg.FlagRefresh, Logger: log})
-	var provider openfeature.FeatureProvider = pgProvider
-	var featureAdmin handlers.Flags = featuresAPI{store: pgflags.NewStore(pool)}
-	if opts.FlagProvider != nil {
-		provider, featureAdmin = opts.FlagProvider, nil
+	provider := opts.FlagProvider
+	if provider == nil {
+		fl.pg = pgflags.New(pool, pgflags.Options{Refresh: cfg.FlagRefresh, Logger: log})
+		fl.admin = featuresAPI{store: pgflags.NewStore(pool)}
+		provider = fl.pg
 	}
-	if err := openfeature.SetNamedProviderAndWait(domain, provider); err != nil {
+	if err := openfeature.SetNamedProviderAndWait(fl.domain, provider); err != nil {
 		// Not fatal: flags evaluate to their defaults (off) and count a fallback until the
 		// provider loads, so the legacy flow keeps working.
 		log.Warn("feature flag provider not ready; flags are off until it loads", "error", err)
 	}
-	flags := featureflags.New(openfeature.NewClient(domain), log)
-	m.registerFlags(reg, flags)
+	fl.flags = featureflags.New(openfeature.NewClient(fl.domain), log)
+	return fl
+}
 
-	rs := redisstore.New(rdb, cfg.RedisKeyPrefix)
-	store := pgstore.New(pool)
-	svc := builds.NewService(builds.Deps{Store: store, Leases: rs, Queue: rs, Events: rs,
-		TwoPhase: flags.TwoPhaseCommit, Observer: m, Audit: store, Now: opts.Now, Log: log,
+// domain is the build service and the maintenance loops that act on the same stores.
+type domain struct {
+	store   *pgstore.Store
+	rs      *redisstore.Store
+	svc     *builds.Service
+	sweeper *retry.Sweeper
+	reaper  *reaper.Reaper
+	stuck   *reaper.StuckStages
+}
+
+func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics, log *slog.Logger) domain {
+	d := domain{store: pgstore.New(be.pool), rs: redisstore.New(be.rdb, cfg.RedisKeyPrefix)}
+	policy := builds.DefaultRetryPolicy(cfg.AutoRetryMax)
+	d.svc = builds.NewService(builds.Deps{Store: d.store, Leases: d.rs, Queue: d.rs, Events: d.rs,
+		TwoPhase: fl.flags.TwoPhaseCommit, Observer: m, Audit: d.store, Now: opts.Now, Log: log,
 		Config: builds.Config{AckTTL: cfg.AckTTL, MaxProvisioningWait: cfg.MaxProvisioningWait,
-			TraceLimit: cfg.TraceLimit, LongPoll: cfg.LongPoll, Policy: builds.DefaultRetryPolicy(cfg.AutoRetryMax),
+			TraceLimit: cfg.TraceLimit, LongPoll: cfg.LongPoll, Policy: policy,
 			MaxManagersPerRunner: cfg.MaxManagersPerRunner}})
-	registerWaiters(reg, svc)
-
-	sweeper := &retry.Sweeper{Store: store, Leases: rs, Queue: rs, Policy: builds.DefaultRetryPolicy(cfg.AutoRetryMax),
+	d.sweeper = &retry.Sweeper{Store: d.store, Leases: d.rs, Queue: d.rs, Policy: policy,
 		Interval: cfg.SweepInterval, MaxWait: cfg.MaxProvisioningWait, Now: opts.Now, Log: log, OnSweep: m.sweep,
-		Notify: svc.NotifyPipelines}
-	reap := &reaper.Reaper{Store: store, Queue: rs, Interval: cfg.MaintenanceInterval, Now: opts.Now, Log: log,
-		Notify: svc.NotifyPipelines, OnReap: m.reap,
+		Notify: d.svc.NotifyPipelines}
+	d.reaper = &reaper.Reaper{Store: d.store, Queue: d.rs, Interval: cfg.MaintenanceInterval, Now: opts.Now, Log: log,
+		Notify: d.svc.NotifyPipelines, OnReap: m.reap,
 		Params: builds.ReapParams{NoUpdates: cfg.NoUpdatesTimeout, ExecutionGrace: cfg.ExecutionGrace,
-			Pending: cfg.PendingTimeout, Canceling: cfg.CancelingTimeout, Policy: builds.DefaultRetryPolicy(cfg.AutoRetryMax)}}
-	stuck := &reaper.StuckStages{Store: store, Queue: rs, Timeout: cfg.StuckStageTimeout, Interval: cfg.MaintenanceInterval,
-		Now: opts.Now, Log: log, Notify: svc.NotifyPipelines, OnCheck: m.stuck}
+			Pending: cfg.PendingTimeout, Canceling: cfg.CancelingTimeout, Policy: policy}}
+	d.stuck = &reaper.StuckStages{Store: d.store, Queue: d.rs, Timeout: cfg.StuckStageTimeout, Interval: cfg.MaintenanceInterval,
+		Now: opts.Now, Log: log, Notify: d.svc.NotifyPipelines, OnCheck: m.stuck}
+	return d
+}
 
-	rl := ratelimit.New(rdb, cfg.RedisKeyPrefix)
-	rl.Log = log
-	h := handlers.New(handlers.Deps{Service: svc, AdminToken: cfg.AdminToken, Logger: log,
-		Flags: featureAdmin, Health: health{store: store, redis: rs},
-		Registry: reg, TraceWatch: rs, Limiter: limiter{rl},
+// newHTTP returns the HTTP server of the whole API and the listener it will serve on.
+func newHTTP(cfg Config, opts Options, d domain, fl flagBackend, reg *prometheus.Registry, rl *ratelimit.Limiter,
+	log *slog.Logger) (*http.Server, net.Listener, error) {
+	h := handlers.New(handlers.Deps{Service: d.svc, AdminToken: cfg.AdminToken, Logger: log,
+		Flags: fl.admin, Health: health{store: d.store, redis: d.rs},
+		Registry: reg, TraceWatch: d.rs, Limiter: limiter{rl},
 		Limits: handlers.RateLimits{JobsRequest: cfg.RateLimitJobsRequest, JobUpdates: cfg.RateLimitJobUpdates,
 			JobTokenFailures: cfg.RateLimitJobTokenFailures, RunnerVerify: cfg.RateLimitRunnerVerify}})
-
 	ln := opts.Listener
 	if ln == nil {
+		var err error
 		if ln, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
-			pool.Close()
-			_ = rdb.Close()
-			return nil, fmt.Errorf("JOBAPI_LISTEN_ADDR: %w", err)
+			return nil, nil, fmt.Errorf("JOBAPI_LISTEN_ADDR: %w", err)
 		}
 	}
 	srv := &http.Server{
@@ -183,19 +273,19 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 		// No WriteTimeout: long polls and waiters hold responses on purpose.
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	return srv, ln, nil
+}
 
-	ctx, cancel := context.WithCancel(ctx)
+// run starts every goroutine of the replica in one errgroup, which Wait and Close own: the
+// HTTP server, the workers, and the shutdown that, once ctx ends, drains requests and then
+// calls afterDrain (which closes the backends).
+func (s *Server) run(ctx context.Context, srv *http.Server, ln net.Listener, workers []func(context.Context) error,
+	afterDrain func()) {
+	ctx, s.cancel = context.WithCancel(ctx)
 	g, gctx := errgroup.WithContext(ctx)
-	if opts.FlagProvider == nil {
-		g.Go(func() error { return pgProvider.Run(gctx) })
-	}
-	g.Go(func() error { return svc.RunPipelineEvents(gctx) })
-	g.Go(func() error { return rl.Run(gctx) }) // sends the rate-limit counts decided locally
-	g.Go(func() error { return sampleBuilds(gctx, reg, store, buildSamplePeriod, log) })
-	if !opts.DisableSweeper {
-		g.Go(func() error { return sweeper.Run(gctx) })
-		g.Go(func() error { return reap.Run(gctx) })
-		g.Go(func() error { return stuck.Run(gctx) })
+	s.group = g
+	for _, w := range workers {
+		g.Go(func() error { return w(gctx) })
 	}
 	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
@@ -209,20 +299,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer scancel()
 		err := srv.Shutdown(sctx)
-		// Rate-limit counts decided locally during the drain, sent before Redis closes.
-		fctx, fcancel := context.WithTimeout(context.Background(), time.Second)
-		_, _ = rl.FlushOnce(fctx)
-		fcancel()
-		_ = openfeature.SetNamedProviderAndWait(domain, openfeature.NoopProvider{})
-		pool.Close()
-		_ = rdb.Close()
+		afterDrain()
 		return err
 	})
-	s := &Server{URL: "http://" + ln.Addr().String(), Service: svc, Sweeper: sweeper, Reaper: reap, Stuck: stuck,
-		Pool: pool, Redis: rdb,
-		cancel: cancel, group: g}
-	log.Info("jobapi listening", "addr", ln.Addr().String())
-	return s, nil
 }
 
 // Wait blocks until the replica stopped.
