@@ -1,5 +1,7 @@
 // Package testenv gives tests a real Postgres and a real Redis, isolated per test: a fresh
-// migrated database (cloned from a template) and a Redis key prefix.
+// migrated database (cloned from a template) and a Redis key prefix. For tests that break a
+// backend, Proxy cuts one client off a server the other tests keep using, and Eventually
+// waits for what the fault causes.
 //
 // The servers are found once per test binary, in this order:
 //

@@ -21,7 +21,7 @@ type chunked struct{ io.Reader }
 // each answer must be a 4xx with a JSON {"message"}, never a 5xx, and write nothing.
 func TestBadInput(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	runnerID, token := createRunner(t, inst, nil, true)
 	p := inst.CreatePipeline(t, 1, []string{"test"},
 		jobapitest.Job{"name": "run", "stage": "test", "script": "x"},
@@ -142,7 +142,7 @@ func TestBadInput(t *testing.T) {
 	add(call{"pipeline NUL in variable", "POST", "/api/v4/projects/1/pipeline",
 		`{"stages": ["test"], "jobs": [{"name": "a", "script": "x", "variables": {"A": "\u0000"}}]}`, nil, false, 400})
 
-	pp := pipelinePath(p)
+	pp := jobapitest.PipelinePath(p.ProjectID, p.ID)
 	for _, id := range badIDs {
 		add(call{"pipeline show " + id, "GET", "/api/v4/projects/1/pipelines/" + id, nil, nil, false, 0})
 		add(call{"pipeline show project " + id, "GET", fmt.Sprintf("/api/v4/projects/%s/pipelines/%d", id, p.ID), nil, nil, false, 0})
@@ -176,7 +176,7 @@ func TestBadInput(t *testing.T) {
 				hdr = append([]string{"PRIVATE-TOKEN", jobapitest.AdminToken}, hdr...)
 			}
 			before := rowCounts(t, inst)
-			resp, b := send(t, inst.URL, c.method, c.path, c.body, hdr...)
+			resp, b := jobapitest.Send(t, inst.URL, c.method, c.path, c.body, hdr...)
 			if resp.StatusCode >= 500 || resp.StatusCode < 400 || (c.want != 0 && resp.StatusCode != c.want) {
 				want := fmt.Sprint(c.want)
 				if c.want == 0 {
@@ -203,7 +203,7 @@ func TestBadInput(t *testing.T) {
 	if rn.Paused || len(rn.TagList) != 0 || rn.Description != "apitest" {
 		t.Errorf("runner after bad input: %+v", rn)
 	}
-	if n := queryInt(t, inst, "SELECT count(*) FROM runners"); n != 1 {
+	if n := jobapitest.QueryInt(t, inst.Pool, "SELECT count(*) FROM runners"); n != 1 {
 		t.Errorf("%d runners, want 1", n)
 	}
 }
@@ -220,7 +220,7 @@ func manyTags(n int) []string {
 // and returned byte for byte, and the tables they name are untouched.
 func TestHostileStringsStoredVerbatim(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	hostile := []string{
 		`Robert'); DROP TABLE runners; --`,
 		`' OR '1'='1`,
@@ -249,7 +249,7 @@ func TestHostileStringsStoredVerbatim(t *testing.T) {
 		"jobs": []any{map[string]any{"name": hostile[0], "stage": hostile[2], "script": hostile, "after_script": hostile[3:],
 			"tags": hostile[1:4], "variables": vars}},
 	}, &p)
-	got := getPipeline(t, inst, p)
+	got := inst.Pipeline(t, p)
 	if got.Ref != hostile[1] || !slices.Equal(got.Stages, stages) || got.Jobs[0].Name != hostile[0] || got.Jobs[0].Stage != hostile[2] {
 		t.Errorf("pipeline stored %+v", got)
 	}
@@ -273,12 +273,12 @@ func TestHostileStringsStoredVerbatim(t *testing.T) {
 	trace := []byte(strings.Join(hostile, "\n") + "\n")
 	resp, b := patchTrace(t, inst.URL, job.ID, job.Token, 0, trace)
 	wantStatus(t, resp, b, http.StatusAccepted)
-	_, b = admin(t, inst, "GET", fmt.Sprintf("/api/v4/projects/1/jobs/%d/trace", job.ID), nil)
+	_, b = inst.Do(t, "GET", fmt.Sprintf("/api/v4/projects/1/jobs/%d/trace", job.ID), nil)
 	if !bytes.Equal(b, trace) {
 		t.Errorf("trace %q, want %q", b, trace)
 	}
-	for tbl, want := range map[string]int64{"runners": 1, "pipelines": 1, "builds": 1} {
-		if n := queryInt(t, inst, "SELECT count(*) FROM "+tbl); n != want {
+	for tbl, want := range map[string]int{"runners": 1, "pipelines": 1, "builds": 1} {
+		if n := jobapitest.QueryInt(t, inst.Pool, "SELECT count(*) FROM "+tbl); n != want {
 			t.Errorf("%s has %d rows, want %d", tbl, n, want)
 		}
 	}

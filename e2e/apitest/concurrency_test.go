@@ -20,7 +20,7 @@ import (
 func TestConcurrentRunnersNoDoubleAssignment(t *testing.T) {
 	t.Parallel()
 	const runners, builds = 30, 300
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	replicas := []*jobapitest.Instance{inst, inst.Replica(t, jobapitest.Options{})}
 
 	jobs := make([]jobapitest.Job, builds)
@@ -118,14 +118,14 @@ func TestConcurrentRunnersNoDoubleAssignment(t *testing.T) {
 
 	// The database agrees: every build running, assigned exactly once, to the runner that
 	// got it, by the manager that asked.
-	if n := queryInt(t, inst, `SELECT count(*) FROM builds WHERE status = 'running'`); n != builds {
+	if n := jobapitest.QueryInt(t, inst.Pool, `SELECT count(*) FROM builds WHERE status = 'running'`); n != builds {
 		t.Errorf("%d running builds, want %d", n, builds)
 	}
-	if n := queryInt(t, inst, `SELECT count(*) FROM (SELECT build_id FROM build_events WHERE type = 'assigned'
+	if n := jobapitest.QueryInt(t, inst.Pool, `SELECT count(*) FROM (SELECT build_id FROM build_events WHERE type = 'assigned'
 		GROUP BY build_id HAVING count(*) <> 1) x`); n != 0 {
 		t.Errorf("%d builds with other than one assigned event", n)
 	}
-	if n := queryInt(t, inst, `SELECT count(*) FROM build_events WHERE type = 'assigned'`); n != builds {
+	if n := jobapitest.QueryInt(t, inst.Pool, `SELECT count(*) FROM build_events WHERE type = 'assigned'`); n != builds {
 		t.Errorf("%d assigned events, want %d", n, builds)
 	}
 	rows, err := inst.Pool.Query(context.Background(),
@@ -152,7 +152,7 @@ func TestConcurrentRunnersNoDoubleAssignment(t *testing.T) {
 	}
 	// Nothing is left for anyone.
 	wantNoJob(t, replicas[1].URL, tokens[0])
-	if st := getPipeline(t, inst, p).Status; st != "running" {
+	if st := inst.Pipeline(t, p).Status; st != "running" {
 		t.Errorf("pipeline %s, want running", st)
 	}
 }
@@ -165,7 +165,7 @@ func tryRequestJob(ctx context.Context, base, token, systemID string) (int, []by
 		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
+	resp, err := jobapitest.HTTPClient.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}

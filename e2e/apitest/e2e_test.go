@@ -19,7 +19,7 @@ import (
 // the job is handed out in the legacy flow.
 func TestEndToEndShellJob(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	runnerID, token := createRunner(t, inst, []string{"shell"}, true)
 	p := inst.CreatePipeline(t, 11, []string{"build", "test"},
 		jobapitest.Job{"name": "hello", "stage": "build", "tags": []string{"shell"},
@@ -66,7 +66,7 @@ func TestEndToEndShellJob(t *testing.T) {
 		if d.Status != "success" || d.TwoPhase || d.RunnerManager == nil || d.RunnerManager.SystemID != "s_e2e0123456789" {
 			t.Errorf("%s after the run: %+v", name, d)
 		}
-		resp, b := admin(t, inst, "GET", fmt.Sprintf("/api/v4/projects/11/jobs/%d/trace", job.ID), nil)
+		resp, b := inst.Do(t, "GET", fmt.Sprintf("/api/v4/projects/11/jobs/%d/trace", job.ID), nil)
 		wantStatus(t, resp, b, http.StatusOK)
 		if !bytes.Equal(b, out.Trace) || d.TraceSize != int64(len(out.Trace)) {
 			t.Errorf("%s stored trace (%d bytes, trace_size %d):\n%s\nwant what the runner sent (%d bytes):\n%s",
@@ -85,7 +85,7 @@ func TestEndToEndShellJob(t *testing.T) {
 	if err != nil || job != nil || res.Code != http.StatusNoContent {
 		t.Fatalf("poll after the pipeline: %+v, %v", res, err)
 	}
-	got := getPipeline(t, inst, p)
+	got := inst.Pipeline(t, p)
 	wantStatuses(t, got, "success", map[string]string{"hello": "success", "check": "success"})
 	if ev := jobapitest.EventTypes(inst.Events(t, 11, jobByName(t, got, "hello").ID)); ev != "queued,assigned,finished" {
 		t.Errorf("events %s", ev)

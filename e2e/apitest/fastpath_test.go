@@ -32,7 +32,7 @@ type fastPathEnv struct {
 // applies only to runners that declare two_phase_job_commit).
 func startFastPath(t *testing.T) *fastPathEnv {
 	t.Helper()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	e := &fastPathEnv{a: inst, b: inst.Replica(t, jobapitest.Options{}), project: 21}
 	inst.EnableTwoPhase(t, e.project) // waits long enough for b's provider too
 	return e
@@ -40,7 +40,7 @@ func startFastPath(t *testing.T) *fastPathEnv {
 
 // fpRunner is one runner manager, talking to replica a or b.
 type fpRunner struct {
-	a, b     *runnerclient.Client
+	a, b     *jobapitest.Runner
 	systemID string
 }
 
@@ -53,11 +53,9 @@ func (e *fastPathEnv) assign(t *testing.T, twoPhase bool, job jobapitest.Job) (*
 	t.Helper()
 	tag := fmt.Sprintf("fp%d", fpSeq.Add(1))
 	_, token := e.a.CreateRunner(t, tag)
-	client := func(inst *jobapitest.Instance) *runnerclient.Client {
-		c := runnerclient.New(inst.URL, token, "s_"+tag)
+	client := func(inst *jobapitest.Instance) *jobapitest.Runner {
+		c := jobapitest.NewRunner(t, inst.URL, token, "s_"+tag)
 		c.Info.Features.TwoPhaseJobCommit = twoPhase
-		c.MaxWait = 10 * time.Millisecond
-		t.Cleanup(c.CloseIdleConnections)
 		return c
 	}
 	r := &fpRunner{a: client(e.a), b: client(e.b), systemID: "s_" + tag}
@@ -85,7 +83,7 @@ func (e *fastPathEnv) assign(t *testing.T, twoPhase bool, job jobapitest.Job) (*
 func (e *fastPathEnv) running(t *testing.T) (*fpRunner, *runnerclient.Job, api.Pipeline) {
 	t.Helper()
 	r, job, p := e.assign(t, true, nil)
-	wantPut(t, "ack on a", fpPut(t, r.a, job, runnerclient.StateRunning, runnerclient.UpdateOptions{}), http.StatusOK, "running")
+	jobapitest.WantUpdate(t, "ack on a", r.a.Put(t, job, runnerclient.StateRunning, runnerclient.UpdateOptions{}), http.StatusOK, "running")
 	return r, job, p
 }
 
@@ -102,42 +100,9 @@ func (e *fastPathEnv) events(t *testing.T, id int64) []api.Event {
 // trace reads the stored log through the operator API.
 func (e *fastPathEnv) trace(t *testing.T, id int64) string {
 	t.Helper()
-	resp, b := admin(t, e.a, "GET", fmt.Sprintf("/api/v4/projects/%d/jobs/%d/trace", e.project, id), nil)
+	resp, b := e.a.Do(t, "GET", fmt.Sprintf("/api/v4/projects/%d/jobs/%d/trace", e.project, id), nil)
 	wantStatus(t, resp, b, http.StatusOK)
 	return string(b)
-}
-
-// fpPut sends PUT /jobs/:id; a transport error fails the test.
-func fpPut(t testing.TB, c *runnerclient.Client, job *runnerclient.Job, state string, opts runnerclient.UpdateOptions) runnerclient.UpdateResult {
-	t.Helper()
-	res, err := c.UpdateJob(context.Background(), job, state, opts)
-	if err != nil {
-		t.Fatalf("PUT job %d state=%s: %v", job.ID, state, err)
-	}
-	return res
-}
-
-// wantPut checks the code and Job-Status of a PUT answer, and that gitlab-runner would read
-// it as intended: it drops the job on 403/404 or Job-Status failed/canceled, only then.
-func wantPut(t testing.TB, what string, res runnerclient.UpdateResult, code int, jobStatus string) {
-	t.Helper()
-	if res.Code != code || res.JobStatus != jobStatus {
-		t.Fatalf("%s: %d Job-Status %q, want %d Job-Status %q", what, res.Code, res.JobStatus, code, jobStatus)
-	}
-	abort := code == http.StatusForbidden || jobStatus == "failed" || jobStatus == "canceled"
-	if abort != (res.State == runnerclient.UpdateAbort) {
-		t.Fatalf("%s: the runner reads %v, want abort=%v", what, res.State, abort)
-	}
-}
-
-// fpPatch sends a trace PATCH; a transport error fails the test.
-func fpPatch(t testing.TB, c *runnerclient.Client, job *runnerclient.Job, offset int, data string) runnerclient.PatchResult {
-	t.Helper()
-	res, err := c.PatchTrace(context.Background(), job, offset, []byte(data))
-	if err != nil {
-		t.Fatalf("PATCH trace of job %d at %d: %v", job.ID, offset, err)
-	}
-	return res
 }
 
 // wantPatch checks the code, Range and Job-Status of a PATCH answer ("" skips a header).
@@ -149,32 +114,10 @@ func wantPatch(t testing.TB, what string, res runnerclient.PatchResult, code int
 	}
 }
 
-// countEvents counts a history's events of one type.
-func countEvents(ev []api.Event, typ string) int {
-	n := 0
-	for _, e := range ev {
-		if e.Type == typ {
-			n++
-		}
-	}
-	return n
-}
-
-// wantHistory compares the event types, oldest first.
-func wantHistory(t testing.TB, ev []api.Event, want ...string) {
-	t.Helper()
-	if got := jobapitest.EventTypes(ev); got != strings.Join(want, ",") {
-		t.Fatalf("events %s, want %s", got, strings.Join(want, ","))
-	}
-}
-
 // wantDetail checks a job's status, failure reason ("" for none) and exit code (nil for none).
 func wantDetail(t testing.TB, d api.JobDetail, status, reason string, exitCode *int) {
 	t.Helper()
-	got := ""
-	if d.FailureReason != nil {
-		got = *d.FailureReason
-	}
+	got := jobapitest.Reason(d)
 	if d.Status != status || got != reason {
 		t.Fatalf("job %d: %s reason %q, want %s reason %q", d.ID, d.Status, got, status, reason)
 	}
@@ -205,21 +148,21 @@ func TestFastPathAck(t *testing.T) {
 		_, other, _ := e.assign(t, true, nil)
 		for name, tok := range map[string]string{"another waiting job's token": other.Token, "forged": forged} {
 			bad := &runnerclient.Job{ID: job.ID, Token: tok}
-			wantPut(t, name+" on a", fpPut(t, r.a, bad, runnerclient.StateRunning, runnerclient.UpdateOptions{}), http.StatusForbidden, "")
-			wantPut(t, name+" on b", fpPut(t, r.b, bad, runnerclient.StateRunning, runnerclient.UpdateOptions{}), http.StatusForbidden, "")
+			jobapitest.WantUpdate(t, name+" on a", r.a.Put(t, bad, runnerclient.StateRunning, runnerclient.UpdateOptions{}), http.StatusForbidden, "")
+			jobapitest.WantUpdate(t, name+" on b", r.b.Put(t, bad, runnerclient.StateRunning, runnerclient.UpdateOptions{}), http.StatusForbidden, "")
 		}
 		d := e.job(t, job.ID)
 		if d.Status != "waiting_for_runner_ack" || d.StartedAt != nil {
 			t.Fatalf("after wrong-token acks: %s started_at %v, want still waiting", d.Status, d.StartedAt)
 		}
-		wantHistory(t, e.events(t, job.ID), "queued", "assigned")
+		jobapitest.WantEvents(t, e.events(t, job.ID), "queued", "assigned")
 		// The other job was not acknowledged by its token being tried on this one.
 		if d := e.job(t, other.ID); d.Status != "waiting_for_runner_ack" {
 			t.Fatalf("other job %s, want waiting", d.Status)
 		}
 
-		res := fpPut(t, r.a, job, runnerclient.StateRunning, runnerclient.UpdateOptions{})
-		wantPut(t, "ack with the right token", res, http.StatusOK, "running")
+		res := r.a.Put(t, job, runnerclient.StateRunning, runnerclient.UpdateOptions{})
+		jobapitest.WantUpdate(t, "ack with the right token", res, http.StatusOK, "running")
 		if res.State != runnerclient.UpdateSucceeded || res.CancelRequested {
 			t.Fatalf("ack: runner reads %v cancel=%v", res.State, res.CancelRequested)
 		}
@@ -229,7 +172,7 @@ func TestFastPathAck(t *testing.T) {
 			t.Fatalf("acked job: started_at %v ack %+v, want started and no ack", d.StartedAt, d.Ack)
 		}
 		ev := e.events(t, job.ID)
-		wantHistory(t, ev, "queued", "assigned", "acknowledged")
+		jobapitest.WantEvents(t, ev, "queued", "assigned", "acknowledged")
 		ack := ev[2]
 		lat, ok := ack.Detail["assign_to_ack_seconds"].(float64)
 		if !ok || lat < 0 || lat > 30 {
@@ -245,9 +188,9 @@ func TestFastPathAck(t *testing.T) {
 		}
 		// A wrong token after the ack is still 403 on either replica (a now knows it runs).
 		bad := &runnerclient.Job{ID: job.ID, Token: other.Token}
-		wantPut(t, "wrong token after the ack on a", fpPut(t, r.a, bad, runnerclient.StateRunning, runnerclient.UpdateOptions{}), http.StatusForbidden, "")
-		wantPut(t, "wrong token after the ack on b", fpPut(t, r.b, bad, runnerclient.StateRunning, runnerclient.UpdateOptions{}), http.StatusForbidden, "")
-		if n := countEvents(e.events(t, job.ID), "acknowledged"); n != 1 {
+		jobapitest.WantUpdate(t, "wrong token after the ack on a", r.a.Put(t, bad, runnerclient.StateRunning, runnerclient.UpdateOptions{}), http.StatusForbidden, "")
+		jobapitest.WantUpdate(t, "wrong token after the ack on b", r.b.Put(t, bad, runnerclient.StateRunning, runnerclient.UpdateOptions{}), http.StatusForbidden, "")
+		if n := len(jobapitest.EventsOf(e.events(t, job.ID), "acknowledged")); n != 1 {
 			t.Fatalf("%d acknowledged events, want 1", n)
 		}
 	})
@@ -257,11 +200,11 @@ func TestFastPathAck(t *testing.T) {
 		t.Run("repeated ack is 200 once acknowledged, first on "+order[:1], func(t *testing.T) {
 			t.Parallel()
 			r, job, _ := e.assign(t, true, nil)
-			on := map[byte]*runnerclient.Client{'a': r.a, 'b': r.b}
+			on := map[byte]*jobapitest.Runner{'a': r.a, 'b': r.b}
 			var started *time.Time
 			for i, rep := range []byte(order + order) {
-				res := fpPut(t, on[rep], job, runnerclient.StateRunning, runnerclient.UpdateOptions{})
-				wantPut(t, fmt.Sprintf("ack #%d on %c", i+1, rep), res, http.StatusOK, "running")
+				res := on[rep].Put(t, job, runnerclient.StateRunning, runnerclient.UpdateOptions{})
+				jobapitest.WantUpdate(t, fmt.Sprintf("ack #%d on %c", i+1, rep), res, http.StatusOK, "running")
 				d := e.job(t, job.ID)
 				wantDetail(t, d, "running", "", nil)
 				if started == nil {
@@ -270,7 +213,7 @@ func TestFastPathAck(t *testing.T) {
 					t.Fatalf("ack #%d moved started_at %v → %v", i+1, started, d.StartedAt)
 				}
 			}
-			wantHistory(t, e.events(t, job.ID), "queued", "assigned", "acknowledged")
+			jobapitest.WantEvents(t, e.events(t, job.ID), "queued", "assigned", "acknowledged")
 		})
 	}
 
@@ -280,19 +223,19 @@ func TestFastPathAck(t *testing.T) {
 		t.Helper()
 		before := e.job(t, job.ID)
 		opts := runnerclient.UpdateOptions{Checksum: "crc32:00000000"}
-		for i, c := range []*runnerclient.Client{r.a, r.a, r.b, r.b, r.a} {
-			wantPut(t, fmt.Sprintf("keep-alive #%d", i+1), fpPut(t, c, job, runnerclient.StateRunning, opts), http.StatusOK, "running")
+		for i, c := range []*jobapitest.Runner{r.a, r.a, r.b, r.b, r.a} {
+			jobapitest.WantUpdate(t, fmt.Sprintf("keep-alive #%d", i+1), c.Put(t, job, runnerclient.StateRunning, opts), http.StatusOK, "running")
 		}
 		after := e.job(t, job.ID)
 		wantDetail(t, after, "running", "", nil)
 		if before.StartedAt == nil || after.StartedAt == nil || !after.StartedAt.Equal(*before.StartedAt) {
 			t.Fatalf("keep-alives moved started_at %v → %v", before.StartedAt, after.StartedAt)
 		}
-		wantHistory(t, e.events(t, job.ID), history...)
+		jobapitest.WantEvents(t, e.events(t, job.ID), history...)
 		// A forged token on the same path is still refused.
 		bad := &runnerclient.Job{ID: job.ID, Token: forged}
-		wantPut(t, "forged keep-alive on a", fpPut(t, r.a, bad, runnerclient.StateRunning, opts), http.StatusForbidden, "")
-		wantPut(t, "forged keep-alive on b", fpPut(t, r.b, bad, runnerclient.StateRunning, opts), http.StatusForbidden, "")
+		jobapitest.WantUpdate(t, "forged keep-alive on a", r.a.Put(t, bad, runnerclient.StateRunning, opts), http.StatusForbidden, "")
+		jobapitest.WantUpdate(t, "forged keep-alive on b", r.b.Put(t, bad, runnerclient.StateRunning, opts), http.StatusForbidden, "")
 	}
 	t.Run("keep-alive on a legacy running build, on both replicas", func(t *testing.T) {
 		t.Parallel()
@@ -337,42 +280,42 @@ func TestFastPathFinalUpdate(t *testing.T) {
 				final, other = r.b, r.a
 			}
 			opts := runnerclient.UpdateOptions{Checksum: "crc32:00000000"}
-			for _, c := range []*runnerclient.Client{r.a, r.b} {
+			for _, c := range []*jobapitest.Runner{r.a, r.b} {
 				bad := &runnerclient.Job{ID: job.ID, Token: forged}
-				wantPut(t, "forged success", fpPut(t, c, bad, runnerclient.StateSuccess, opts), http.StatusForbidden, "")
+				jobapitest.WantUpdate(t, "forged success", c.Put(t, bad, runnerclient.StateSuccess, opts), http.StatusForbidden, "")
 				bad.Token = nearMiss(job.Token)
-				wantPut(t, "near-miss token", fpPut(t, c, bad, runnerclient.StateSuccess, opts), http.StatusForbidden, "")
+				jobapitest.WantUpdate(t, "near-miss token", c.Put(t, bad, runnerclient.StateSuccess, opts), http.StatusForbidden, "")
 			}
 			wantDetail(t, e.job(t, job.ID), "running", "", nil)
 
-			wantPut(t, "success", fpPut(t, final, job, runnerclient.StateSuccess, opts), http.StatusOK, "success")
+			jobapitest.WantUpdate(t, "success", final.Put(t, job, runnerclient.StateSuccess, opts), http.StatusOK, "success")
 			d := e.job(t, job.ID)
 			wantDetail(t, d, "success", "", nil)
 			if d.FinishedAt == nil || d.RetriedBy != nil {
 				t.Fatalf("finished job: finished_at %v retried_by %v", d.FinishedAt, d.RetriedBy)
 			}
 			// The answer was lost: the runner sends it again, maybe to the other replica.
-			wantPut(t, "success again", fpPut(t, final, job, runnerclient.StateSuccess, opts), http.StatusOK, "success")
-			wantPut(t, "success again elsewhere", fpPut(t, other, job, runnerclient.StateSuccess, opts), http.StatusOK, "success")
+			jobapitest.WantUpdate(t, "success again", final.Put(t, job, runnerclient.StateSuccess, opts), http.StatusOK, "success")
+			jobapitest.WantUpdate(t, "success again elsewhere", other.Put(t, job, runnerclient.StateSuccess, opts), http.StatusOK, "success")
 			// Anything else is refused with the end state, on both.
-			for _, c := range []*runnerclient.Client{r.a, r.b} {
-				wantPut(t, "running after success", fpPut(t, c, job, runnerclient.StateRunning, opts), http.StatusForbidden, "success")
-				wantPut(t, "failed after success", fpPut(t, c, job, runnerclient.StateFailed,
+			for _, c := range []*jobapitest.Runner{r.a, r.b} {
+				jobapitest.WantUpdate(t, "running after success", c.Put(t, job, runnerclient.StateRunning, opts), http.StatusForbidden, "success")
+				jobapitest.WantUpdate(t, "failed after success", c.Put(t, job, runnerclient.StateFailed,
 					runnerclient.UpdateOptions{FailureReason: "script_failure"}), http.StatusForbidden, "success")
 			}
 			ev := e.events(t, job.ID)
-			if n := countEvents(ev, "finished"); n != 1 {
+			if n := len(jobapitest.EventsOf(ev, "finished")); n != 1 {
 				t.Fatalf("%d finished events in %s, want 1", n, jobapitest.EventTypes(ev))
 			}
 			fin := ev[len(ev)-1]
 			if fin.Type != "finished" || fin.RunnerManager != r.systemID || fin.Detail["status"] != "success" {
 				t.Fatalf("last event %+v, want finished by %s with status success", fin, r.systemID)
 			}
-			if n := countEvents(ev, "acknowledged"); (n == 1) != tc.twoPhase {
+			if n := len(jobapitest.EventsOf(ev, "acknowledged")); (n == 1) != tc.twoPhase {
 				t.Fatalf("%d acknowledged events in %s", n, jobapitest.EventTypes(ev))
 			}
 			// The finish advanced the pipeline in the same transaction.
-			if got := jobStatuses(getPipeline(t, e.a, p)); got["build"] != "success" || got["ship"] != "pending" {
+			if got := jobStatuses(e.a.Pipeline(t, p)); got["build"] != "success" || got["ship"] != "pending" {
 				t.Fatalf("pipeline jobs %v, want build success and ship pending", got)
 			}
 		})
@@ -387,25 +330,25 @@ func TestFastPathFinalUpdate(t *testing.T) {
 				final, other = r.b, r.a
 			}
 			opts := runnerclient.UpdateOptions{FailureReason: "script_failure", ExitCode: 2, Checksum: "crc32:00000000"}
-			wantPut(t, "failed with a forged token", fpPut(t, final, &runnerclient.Job{ID: job.ID, Token: forged},
+			jobapitest.WantUpdate(t, "failed with a forged token", final.Put(t, &runnerclient.Job{ID: job.ID, Token: forged},
 				runnerclient.StateFailed, opts), http.StatusForbidden, "")
 			wantDetail(t, e.job(t, job.ID), "running", "", nil)
-			wantPut(t, "failed", fpPut(t, final, job, runnerclient.StateFailed, opts), http.StatusOK, "failed")
+			jobapitest.WantUpdate(t, "failed", final.Put(t, job, runnerclient.StateFailed, opts), http.StatusOK, "failed")
 			two := 2
 			d := e.job(t, job.ID)
 			wantDetail(t, d, "failed", "script_failure", &two)
 			if d.RetriedBy != nil {
 				t.Fatalf("script failure without a retry rule was retried by %d", *d.RetriedBy)
 			}
-			wantPut(t, "failed again", fpPut(t, final, job, runnerclient.StateFailed, opts), http.StatusOK, "failed")
-			wantPut(t, "failed again elsewhere", fpPut(t, other, job, runnerclient.StateFailed, opts), http.StatusOK, "failed")
-			wantPut(t, "success after failed", fpPut(t, other, job, runnerclient.StateSuccess, runnerclient.UpdateOptions{}), http.StatusForbidden, "failed")
+			jobapitest.WantUpdate(t, "failed again", final.Put(t, job, runnerclient.StateFailed, opts), http.StatusOK, "failed")
+			jobapitest.WantUpdate(t, "failed again elsewhere", other.Put(t, job, runnerclient.StateFailed, opts), http.StatusOK, "failed")
+			jobapitest.WantUpdate(t, "success after failed", other.Put(t, job, runnerclient.StateSuccess, runnerclient.UpdateOptions{}), http.StatusForbidden, "failed")
 			ev := e.events(t, job.ID)
-			wantHistory(t, ev, "queued", "assigned", "acknowledged", "finished")
+			jobapitest.WantEvents(t, ev, "queued", "assigned", "acknowledged", "finished")
 			if dt := ev[3].Detail; dt["status"] != "failed" || dt["failure_reason"] != "script_failure" || dt["exit_code"] != float64(2) {
 				t.Fatalf("finished detail %v", dt)
 			}
-			if got := getPipeline(t, e.a, p); got.Status != "failed" || jobStatuses(got)["ship"] != "skipped" {
+			if got := e.a.Pipeline(t, p); got.Status != "failed" || jobStatuses(got)["ship"] != "skipped" {
 				t.Fatalf("pipeline %s jobs %v, want failed with ship skipped", got.Status, jobStatuses(got))
 			}
 		})
@@ -428,9 +371,9 @@ func TestFastPathFinalUpdate(t *testing.T) {
 			if d.Status != "canceling" {
 				t.Fatalf("cancel of a running job: %s, want canceling", d.Status)
 			}
-			for name, c := range map[string]*runnerclient.Client{"a": r.a, "b": r.b} {
-				res := fpPut(t, c, job, runnerclient.StateRunning, runnerclient.UpdateOptions{})
-				wantPut(t, "keep-alive while canceling on "+name, res, http.StatusOK, "canceling")
+			for name, c := range map[string]*jobapitest.Runner{"a": r.a, "b": r.b} {
+				res := c.Put(t, job, runnerclient.StateRunning, runnerclient.UpdateOptions{})
+				jobapitest.WantUpdate(t, "keep-alive while canceling on "+name, res, http.StatusOK, "canceling")
 				if !res.CancelRequested {
 					t.Fatalf("keep-alive on %s: the runner does not see the cancel", name)
 				}
@@ -440,27 +383,27 @@ func TestFastPathFinalUpdate(t *testing.T) {
 				final, other = r.b, r.a
 			}
 			opts := runnerclient.UpdateOptions{FailureReason: tc.reason}
-			wantPut(t, "final with a forged token", fpPut(t, final, &runnerclient.Job{ID: job.ID, Token: forged}, tc.state, opts),
+			jobapitest.WantUpdate(t, "final with a forged token", final.Put(t, &runnerclient.Job{ID: job.ID, Token: forged}, tc.state, opts),
 				http.StatusForbidden, "")
 			if d := e.job(t, job.ID); d.Status != "canceling" {
 				t.Fatalf("forged final changed the job to %s", d.Status)
 			}
-			wantPut(t, "final while canceling", fpPut(t, final, job, tc.state, opts), http.StatusOK, "canceled")
+			jobapitest.WantUpdate(t, "final while canceling", final.Put(t, job, tc.state, opts), http.StatusOK, "canceled")
 			wantDetail(t, e.job(t, job.ID), "canceled", "", nil)
-			wantPut(t, "final again", fpPut(t, final, job, tc.state, opts), http.StatusOK, "canceled")
-			wantPut(t, "final again elsewhere", fpPut(t, other, job, tc.state, opts), http.StatusOK, "canceled")
-			wantPut(t, "keep-alive after canceled", fpPut(t, other, job, runnerclient.StateRunning, runnerclient.UpdateOptions{}),
+			jobapitest.WantUpdate(t, "final again", final.Put(t, job, tc.state, opts), http.StatusOK, "canceled")
+			jobapitest.WantUpdate(t, "final again elsewhere", other.Put(t, job, tc.state, opts), http.StatusOK, "canceled")
+			jobapitest.WantUpdate(t, "keep-alive after canceled", other.Put(t, job, runnerclient.StateRunning, runnerclient.UpdateOptions{}),
 				http.StatusForbidden, "canceled")
 			// a cached the build at the claim; the finish may have run on b: both refuse.
-			for name, c := range map[string]*runnerclient.Client{"a": r.a, "b": r.b} {
-				res := fpPatch(t, c, job, 0, "late\n")
+			for name, c := range map[string]*jobapitest.Runner{"a": r.a, "b": r.b} {
+				res := c.Patch(t, job, 0, "late\n")
 				wantPatch(t, "trace after canceled on "+name, res, http.StatusForbidden, "", "canceled")
 			}
 			ev := e.events(t, job.ID)
-			if n := countEvents(ev, "finished"); n != 1 || countEvents(ev, "cancel_requested") != 1 || ev[len(ev)-1].Type != "finished" {
+			if n := len(jobapitest.EventsOf(ev, "finished")); n != 1 || len(jobapitest.EventsOf(ev, "cancel_requested")) != 1 || ev[len(ev)-1].Type != "finished" {
 				t.Fatalf("events %s, want one cancel_requested then one finished", jobapitest.EventTypes(ev))
 			}
-			if got := getPipeline(t, e.a, p); got.Status != "canceled" || jobStatuses(got)["ship"] != "skipped" {
+			if got := e.a.Pipeline(t, p); got.Status != "canceled" || jobStatuses(got)["ship"] != "skipped" {
 				t.Fatalf("pipeline %s jobs %v, want canceled with ship skipped", got.Status, jobStatuses(got))
 			}
 		})
@@ -479,15 +422,15 @@ func TestFastPathTrace(t *testing.T) {
 
 	// Before the ack the build is not on a runner: a's cache knows it (claim), but the
 	// append's compare-and-set refuses; b reads it. Both say why.
-	wantPatch(t, "PATCH before the ack on a", fpPatch(t, r.a, job, 0, "early\n"), http.StatusForbidden, "", "waiting_for_runner_ack")
-	wantPatch(t, "PATCH before the ack on b", fpPatch(t, r.b, job, 0, "early\n"), http.StatusForbidden, "", "waiting_for_runner_ack")
-	wantPut(t, "ack", fpPut(t, r.a, job, runnerclient.StateRunning, runnerclient.UpdateOptions{}), http.StatusOK, "running")
+	wantPatch(t, "PATCH before the ack on a", r.a.Patch(t, job, 0, "early\n"), http.StatusForbidden, "", "waiting_for_runner_ack")
+	wantPatch(t, "PATCH before the ack on b", r.b.Patch(t, job, 0, "early\n"), http.StatusForbidden, "", "waiting_for_runner_ack")
+	jobapitest.WantUpdate(t, "ack", r.a.Put(t, job, runnerclient.StateRunning, runnerclient.UpdateOptions{}), http.StatusOK, "running")
 
 	// A runner that does not mask (gitlab-runner does; this is the server's second line).
 	var sent, want strings.Builder
-	appendOn := func(name string, c *runnerclient.Client, chunk string) {
+	appendOn := func(name string, c *jobapitest.Runner, chunk string) {
 		t.Helper()
-		res := fpPatch(t, c, job, sent.Len(), chunk)
+		res := c.Patch(t, job, sent.Len(), chunk)
 		end := sent.Len() + len(chunk)
 		wantPatch(t, "PATCH on "+name, res, http.StatusAccepted, fmt.Sprintf("0-%d", end), "running")
 		if res.State != runnerclient.PatchSucceeded || res.Offset != end {
@@ -511,15 +454,15 @@ func TestFastPathTrace(t *testing.T) {
 	// Wrong tokens, on a build both replicas have cached: 403, nothing appended.
 	for name, tok := range map[string]string{"forged": forged, "another running job's": other.Token, "none": ""} {
 		bad := &runnerclient.Job{ID: job.ID, Token: tok}
-		for rep, c := range map[string]*runnerclient.Client{"a": r.a, "b": r.b} {
-			res := fpPatch(t, c, bad, size, "forged line\n")
+		for rep, c := range map[string]*jobapitest.Runner{"a": r.a, "b": r.b} {
+			res := c.Patch(t, bad, size, "forged line\n")
 			wantPatch(t, name+" token on "+rep, res, http.StatusForbidden, "", "")
 		}
 	}
 	// Wrong offsets: 416 with the stored length, whichever replica.
 	for _, off := range []int{0, size - 1, size + 1, size + 1000} {
-		for rep, c := range map[string]*runnerclient.Client{"a": r.a, "b": r.b} {
-			res := fpPatch(t, c, job, off, "misplaced\n")
+		for rep, c := range map[string]*jobapitest.Runner{"a": r.a, "b": r.b} {
+			res := c.Patch(t, job, off, "misplaced\n")
 			wantPatch(t, fmt.Sprintf("offset %d on %s", off, rep), res, http.StatusRequestedRangeNotSatisfiable, fmt.Sprintf("0-%d", size), "")
 			if res.State != runnerclient.PatchRangeMismatch || res.Offset != size {
 				t.Fatalf("offset %d on %s: runner reads %v offset %d, want range mismatch at %d", off, rep, res.State, res.Offset, size)
@@ -534,9 +477,9 @@ func TestFastPathTrace(t *testing.T) {
 	}
 
 	// Finished from b: a still has the build cached, its CAS must refuse and say why.
-	wantPut(t, "success on b", fpPut(t, r.b, job, runnerclient.StateSuccess, runnerclient.UpdateOptions{}), http.StatusOK, "success")
-	for rep, c := range map[string]*runnerclient.Client{"a": r.a, "b": r.b} {
-		res := fpPatch(t, c, job, size, "after the end\n")
+	jobapitest.WantUpdate(t, "success on b", r.b.Put(t, job, runnerclient.StateSuccess, runnerclient.UpdateOptions{}), http.StatusOK, "success")
+	for rep, c := range map[string]*jobapitest.Runner{"a": r.a, "b": r.b} {
+		res := c.Patch(t, job, size, "after the end\n")
 		wantPatch(t, "PATCH after success on "+rep, res, http.StatusForbidden, "", "success")
 		if res.State != runnerclient.PatchAbort {
 			t.Fatalf("PATCH after success on %s: runner reads %v, want abort", rep, res.State)
@@ -597,7 +540,7 @@ func TestFastPathRaces(t *testing.T) {
 				}
 			}
 			wantDetail(t, e.job(t, job.ID), "running", "", nil)
-			wantHistory(t, e.events(t, job.ID), "queued", "assigned", "acknowledged")
+			jobapitest.WantEvents(t, e.events(t, job.ID), "queued", "assigned", "acknowledged")
 		}
 	})
 
@@ -611,8 +554,8 @@ func TestFastPathRaces(t *testing.T) {
 				}
 			}
 			wantDetail(t, e.job(t, job.ID), "success", "", nil)
-			wantHistory(t, e.events(t, job.ID), "queued", "assigned", "acknowledged", "finished")
-			if got := jobStatuses(getPipeline(t, e.a, p)); got["ship"] != "pending" {
+			jobapitest.WantEvents(t, e.events(t, job.ID), "queued", "assigned", "acknowledged", "finished")
+			if got := jobStatuses(e.a.Pipeline(t, p)); got["ship"] != "pending" {
 				t.Fatalf("pipeline jobs %v, want ship pending once", got)
 			}
 		}

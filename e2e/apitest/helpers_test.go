@@ -3,85 +3,18 @@
 package apitest_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/e2e/jobapitest"
-	"github.com/jobapi/jobapi/server"
 	"github.com/jobapi/jobapi/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
-
-// client is shared by the raw calls; its own transport keeps tests independent of
-// http.DefaultTransport.
-var client = &http.Client{
-	Transport: http.DefaultTransport.(*http.Transport).Clone(),
-	Timeout:   30 * time.Second,
-}
-
-// start runs one replica on a fresh database; configure may be nil.
-func start(t *testing.T, configure func(*server.Config)) *jobapitest.Instance {
-	t.Helper()
-	return jobapitest.Start(t, jobapitest.Options{Configure: configure})
-}
-
-// send makes one request. body: nil (none), []byte or string (raw), anything else is
-// JSON-encoded. hdr holds header name/value pairs; a body gets Content-Type
-// application/json unless hdr sets one. The response body is read and returned.
-func send(t testing.TB, base, method, path string, body any, hdr ...string) (*http.Response, []byte) {
-	t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case []byte:
-		rd = bytes.NewReader(b)
-	case string:
-		rd = strings.NewReader(b)
-	case io.Reader:
-		rd = b
-	default:
-		raw, err := json.Marshal(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequest(method, base+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s %s: read body: %v", method, path, err)
-	}
-	return resp, out
-}
-
-// admin is send with the operator token.
-func admin(t testing.TB, inst *jobapitest.Instance, method, path string, body any, hdr ...string) (*http.Response, []byte) {
-	t.Helper()
-	return send(t, inst.URL, method, path, body, append([]string{"PRIVATE-TOKEN", jobapitest.AdminToken}, hdr...)...)
-}
 
 // decode unmarshals b into a new T, failing the test on error.
 func decode[T any](t testing.TB, b []byte) T {
@@ -147,7 +80,7 @@ func requestJob(t testing.TB, base, token, systemID, lastUpdate string) (*http.R
 	if lastUpdate != "" {
 		body["last_update"] = lastUpdate
 	}
-	return send(t, base, "POST", "/api/v4/jobs/request", body, "RUNNER-TOKEN", token, "Accept", "application/json")
+	return jobapitest.Send(t, base, "POST", "/api/v4/jobs/request", body, "RUNNER-TOKEN", token, "Accept", "application/json")
 }
 
 // takeJob requests a job and requires a 201.
@@ -176,13 +109,13 @@ func updateJob(t testing.TB, base string, id int64, token string, body map[strin
 	if _, ok := body["token"]; !ok {
 		body["token"] = token
 	}
-	return send(t, base, "PUT", fmt.Sprintf("/api/v4/jobs/%d", id), body, "JOB-TOKEN", token)
+	return jobapitest.Send(t, base, "PUT", fmt.Sprintf("/api/v4/jobs/%d", id), body, "JOB-TOKEN", token)
 }
 
 // patchTrace sends PATCH /jobs/:id/trace with Content-Range start-(start+len-1).
 func patchTrace(t testing.TB, base string, id int64, token string, start int, data []byte) (*http.Response, []byte) {
 	t.Helper()
-	return send(t, base, "PATCH", fmt.Sprintf("/api/v4/jobs/%d/trace", id), data,
+	return jobapitest.Send(t, base, "PATCH", fmt.Sprintf("/api/v4/jobs/%d/trace", id), data,
 		"JOB-TOKEN", token, "Content-Type", "text/plain",
 		"Content-Range", fmt.Sprintf("%d-%d", start, start+len(data)-1))
 }
@@ -209,37 +142,22 @@ func createRunner(t testing.TB, inst *jobapitest.Instance, tags []string, runUnt
 	return out.ID, out.Token
 }
 
-func pipelinePath(p api.Pipeline) string {
-	return fmt.Sprintf("/api/v4/projects/%d/pipelines/%d", p.ProjectID, p.ID)
-}
-
-func getPipeline(t testing.TB, inst *jobapitest.Instance, p api.Pipeline) api.Pipeline {
-	t.Helper()
-	var out api.Pipeline
-	inst.MustDo(t, http.StatusOK, "GET", pipelinePath(p), nil, &out)
-	return out
-}
-
 // jobStatuses maps job name to status for the latest attempt of each job.
 func jobStatuses(p api.Pipeline) map[string]string {
 	out := map[string]string{}
-	for _, j := range p.Jobs {
-		if j.RetriedBy == nil {
-			out[j.Name] = j.Status
-		}
+	for name, j := range jobapitest.Latest(p) {
+		out[name] = j.Status
 	}
 	return out
 }
 
 func jobByName(t testing.TB, p api.Pipeline, name string) api.PipelineJob {
 	t.Helper()
-	for _, j := range p.Jobs {
-		if j.Name == name && j.RetriedBy == nil {
-			return j
-		}
+	j, ok := jobapitest.Latest(p)[name]
+	if !ok {
+		t.Fatalf("pipeline %d has no job %q: %+v", p.ID, name, p.Jobs)
 	}
-	t.Fatalf("pipeline %d has no job %q: %+v", p.ID, name, p.Jobs)
-	return api.PipelineJob{}
+	return j
 }
 
 // finishJob plays a legacy job to its end: final update with state, reason and exit code.
@@ -262,38 +180,20 @@ func finishJob(t testing.TB, base string, job api.Job, state, reason string, exi
 var tables = []string{"runners", "runner_managers", "pipelines", "builds", "build_events", "build_trace_chunks"}
 
 // rowCounts returns the number of rows of each table in the instance's database.
-func rowCounts(t testing.TB, inst *jobapitest.Instance) map[string]int64 {
+func rowCounts(t testing.TB, inst *jobapitest.Instance) map[string]int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out := map[string]int64{}
+	out := map[string]int{}
 	for _, tbl := range tables {
-		var n int64
-		if err := inst.Pool.QueryRow(ctx, "SELECT count(*) FROM "+tbl).Scan(&n); err != nil {
-			t.Fatalf("count %s: %v", tbl, err)
-		}
-		out[tbl] = n
+		out[tbl] = jobapitest.QueryInt(t, inst.Pool, "SELECT count(*) FROM "+tbl)
 	}
 	return out
 }
 
-func sameCounts(a, b map[string]int64) bool {
+func sameCounts(a, b map[string]int) bool {
 	for _, tbl := range tables {
 		if a[tbl] != b[tbl] {
 			return false
 		}
 	}
 	return true
-}
-
-// queryInt runs a one-number query on the instance's database.
-func queryInt(t testing.TB, inst *jobapitest.Instance, sql string, args ...any) int64 {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var n int64
-	if err := inst.Pool.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
 }

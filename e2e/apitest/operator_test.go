@@ -13,7 +13,7 @@ import (
 
 func TestOperatorAuth(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	p := inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "j", "stage": "test", "script": "x"})
 	jobID := p.Jobs[0].ID
 	before := rowCounts(t, inst)
@@ -23,9 +23,9 @@ func TestOperatorAuth(t *testing.T) {
 		{"GET", "/api/v4/runners/1", ""},
 		{"PUT", "/api/v4/runners/1", `{"paused": true}`},
 		{"POST", "/api/v4/projects/1/pipeline", `{"jobs": [{"name": "a", "script": "x"}]}`},
-		{"GET", pipelinePath(p), ""},
-		{"GET", pipelinePath(p) + "/jobs", ""},
-		{"POST", pipelinePath(p) + "/cancel", ""},
+		{"GET", jobapitest.PipelinePath(p.ProjectID, p.ID), ""},
+		{"GET", jobapitest.PipelinePath(p.ProjectID, p.ID) + "/jobs", ""},
+		{"POST", jobapitest.PipelinePath(p.ProjectID, p.ID) + "/cancel", ""},
 		{"GET", fmt.Sprintf("/api/v4/projects/1/jobs/%d", jobID), ""},
 		{"GET", fmt.Sprintf("/api/v4/projects/1/jobs/%d/trace", jobID), ""},
 		{"GET", fmt.Sprintf("/api/v4/projects/1/jobs/%d/events", jobID), ""},
@@ -41,14 +41,14 @@ func TestOperatorAuth(t *testing.T) {
 		if c.body != "" {
 			body = c.body
 		}
-		resp, b := send(t, inst.URL, c.method, c.path, body)
+		resp, b := jobapitest.Send(t, inst.URL, c.method, c.path, body)
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("%s %s without PRIVATE-TOKEN: %d %s, want 401", c.method, c.path, resp.StatusCode, b)
 		} else {
 			wantJSONError(t, resp, b, http.StatusUnauthorized)
 		}
 		for _, tok := range []string{"wrong", jobapitest.AdminToken + "x", strings.ToUpper(jobapitest.AdminToken)} {
-			resp, b = send(t, inst.URL, c.method, c.path, body, "PRIVATE-TOKEN", tok)
+			resp, b = jobapitest.Send(t, inst.URL, c.method, c.path, body, "PRIVATE-TOKEN", tok)
 			if resp.StatusCode != http.StatusForbidden {
 				t.Errorf("%s %s with a wrong PRIVATE-TOKEN: %d %s, want 403", c.method, c.path, resp.StatusCode, b)
 			} else {
@@ -66,7 +66,7 @@ func TestOperatorAuth(t *testing.T) {
 
 func TestRunnersAPI(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 
 	// JSON body.
 	var created api.RunnerCreated
@@ -77,7 +77,7 @@ func TestRunnersAPI(t *testing.T) {
 	}
 
 	// Form body, as `curl -d tag_list=a,b` sends it.
-	resp, b := admin(t, inst, "POST", "/api/v4/user/runners", "description=form+runner&tag_list=a,b&run_untagged=false&paused=true",
+	resp, b := inst.Do(t, "POST", "/api/v4/user/runners", "description=form+runner&tag_list=a,b&run_untagged=false&paused=true",
 		"Content-Type", "application/x-www-form-urlencoded")
 	wantStatus(t, resp, b, http.StatusCreated)
 	form := decode[api.RunnerCreated](t, b)
@@ -87,7 +87,7 @@ func TestRunnersAPI(t *testing.T) {
 		t.Errorf("form-created runner %+v", rn)
 	}
 	// tag_list[] repeated, GitLab's array form.
-	resp, b = admin(t, inst, "POST", "/api/v4/user/runners", "tag_list[]=x&tag_list[]=y",
+	resp, b = inst.Do(t, "POST", "/api/v4/user/runners", "tag_list[]=x&tag_list[]=y",
 		"Content-Type", "application/x-www-form-urlencoded")
 	wantStatus(t, resp, b, http.StatusCreated)
 	arr := decode[api.RunnerCreated](t, b)
@@ -105,31 +105,31 @@ func TestRunnersAPI(t *testing.T) {
 		rn.RunUntagged || rn.Paused || rn.Managers == nil {
 		t.Errorf("runner %+v", rn)
 	}
-	resp, b = admin(t, inst, "GET", "/api/v4/runners/999999", nil)
+	resp, b = inst.Do(t, "GET", "/api/v4/runners/999999", nil)
 	wantJSONError(t, resp, b, http.StatusNotFound)
 
 	// Update: JSON and form; unset fields stay.
-	resp, b = admin(t, inst, "PUT", fmt.Sprintf("/api/v4/runners/%d", created.ID), map[string]any{"tag_list": []string{"gpu"}, "run_untagged": true})
+	resp, b = inst.Do(t, "PUT", fmt.Sprintf("/api/v4/runners/%d", created.ID), map[string]any{"tag_list": []string{"gpu"}, "run_untagged": true})
 	wantStatus(t, resp, b, http.StatusOK)
 	rn = decode[api.Runner](t, b)
 	if !slices.Equal(rn.TagList, []string{"gpu"}) || !rn.RunUntagged || rn.Description != "json runner" || rn.Paused {
 		t.Errorf("after JSON update: %+v", rn)
 	}
-	resp, b = admin(t, inst, "PUT", fmt.Sprintf("/api/v4/runners/%d", created.ID), "paused=true",
+	resp, b = inst.Do(t, "PUT", fmt.Sprintf("/api/v4/runners/%d", created.ID), "paused=true",
 		"Content-Type", "application/x-www-form-urlencoded")
 	wantStatus(t, resp, b, http.StatusOK)
 	if rn = decode[api.Runner](t, b); !rn.Paused || !slices.Equal(rn.TagList, []string{"gpu"}) {
 		t.Errorf("after form update: %+v", rn)
 	}
-	resp, b = admin(t, inst, "PUT", "/api/v4/runners/999999", map[string]any{"paused": true})
+	resp, b = inst.Do(t, "PUT", "/api/v4/runners/999999", map[string]any{"paused": true})
 	wantJSONError(t, resp, b, http.StatusNotFound)
 
 	// List with GitLab's pagination headers: 4 runners, 3 per page.
-	resp, b = admin(t, inst, "GET", "/api/v4/runners?per_page=3", nil)
+	resp, b = inst.Do(t, "GET", "/api/v4/runners?per_page=3", nil)
 	wantStatus(t, resp, b, http.StatusOK)
 	page1 := decode[[]api.Runner](t, b)
 	wantHeaders(t, resp, map[string]string{"X-Page": "1", "X-Per-Page": "3", "X-Total": "4", "X-Next-Page": "2"})
-	resp, b = admin(t, inst, "GET", "/api/v4/runners?per_page=3&page=2", nil)
+	resp, b = inst.Do(t, "GET", "/api/v4/runners?per_page=3&page=2", nil)
 	wantStatus(t, resp, b, http.StatusOK)
 	page2 := decode[[]api.Runner](t, b)
 	wantHeaders(t, resp, map[string]string{"X-Page": "2", "X-Per-Page": "3", "X-Total": "4", "X-Next-Page": ""})
@@ -143,16 +143,16 @@ func TestRunnersAPI(t *testing.T) {
 	if !slices.IsSorted(ids) || len(slices.Compact(slices.Clone(ids))) != 4 {
 		t.Errorf("runner ids over the pages %v: want 4 distinct, in order", ids)
 	}
-	resp, b = admin(t, inst, "GET", "/api/v4/runners?page=9", nil)
+	resp, b = inst.Do(t, "GET", "/api/v4/runners?page=9", nil)
 	wantStatus(t, resp, b, http.StatusOK)
 	if string(b) != "[]\n" && string(b) != "[]" {
 		t.Errorf("page past the end: %s, want []", b)
 	}
 	wantHeaders(t, resp, map[string]string{"X-Total": "4", "X-Next-Page": ""})
 	// Defaults: page 1, 20 per page; per_page is capped at 100 as in GitLab.
-	resp, _ = admin(t, inst, "GET", "/api/v4/runners", nil)
+	resp, _ = inst.Do(t, "GET", "/api/v4/runners", nil)
 	wantHeaders(t, resp, map[string]string{"X-Page": "1", "X-Per-Page": "20", "X-Total": "4"})
-	resp, _ = admin(t, inst, "GET", "/api/v4/runners?per_page=500", nil)
+	resp, _ = inst.Do(t, "GET", "/api/v4/runners?per_page=500", nil)
 	wantHeaders(t, resp, map[string]string{"X-Per-Page": "100", "X-Total": "4", "X-Next-Page": ""})
 }
 
@@ -168,7 +168,7 @@ func wantHeaders(t testing.TB, resp *http.Response, want map[string]string) {
 
 func TestAdminJobsList(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	_, token := createRunner(t, inst, nil, true)
 	p := inst.CreatePipeline(t, 3, []string{"a", "b"},
 		jobapitest.Job{"name": "j1", "stage": "a", "script": "x"},
@@ -183,7 +183,7 @@ func TestAdminJobsList(t *testing.T) {
 	// 5 pending across two projects, 2 per page.
 	var all []int64
 	for page := 1; page <= 3; page++ {
-		resp, b := admin(t, inst, "GET", fmt.Sprintf("/api/v4/admin/jobs?status=pending&per_page=2&page=%d", page), nil)
+		resp, b := inst.Do(t, "GET", fmt.Sprintf("/api/v4/admin/jobs?status=pending&per_page=2&page=%d", page), nil)
 		wantStatus(t, resp, b, http.StatusOK)
 		next := ""
 		if page < 3 {
@@ -216,7 +216,7 @@ func TestAdminJobsList(t *testing.T) {
 	}
 	for _, q := range []string{"status=bogus", "status=", "", "status=PENDING", "status=pending'--",
 		"status=pending&per_page=0", "status=pending&page=-1", "status=pending&page=x"} {
-		resp, b := admin(t, inst, "GET", "/api/v4/admin/jobs?"+q, nil)
+		resp, b := inst.Do(t, "GET", "/api/v4/admin/jobs?"+q, nil)
 		wantJSONError(t, resp, b, http.StatusBadRequest)
 	}
 }
@@ -225,21 +225,21 @@ func TestAdminJobsList(t *testing.T) {
 // all of them, 829 KB for a runner whose token had been used from many machines.
 func TestRunnerManagersPaged(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	id, token := createRunner(t, inst, nil, true)
 	for i := 0; i < 5; i++ {
-		resp, b := send(t, inst.URL, "POST", "/api/v4/runners/verify",
+		resp, b := jobapitest.Send(t, inst.URL, "POST", "/api/v4/runners/verify",
 			map[string]any{"token": token, "system_id": fmt.Sprintf("s_page%d", i), "info": runnerInfo()})
 		wantStatus(t, resp, b, http.StatusOK)
 	}
-	resp, b := admin(t, inst, "GET", fmt.Sprintf("/api/v4/runners/%d?per_page=2&page=2", id), nil)
+	resp, b := inst.Do(t, "GET", fmt.Sprintf("/api/v4/runners/%d?per_page=2&page=2", id), nil)
 	wantStatus(t, resp, b, http.StatusOK)
 	rn := decode[api.Runner](t, b)
 	if len(rn.Managers) != 2 || rn.Managers[0].SystemID != "s_page2" || rn.Managers[1].SystemID != "s_page3" {
 		t.Errorf("page 2 of 2: managers %+v, want s_page2 and s_page3", rn.Managers)
 	}
 	wantHeaders(t, resp, map[string]string{"X-Page": "2", "X-Per-Page": "2", "X-Total": "5", "X-Next-Page": "3"})
-	resp, b = admin(t, inst, "GET", fmt.Sprintf("/api/v4/runners/%d", id), nil)
+	resp, b = inst.Do(t, "GET", fmt.Sprintf("/api/v4/runners/%d", id), nil)
 	wantStatus(t, resp, b, http.StatusOK)
 	if rn = decode[api.Runner](t, b); len(rn.Managers) != 5 {
 		t.Errorf("default page: %d managers, want all 5", len(rn.Managers))

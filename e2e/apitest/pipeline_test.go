@@ -37,7 +37,7 @@ func wantStatuses(t *testing.T, p api.Pipeline, pipeline string, jobs map[string
 
 func TestPipelineStages(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	_, token := createRunner(t, inst, nil, true)
 	stages := []string{"build", "test", "deploy"}
 
@@ -53,26 +53,26 @@ func TestPipelineStages(t *testing.T) {
 		wantStatuses(t, p, "pending", map[string]string{"compile": "pending", "unit": "created", "lint": "created", "ship": "created"})
 
 		compile := takeNamed(t, inst, token, "compile")
-		wantStatuses(t, getPipeline(t, inst, p), "running", map[string]string{"compile": "running", "unit": "created"})
+		wantStatuses(t, inst.Pipeline(t, p), "running", map[string]string{"compile": "running", "unit": "created"})
 		wantNoJob(t, inst.URL, token)
 		finishJob(t, inst.URL, compile, "success", "", 0)
-		wantStatuses(t, getPipeline(t, inst, p), "running", map[string]string{"compile": "success", "unit": "pending", "lint": "pending", "ship": "created"})
+		wantStatuses(t, inst.Pipeline(t, p), "running", map[string]string{"compile": "success", "unit": "pending", "lint": "pending", "ship": "created"})
 
 		unit := takeNamed(t, inst, token, "unit")
 		lint := takeNamed(t, inst, token, "lint")
 		finishJob(t, inst.URL, unit, "success", "", 0)
-		wantStatuses(t, getPipeline(t, inst, p), "running", map[string]string{"unit": "success", "lint": "running", "ship": "created"})
+		wantStatuses(t, inst.Pipeline(t, p), "running", map[string]string{"unit": "success", "lint": "running", "ship": "created"})
 		finishJob(t, inst.URL, lint, "success", "", 0)
 		ship := takeNamed(t, inst, token, "ship")
 		finishJob(t, inst.URL, ship, "success", "", 0)
-		got := getPipeline(t, inst, p)
+		got := inst.Pipeline(t, p)
 		wantStatuses(t, got, "success", map[string]string{"compile": "success", "unit": "success", "lint": "success", "ship": "success"})
 		if got.FinishedAt == nil {
 			t.Error("finished pipeline without finished_at")
 		}
 		// /jobs lists the same builds in the job shape.
 		var jobs []api.JobDetail
-		inst.MustDo(t, http.StatusOK, "GET", pipelinePath(p)+"/jobs", nil, &jobs)
+		inst.MustDo(t, http.StatusOK, "GET", jobapitest.PipelinePath(p.ProjectID, p.ID)+"/jobs", nil, &jobs)
 		if len(jobs) != 4 || jobs[0].Name != "compile" || jobs[0].Status != "success" {
 			t.Errorf("pipeline jobs %+v", jobs)
 		}
@@ -85,7 +85,7 @@ func TestPipelineStages(t *testing.T) {
 		wantStatuses(t, p, "pending", map[string]string{"unit": "pending", "ship": "created"})
 		finishJob(t, inst.URL, takeNamed(t, inst, token, "unit"), "success", "", 0)
 		finishJob(t, inst.URL, takeNamed(t, inst, token, "ship"), "success", "", 0)
-		wantStatuses(t, getPipeline(t, inst, p), "success", nil)
+		wantStatuses(t, inst.Pipeline(t, p), "success", nil)
 	})
 
 	t.Run("a failure skips later stages", func(t *testing.T) {
@@ -98,9 +98,9 @@ func TestPipelineStages(t *testing.T) {
 		other := takeNamed(t, inst, token, "other")
 		finishJob(t, inst.URL, compile, "failed", "script_failure", 2)
 		// The stage still has a running job: nothing is decided yet.
-		wantStatuses(t, getPipeline(t, inst, p), "running", map[string]string{"compile": "failed", "other": "running", "unit": "created"})
+		wantStatuses(t, inst.Pipeline(t, p), "running", map[string]string{"compile": "failed", "other": "running", "unit": "created"})
 		finishJob(t, inst.URL, other, "success", "", 0)
-		got := getPipeline(t, inst, p)
+		got := inst.Pipeline(t, p)
 		wantStatuses(t, got, "failed", map[string]string{"compile": "failed", "other": "success", "unit": "skipped", "ship": "skipped"})
 		if got.FinishedAt == nil {
 			t.Error("failed pipeline without finished_at")
@@ -116,9 +116,9 @@ func TestPipelineStages(t *testing.T) {
 			jobapitest.Job{"name": "flaky", "stage": "build", "script": "x", "allow_failure": true},
 			jobapitest.Job{"name": "unit", "stage": "test", "script": "x"})
 		finishJob(t, inst.URL, takeNamed(t, inst, token, "flaky"), "failed", "script_failure", 1)
-		wantStatuses(t, getPipeline(t, inst, p), "running", map[string]string{"flaky": "failed", "unit": "pending"})
+		wantStatuses(t, inst.Pipeline(t, p), "running", map[string]string{"flaky": "failed", "unit": "pending"})
 		finishJob(t, inst.URL, takeNamed(t, inst, token, "unit"), "success", "", 0)
-		wantStatuses(t, getPipeline(t, inst, p), "success", map[string]string{"flaky": "failed", "unit": "success"})
+		wantStatuses(t, inst.Pipeline(t, p), "success", map[string]string{"flaky": "failed", "unit": "success"})
 	})
 
 	t.Run("job retry rule retries a script failure", func(t *testing.T) {
@@ -140,7 +140,7 @@ func TestPipelineStages(t *testing.T) {
 		wantJobStatus(t, resp, "failed")
 		finishJob(t, inst.URL, second, "failed", "script_failure", 1)
 		// Limit reached: stays failed, later stages skipped.
-		wantStatuses(t, getPipeline(t, inst, p), "failed", map[string]string{"flaky": "failed", "unit": "skipped"})
+		wantStatuses(t, inst.Pipeline(t, p), "failed", map[string]string{"flaky": "failed", "unit": "skipped"})
 		if ev := jobapitest.EventTypes(inst.Events(t, 5, second.ID)); !strings.Contains(ev, "retry_exhausted") {
 			t.Errorf("events of the last attempt %s, want retry_exhausted", ev)
 		}
@@ -149,7 +149,7 @@ func TestPipelineStages(t *testing.T) {
 
 func TestPipelineInvalidDefinitions(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	job := func(kv ...any) map[string]any {
 		j := map[string]any{"name": "a", "stage": "test", "script": []string{"x"}}
 		for i := 0; i+1 < len(kv); i += 2 {
@@ -219,7 +219,7 @@ func TestPipelineInvalidDefinitions(t *testing.T) {
 			if body == nil {
 				body = "null"
 			}
-			resp, b := admin(t, inst, "POST", "/api/v4/projects/9/pipeline", body)
+			resp, b := inst.Do(t, "POST", "/api/v4/projects/9/pipeline", body)
 			msg := wantJSONError(t, resp, b, http.StatusBadRequest)
 			if !strings.Contains(strings.ToLower(msg), strings.ToLower(c.want)) {
 				t.Errorf("message %q does not mention %q", msg, c.want)
@@ -227,7 +227,7 @@ func TestPipelineInvalidDefinitions(t *testing.T) {
 		})
 	}
 	// A form body is refused: a definition must be JSON.
-	resp, b := admin(t, inst, "POST", "/api/v4/projects/9/pipeline", "jobs=a", "Content-Type", "application/x-www-form-urlencoded")
+	resp, b := inst.Do(t, "POST", "/api/v4/projects/9/pipeline", "jobs=a", "Content-Type", "application/x-www-form-urlencoded")
 	if resp.StatusCode != http.StatusUnsupportedMediaType && resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("form definition: %d %s", resp.StatusCode, b)
 	}
@@ -256,7 +256,7 @@ func manyJobs(n int) []map[string]any {
 
 func TestCancelJob(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	_, token := createRunner(t, inst, nil, true)
 
 	t.Run("pending is canceled at once", func(t *testing.T) {
@@ -269,10 +269,10 @@ func TestCancelJob(t *testing.T) {
 		if d.Status != "canceled" || d.FinishedAt == nil {
 			t.Errorf("canceled pending job %+v", d)
 		}
-		wantStatuses(t, getPipeline(t, inst, p), "canceled", map[string]string{"first": "canceled", "second": "skipped"})
+		wantStatuses(t, inst.Pipeline(t, p), "canceled", map[string]string{"first": "canceled", "second": "skipped"})
 		wantNoJob(t, inst.URL, token)
 		// Canceling it again: it is finished.
-		resp, b := admin(t, inst, "POST", fmt.Sprintf("/api/v4/projects/8/jobs/%d/cancel", id), nil)
+		resp, b := inst.Do(t, "POST", fmt.Sprintf("/api/v4/projects/8/jobs/%d/cancel", id), nil)
 		wantJSONError(t, resp, b, http.StatusConflict)
 		// The event names the operator action.
 		ev := inst.Events(t, 8, id)
@@ -316,7 +316,7 @@ func TestCancelJob(t *testing.T) {
 		wantJSONError(t, resp, b, http.StatusForbidden)
 		wantJobStatus(t, resp, "canceled")
 
-		got := getPipeline(t, inst, p)
+		got := inst.Pipeline(t, p)
 		wantStatuses(t, got, "canceled", map[string]string{"long": "canceled", "after": "skipped"})
 		if d := inst.Job(t, 8, job.ID); d.RetriedBy != nil {
 			t.Errorf("a canceled job was retried: %+v", d)
@@ -325,7 +325,7 @@ func TestCancelJob(t *testing.T) {
 		if !strings.Contains(ev, "cancel_requested") || !strings.HasSuffix(ev, "finished") {
 			t.Errorf("events %s", ev)
 		}
-		_, b = admin(t, inst, "GET", fmt.Sprintf("/api/v4/projects/8/jobs/%d/trace", job.ID), nil)
+		_, b = inst.Do(t, "GET", fmt.Sprintf("/api/v4/projects/8/jobs/%d/trace", job.ID), nil)
 		if string(b) != "working\nafter_script\n" {
 			t.Errorf("trace %q", b)
 		}
@@ -338,23 +338,23 @@ func TestCancelJob(t *testing.T) {
 			jobapitest.Job{"name": "later", "stage": "b", "script": "x"})
 		job := takeNamed(t, inst, token, "run")
 		var got api.Pipeline
-		inst.MustDo(t, http.StatusOK, "POST", pipelinePath(p)+"/cancel", nil, &got)
+		inst.MustDo(t, http.StatusOK, "POST", jobapitest.PipelinePath(p.ProjectID, p.ID)+"/cancel", nil, &got)
 		wantStatuses(t, got, "running", map[string]string{"run": "canceling", "wait": "canceled", "later": "canceled"})
 		finishJob(t, inst.URL, job, "success", "", 0)
-		wantStatuses(t, getPipeline(t, inst, p), "canceled", map[string]string{"run": "canceled"})
+		wantStatuses(t, inst.Pipeline(t, p), "canceled", map[string]string{"run": "canceled"})
 	})
 }
 
 func TestRetryJob(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	_, token := createRunner(t, inst, nil, true)
 	p := inst.CreatePipeline(t, 6, []string{"build", "test"},
 		jobapitest.Job{"name": "compile", "stage": "build", "script": "x"},
 		jobapitest.Job{"name": "unit", "stage": "test", "script": "x"})
 	first := takeNamed(t, inst, token, "compile")
 	finishJob(t, inst.URL, first, "failed", "script_failure", 1)
-	wantStatuses(t, getPipeline(t, inst, p), "failed", map[string]string{"compile": "failed", "unit": "skipped"})
+	wantStatuses(t, inst.Pipeline(t, p), "failed", map[string]string{"compile": "failed", "unit": "skipped"})
 
 	var retry api.JobDetail
 	inst.MustDo(t, http.StatusCreated, "POST", fmt.Sprintf("/api/v4/projects/6/jobs/%d/retry", first.ID), nil, &retry)
@@ -366,15 +366,15 @@ func TestRetryJob(t *testing.T) {
 		t.Errorf("old attempt %+v", old)
 	}
 	// The pipeline is re-opened: the skipped stage waits again.
-	wantStatuses(t, getPipeline(t, inst, p), "pending", map[string]string{"compile": "pending", "unit": "created"})
+	wantStatuses(t, inst.Pipeline(t, p), "pending", map[string]string{"compile": "pending", "unit": "created"})
 	// The old attempt cannot be retried twice.
-	resp, b := admin(t, inst, "POST", fmt.Sprintf("/api/v4/projects/6/jobs/%d/retry", first.ID), nil)
+	resp, b := inst.Do(t, "POST", fmt.Sprintf("/api/v4/projects/6/jobs/%d/retry", first.ID), nil)
 	wantJSONError(t, resp, b, http.StatusConflict)
 	// A pending job cannot be retried.
-	resp, b = admin(t, inst, "POST", fmt.Sprintf("/api/v4/projects/6/jobs/%d/retry", retry.ID), nil)
+	resp, b = inst.Do(t, "POST", fmt.Sprintf("/api/v4/projects/6/jobs/%d/retry", retry.ID), nil)
 	wantJSONError(t, resp, b, http.StatusConflict)
 	// Another project's path does not find it.
-	resp, b = admin(t, inst, "POST", fmt.Sprintf("/api/v4/projects/7/jobs/%d/retry", retry.ID), nil)
+	resp, b = inst.Do(t, "POST", fmt.Sprintf("/api/v4/projects/7/jobs/%d/retry", retry.ID), nil)
 	wantJSONError(t, resp, b, http.StatusNotFound)
 
 	second := takeNamed(t, inst, token, "compile")
@@ -383,7 +383,7 @@ func TestRetryJob(t *testing.T) {
 	}
 	finishJob(t, inst.URL, second, "success", "", 0)
 	finishJob(t, inst.URL, takeNamed(t, inst, token, "unit"), "success", "", 0)
-	got := getPipeline(t, inst, p)
+	got := inst.Pipeline(t, p)
 	wantStatuses(t, got, "success", map[string]string{"compile": "success", "unit": "success"})
 	if len(got.Jobs) != 3 {
 		t.Errorf("pipeline jobs %+v, want both attempts and unit", got.Jobs)
@@ -400,7 +400,7 @@ func TestRetryJob(t *testing.T) {
 
 func TestJobEvents(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	_, token := createRunner(t, inst, nil, true)
 	inst.CreatePipeline(t, 2, []string{"test"}, jobapitest.Job{"name": "j", "stage": "test", "script": "x"})
 	resp, b := requestJob(t, inst.URL, token, "s_events", "")
@@ -409,7 +409,7 @@ func TestJobEvents(t *testing.T) {
 	finishJob(t, inst.URL, job, "failed", "script_failure", 4)
 
 	path := fmt.Sprintf("/api/v4/projects/2/jobs/%d/events", job.ID)
-	resp, b = admin(t, inst, "GET", path, nil)
+	resp, b = inst.Do(t, "GET", path, nil)
 	wantStatus(t, resp, b, http.StatusOK)
 	// Raw shape: exactly {id, type, at, runner_manager, detail}.
 	raw := decode[[]map[string]any](t, b)
@@ -442,14 +442,14 @@ func TestJobEvents(t *testing.T) {
 		t.Errorf("event time %v", ev[0].At)
 	}
 	// Paginated like every list.
-	resp, b = admin(t, inst, "GET", path+"?per_page=2&page=2", nil)
+	resp, b = inst.Do(t, "GET", path+"?per_page=2&page=2", nil)
 	wantStatus(t, resp, b, http.StatusOK)
 	wantHeaders(t, resp, map[string]string{"X-Page": "2", "X-Per-Page": "2", "X-Total": "3", "X-Next-Page": ""})
 	if page := decode[[]api.Event](t, b); len(page) != 1 || page[0].Type != "finished" {
 		t.Errorf("second page %+v", page)
 	}
 	// Past the end: an empty page that still tells the total.
-	resp, b = admin(t, inst, "GET", path+"?per_page=2&page=5", nil)
+	resp, b = inst.Do(t, "GET", path+"?per_page=2&page=5", nil)
 	wantStatus(t, resp, b, http.StatusOK)
 	wantHeaders(t, resp, map[string]string{"X-Page": "5", "X-Total": "3", "X-Next-Page": ""})
 	if page := decode[[]api.Event](t, b); len(page) != 0 {
@@ -461,7 +461,7 @@ func TestJobEvents(t *testing.T) {
 // stage order, with GitLab's headers; a page past the end is empty, not an error.
 func TestPipelineJobsArePaged(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	var jobs []jobapitest.Job
 	for i := 0; i < 25; i++ {
 		stage := "build"

@@ -20,11 +20,11 @@ import (
 
 func TestVerifyRunner(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	id, token := createRunner(t, inst, []string{"docker"}, false)
 
 	body := map[string]any{"token": token, "system_id": "s_0123456789ab", "info": runnerInfo()}
-	resp, b := send(t, inst.URL, "POST", "/api/v4/runners/verify", body)
+	resp, b := jobapitest.Send(t, inst.URL, "POST", "/api/v4/runners/verify", body)
 	wantStatus(t, resp, b, http.StatusOK)
 	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type %q", ct)
@@ -60,9 +60,9 @@ func TestVerifyRunner(t *testing.T) {
 	// Verifying again (new version) updates the same manager; another system_id adds one.
 	info := runnerInfo()
 	info["version"] = "19.5.0"
-	resp, b = send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"token": token, "system_id": "s_0123456789ab", "info": info})
+	resp, b = jobapitest.Send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"token": token, "system_id": "s_0123456789ab", "info": info})
 	wantStatus(t, resp, b, http.StatusOK)
-	resp, b = send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"token": token, "system_id": "r_other", "info": info})
+	resp, b = jobapitest.Send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"token": token, "system_id": "r_other", "info": info})
 	wantStatus(t, resp, b, http.StatusOK)
 	inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("/api/v4/runners/%d", id), nil, &rn)
 	if len(rn.Managers) != 2 || rn.Managers[0].Version != "19.5.0" || rn.Managers[1].SystemID != "r_other" {
@@ -70,12 +70,12 @@ func TestVerifyRunner(t *testing.T) {
 	}
 
 	// The token in the RUNNER-TOKEN header alone is accepted too.
-	resp, b = send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"system_id": "s_0123456789ab"}, "RUNNER-TOKEN", token)
+	resp, b = jobapitest.Send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"system_id": "s_0123456789ab"}, "RUNNER-TOKEN", token)
 	wantStatus(t, resp, b, http.StatusOK)
 
 	before := rowCounts(t, inst)
 	for _, bad := range []string{"glrt-this-token-does-not-exist", "glrt-", "", "x"} {
-		resp, b = send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"token": bad, "system_id": "s_0123456789ab"})
+		resp, b = jobapitest.Send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"token": bad, "system_id": "s_0123456789ab"})
 		wantJSONError(t, resp, b, http.StatusForbidden)
 	}
 	if after := rowCounts(t, inst); !sameCounts(before, after) {
@@ -85,7 +85,7 @@ func TestVerifyRunner(t *testing.T) {
 
 func TestJobRequestPayload(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	_, token := createRunner(t, inst, nil, true)
 	p := inst.CreatePipeline(t, 42, []string{"build", "test"}, jobapitest.Job{
 		"name": "compile", "stage": "build",
@@ -163,7 +163,7 @@ func TestJobRequestPayload(t *testing.T) {
 		t.Errorf("job after assignment: %+v", d)
 	}
 	// The second stage waits; nothing else is handed out.
-	if st := jobStatuses(getPipeline(t, inst, p)); st["unit"] != "created" {
+	if st := jobStatuses(inst.Pipeline(t, p)); st["unit"] != "created" {
 		t.Errorf("later stage %v, want created", st)
 	}
 	wantNoJob(t, inst.URL, token)
@@ -171,7 +171,7 @@ func TestJobRequestPayload(t *testing.T) {
 
 func TestJobRequestTagMatching(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	// A: docker+linux, no untagged; B: untagged only; C: docker only.
 	_, tokA := createRunner(t, inst, []string{"docker", "linux"}, false)
 	_, tokB := createRunner(t, inst, nil, true)
@@ -200,18 +200,18 @@ func TestJobRequestTagMatching(t *testing.T) {
 		t.Errorf("B got %s, want none", j.JobInfo.Name)
 	}
 	wantNoJob(t, inst.URL, tokB)
-	if st := jobStatuses(getPipeline(t, inst, p)); st["gpu"] != "pending" {
+	if st := jobStatuses(inst.Pipeline(t, p)); st["gpu"] != "pending" {
 		t.Errorf("gpu job %s, want pending (no runner has the tag)", st["gpu"])
 	}
 }
 
 func TestJobRequestPausedRunner(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	id, token := createRunner(t, inst, nil, true)
 	inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "j", "stage": "test", "script": "x"})
 
-	resp, b := admin(t, inst, "PUT", fmt.Sprintf("/api/v4/runners/%d", id), map[string]any{"paused": true})
+	resp, b := inst.Do(t, "PUT", fmt.Sprintf("/api/v4/runners/%d", id), map[string]any{"paused": true})
 	wantStatus(t, resp, b, http.StatusOK)
 	if rn := decode[api.Runner](t, b); !rn.Paused || rn.Active {
 		t.Errorf("runner after pause: %+v", rn)
@@ -222,14 +222,14 @@ func TestJobRequestPausedRunner(t *testing.T) {
 			resp.StatusCode, resp.Header.Get("X-GitLab-Last-Update"), b)
 	}
 	// Unpausing (GitLab's older name, active=true) hands the job out at the next request.
-	resp, b = admin(t, inst, "PUT", fmt.Sprintf("/api/v4/runners/%d", id), map[string]any{"active": true})
+	resp, b = inst.Do(t, "PUT", fmt.Sprintf("/api/v4/runners/%d", id), map[string]any{"active": true})
 	wantStatus(t, resp, b, http.StatusOK)
 	takeJob(t, inst.URL, token)
 }
 
 func TestJobRequestOldestFirst(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	_, token := createRunner(t, inst, nil, true)
 	var want []int64
 	for i := range 3 {
@@ -252,7 +252,7 @@ func TestJobRequestOldestFirst(t *testing.T) {
 
 func TestJobRequestAuthAndMalformed(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	_, token := createRunner(t, inst, nil, true)
 	inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "j", "stage": "test", "script": "x"})
 	before := rowCounts(t, inst)
@@ -270,7 +270,7 @@ func TestJobRequestAuthAndMalformed(t *testing.T) {
 		"empty":         ``,
 	} {
 		t.Run(name, func(t *testing.T) {
-			resp, b := send(t, inst.URL, "POST", "/api/v4/jobs/request", body)
+			resp, b := jobapitest.Send(t, inst.URL, "POST", "/api/v4/jobs/request", body)
 			wantJSONError(t, resp, b, http.StatusBadRequest)
 		})
 	}
@@ -292,7 +292,7 @@ func TestJobRequestAuthAndMalformed(t *testing.T) {
 // provider's refresh queries share the database), and pg_stat_statements is not loaded.
 func TestIdlePollWithoutPostgres(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	_, token := createRunner(t, inst, nil, true)
 
 	resp, b := requestJob(t, inst.URL, token, "s_0123456789ab", "")
@@ -361,7 +361,7 @@ func TestIdlePollWithoutPostgres(t *testing.T) {
 	// meets one is answered 503 (retry), never 500.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		resp, b = admin(t, inst, "GET", "/api/v4/runners", nil)
+		resp, b = inst.Do(t, "GET", "/api/v4/runners", nil)
 		if resp.StatusCode == http.StatusOK {
 			break
 		}
@@ -382,7 +382,7 @@ func TestIdlePollWithoutPostgres(t *testing.T) {
 // runner echoing an old version is sent to Postgres and finds the build.
 func TestIdlePollVersionLifecycle(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	_, token := createRunner(t, inst, nil, true)
 	resp, _ := requestJob(t, inst.URL, token, "s_0123456789ab", "")
 	v1 := resp.Header.Get("X-GitLab-Last-Update")
@@ -404,12 +404,12 @@ func TestIdlePollVersionLifecycle(t *testing.T) {
 // clipped on the character boundary, instead of a 400 "strings must not contain NUL".
 func TestVerifyClipsLongStringsOnCharacters(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	id, token := createRunner(t, inst, nil, true)
 	info := runnerInfo()
 	info["version"] = strings.Repeat("a", 254) + "é"
 	info["platform"] = strings.Repeat("é", 200)
-	resp, b := send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"token": token, "system_id": "s_utf8", "info": info})
+	resp, b := jobapitest.Send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"token": token, "system_id": "s_utf8", "info": info})
 	wantStatus(t, resp, b, http.StatusOK)
 	var rn api.Runner
 	inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("/api/v4/runners/%d", id), nil, &rn)
@@ -422,10 +422,10 @@ func TestVerifyClipsLongStringsOnCharacters(t *testing.T) {
 // requests from a new system_id get 429 with a message; known managers carry on.
 func TestManagersPerRunnerCapped(t *testing.T) {
 	t.Parallel()
-	inst := start(t, func(c *server.Config) { c.MaxManagersPerRunner = 3 })
+	inst := jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) { c.MaxManagersPerRunner = 3 }})
 	id, token := createRunner(t, inst, nil, true)
 	verify := func(systemID string) (*http.Response, []byte) {
-		return send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"token": token, "system_id": systemID, "info": runnerInfo()})
+		return jobapitest.Send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"token": token, "system_id": systemID, "info": runnerInfo()})
 	}
 	for i := 0; i < 3; i++ {
 		resp, b := verify(fmt.Sprintf("s_cap%d", i))
@@ -442,7 +442,7 @@ func TestManagersPerRunnerCapped(t *testing.T) {
 	wantStatus(t, resp, b, http.StatusOK)
 	resp, b = requestJob(t, inst.URL, token, "s_cap2", "")
 	wantStatus(t, resp, b, http.StatusNoContent)
-	if n := queryInt(t, inst, "SELECT count(*) FROM runner_managers WHERE runner_id = $1", id); n != 3 {
+	if n := jobapitest.QueryInt(t, inst.Pool, "SELECT count(*) FROM runner_managers WHERE runner_id = $1", id); n != 3 {
 		t.Errorf("%d manager rows, want 3", n)
 	}
 }

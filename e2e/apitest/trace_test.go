@@ -13,7 +13,7 @@ import (
 
 func TestPatchTrace(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	_, job := legacyJob(t, inst, nil)
 	tracePath := fmt.Sprintf("/api/v4/projects/7/jobs/%d/trace", job.ID)
 
@@ -50,18 +50,18 @@ func TestPatchTrace(t *testing.T) {
 		if cr != "" {
 			hdr = append(hdr, "Content-Range", cr)
 		}
-		resp, b = send(t, inst.URL, "PATCH", fmt.Sprintf("/api/v4/jobs/%d/trace", job.ID), "abcdef", hdr...)
+		resp, b = jobapitest.Send(t, inst.URL, "PATCH", fmt.Sprintf("/api/v4/jobs/%d/trace", job.ID), "abcdef", hdr...)
 		if resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("Content-Range %s (%q): %d %s, want 400", name, cr, resp.StatusCode, b)
 		}
 	}
 	// Wrong token: 403, nothing appended.
-	resp, b = send(t, inst.URL, "PATCH", fmt.Sprintf("/api/v4/jobs/%d/trace", job.ID), "xx",
+	resp, b = jobapitest.Send(t, inst.URL, "PATCH", fmt.Sprintf("/api/v4/jobs/%d/trace", job.ID), "xx",
 		"JOB-TOKEN", "glcbt-wrong", "Content-Range", "12-13")
 	wantJSONError(t, resp, b, http.StatusForbidden)
 
 	// The stored log, as text.
-	resp, b = admin(t, inst, "GET", tracePath, nil)
+	resp, b = inst.Do(t, "GET", tracePath, nil)
 	wantStatus(t, resp, b, http.StatusOK)
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
 		t.Errorf("trace Content-Type %q, want text/plain", ct)
@@ -81,7 +81,7 @@ func TestPatchTrace(t *testing.T) {
 	}
 
 	// An empty patch at the end appends nothing and must not block the next real one.
-	resp, b = send(t, inst.URL, "PATCH", fmt.Sprintf("/api/v4/jobs/%d/trace", job.ID), "",
+	resp, b = jobapitest.Send(t, inst.URL, "PATCH", fmt.Sprintf("/api/v4/jobs/%d/trace", job.ID), "",
 		"JOB-TOKEN", job.Token, "Content-Range", "13-12")
 	if resp.StatusCode != http.StatusAccepted || resp.Header.Get("Range") != "0-13" {
 		t.Errorf("empty patch: %d Range %q %s, want 202 0-13", resp.StatusCode, resp.Header.Get("Range"), b)
@@ -93,7 +93,7 @@ func TestPatchTrace(t *testing.T) {
 	}
 
 	finishJob(t, inst.URL, job, "success", "", 0)
-	resp, b = admin(t, inst, "GET", tracePath, nil)
+	resp, b = inst.Do(t, "GET", tracePath, nil)
 	wantStatus(t, resp, b, http.StatusOK)
 	if string(b) != "hello\nworld\n!?\n" {
 		t.Errorf("final trace %q", b)
@@ -113,7 +113,7 @@ func TestTraceLimit(t *testing.T) {
 	if err != nil || cfg.TraceLimit != 1024 {
 		t.Fatalf("JOBAPI_TRACE_LIMIT=1KiB: %v, %d", err, cfg.TraceLimit)
 	}
-	inst := start(t, func(c *server.Config) { c.TraceLimit = cfg.TraceLimit })
+	inst := jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) { c.TraceLimit = cfg.TraceLimit }})
 	p, job := legacyJob(t, inst, nil)
 
 	resp, b := patchTrace(t, inst.URL, job.ID, job.Token, 0, bytes.Repeat([]byte("a"), 1000))
@@ -130,7 +130,7 @@ func TestTraceLimit(t *testing.T) {
 	if d.TraceSize != 1000 {
 		t.Errorf("trace_size %d, want the 1000 bytes stored before", d.TraceSize)
 	}
-	if st := getPipeline(t, inst, p).Status; st != "failed" {
+	if st := inst.Pipeline(t, p).Status; st != "failed" {
 		t.Errorf("pipeline %s, want failed", st)
 	}
 	if ev := jobapitest.EventTypes(inst.Events(t, 7, job.ID)); !strings.Contains(ev, "trace_size_exceeded") {

@@ -27,7 +27,7 @@ func legacyJob(t *testing.T, inst *jobapitest.Instance, job jobapitest.Job) (api
 
 func TestUpdateJobLegacy(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 
 	t.Run("touch then success, repeat is idempotent", func(t *testing.T) {
 		p, job := legacyJob(t, inst, nil)
@@ -50,7 +50,7 @@ func TestUpdateJobLegacy(t *testing.T) {
 		if d.Status != "success" || d.FailureReason != nil || d.FinishedAt == nil {
 			t.Errorf("job after success: %+v", d)
 		}
-		if st := getPipeline(t, inst, p).Status; st != "success" {
+		if st := inst.Pipeline(t, p).Status; st != "success" {
 			t.Errorf("pipeline %s, want success", st)
 		}
 		// A retry of the final update after a lost answer: 200.
@@ -83,7 +83,7 @@ func TestUpdateJobLegacy(t *testing.T) {
 			d.ExitCode == nil || *d.ExitCode != 3 {
 			t.Errorf("job after failure: %+v (reason %v, exit %v)", d, d.FailureReason, d.ExitCode)
 		}
-		if st := getPipeline(t, inst, p).Status; st != "failed" {
+		if st := inst.Pipeline(t, p).Status; st != "failed" {
 			t.Errorf("pipeline %s, want failed", st)
 		}
 		// No automatic retry for a script failure without a retry rule.
@@ -110,9 +110,9 @@ func TestUpdateJobLegacy(t *testing.T) {
 
 	t.Run("token in body only, or header only", func(t *testing.T) {
 		_, job := legacyJob(t, inst, nil)
-		resp, b := send(t, inst.URL, "PUT", fmt.Sprintf("/api/v4/jobs/%d", job.ID), map[string]any{"token": job.Token, "state": "running"})
+		resp, b := jobapitest.Send(t, inst.URL, "PUT", fmt.Sprintf("/api/v4/jobs/%d", job.ID), map[string]any{"token": job.Token, "state": "running"})
 		wantStatus(t, resp, b, http.StatusOK)
-		resp, b = send(t, inst.URL, "PUT", fmt.Sprintf("/api/v4/jobs/%d", job.ID), map[string]any{"state": "running"}, "JOB-TOKEN", job.Token)
+		resp, b = jobapitest.Send(t, inst.URL, "PUT", fmt.Sprintf("/api/v4/jobs/%d", job.ID), map[string]any{"state": "running"}, "JOB-TOKEN", job.Token)
 		wantStatus(t, resp, b, http.StatusOK)
 		wantJobStatus(t, resp, "running")
 	})
@@ -122,7 +122,7 @@ func TestUpdateJobLegacy(t *testing.T) {
 		_, other := legacyJob(t, inst, nil)
 		before := rowCounts(t, inst)
 		for name, tok := range map[string]string{"other job's token": other.Token, "garbage": "glcbt-nope", "empty": ""} {
-			resp, b := send(t, inst.URL, "PUT", fmt.Sprintf("/api/v4/jobs/%d", job.ID),
+			resp, b := jobapitest.Send(t, inst.URL, "PUT", fmt.Sprintf("/api/v4/jobs/%d", job.ID),
 				map[string]any{"token": tok, "state": "success"}, "JOB-TOKEN", tok)
 			if resp.StatusCode != http.StatusForbidden {
 				t.Errorf("%s: %d %s, want 403", name, resp.StatusCode, b)
@@ -152,7 +152,7 @@ func TestUpdateJobLegacy(t *testing.T) {
 // stored and shown as the runner sent it, on the runner's path and in the event.
 func TestUpdateJobLargeExitCode(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	for _, code := range []int64{3221225477, 1<<53 - 1, -1073741819} {
 		_, job := legacyJob(t, inst, nil)
 		resp, b := updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "failed",

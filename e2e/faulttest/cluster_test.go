@@ -187,7 +187,7 @@ func TestThreeReplicasOnRedisCluster(t *testing.T) {
 	f.Drop, f.Late, f.Keepalive = 0.25, 0.15, 0.2
 	start := time.Now()
 	f.start(ctx, 9, a, b, c)
-	for count(t, a.Pool, "SELECT count(*) FROM builds WHERE status = 'success'") < jobs/4 {
+	for jobapitest.QueryInt(t, a.Pool, "SELECT count(*) FROM builds WHERE status = 'success'") < jobs/4 {
 		time.Sleep(10 * time.Millisecond)
 	}
 	closeWindow := f.openWindow()
@@ -212,8 +212,8 @@ func TestThreeReplicasOnRedisCluster(t *testing.T) {
 	// The slack covers the master's restart: about 2 s of CLUSTERDOWN, during which sweeps
 	// fail and back off (0.1, 0.2, 0.4, 0.8, 1.6 s), then a slow -race machine.
 	byStatus := invariants{RetryMax: retryMax, Deadline: ttl + a.Config.SweepInterval + 6*time.Second, Done: true}.check(t, a.Pool)
-	ends := count(t, a.Pool, "SELECT count(*) FROM builds WHERE retried_by IS NULL")
-	exhausted := count(t, a.Pool, "SELECT count(*) FROM builds WHERE retried_by IS NULL AND status = 'failed'")
+	ends := jobapitest.QueryInt(t, a.Pool, "SELECT count(*) FROM builds WHERE retried_by IS NULL")
+	exhausted := jobapitest.QueryInt(t, a.Pool, "SELECT count(*) FROM builds WHERE retried_by IS NULL AND status = 'failed'")
 	if ends != jobs || byStatus["success"]+exhausted != jobs {
 		t.Errorf("%d retry chains end, %d in success and %d with the retry limit exhausted; want %d in all", ends, byStatus["success"], exhausted, jobs)
 	}
@@ -221,7 +221,7 @@ func TestThreeReplicasOnRedisCluster(t *testing.T) {
 		statusLine(byStatus), exhausted, handed, len(f.dropped), f.lateAcks)
 	for _, inst := range []*jobapitest.Instance{a, b, c} {
 		t.Logf("replica %s: timed out %v builds, redis errors: %s", inst.URL,
-			metric(t, inst.URL, "jobapi_ack_timeouts_total"), redisErrorKinds(t, inst.URL))
+			inst.Metric(t, "jobapi_ack_timeouts_total"), redisErrorKinds(t, inst))
 	}
 }
 
@@ -230,7 +230,7 @@ func waitFinished(t *testing.T, inst *jobapitest.Instance, timeout time.Duration
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		n := count(t, inst.Pool, "SELECT count(*) FROM builds WHERE status IN ('created', 'pending', 'waiting_for_runner_ack', 'running', 'canceling')")
+		n := jobapitest.QueryInt(t, inst.Pool, "SELECT count(*) FROM builds WHERE status IN ('created', 'pending', 'waiting_for_runner_ack', 'running', 'canceling')")
 		if n == 0 {
 			return
 		}
@@ -251,7 +251,7 @@ func checkRefusedAcks(t *testing.T, inst *jobapitest.Instance, f *fleet) {
 	if len(ids) == 0 {
 		return
 	}
-	if n := count(t, inst.Pool, "SELECT count(*) FROM builds WHERE id = ANY($1) AND failure_reason = 'runner_provisioning_timeout'", ids); n != len(ids) {
+	if n := jobapitest.QueryInt(t, inst.Pool, "SELECT count(*) FROM builds WHERE id = ANY($1) AND failure_reason = 'runner_provisioning_timeout'", ids); n != len(ids) {
 		t.Errorf("%d acks refused, only %d of those builds had timed out: %v", len(ids), n, ids)
 	}
 	t.Logf("%d acks came after their build timed out and were refused", len(ids))

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobapi/jobapi/e2e/jobapitest"
 )
 
 // invariants are SPEC §11's checks, read from Postgres (the truth) after a test's load.
@@ -134,16 +136,6 @@ func statusLine(m map[string]int) string {
 	return strings.Join(parts, " ")
 }
 
-// count runs a one-number query.
-func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
-}
-
 // timedOutOnce checks that every build in ids was failed with runner_provisioning_timeout
 // by exactly one sweep and has exactly one retry, pending as attempt 2: "every expired ack
 // processed exactly once".
@@ -185,7 +177,7 @@ func timedOutOnce(t *testing.T, pool *pgxpool.Pool, ids []int64) {
 	if wrong > 10 {
 		t.Errorf("… %d builds wrong in all", wrong)
 	}
-	if n := count(t, pool, "SELECT count(*) FROM builds WHERE retry_of = ANY($1)", ids); n != len(ids) {
+	if n := jobapitest.QueryInt(t, pool, "SELECT count(*) FROM builds WHERE retry_of = ANY($1)", ids); n != len(ids) {
 		t.Errorf("%d retries of %d timed-out builds, want exactly one each", n, len(ids))
 	}
 }

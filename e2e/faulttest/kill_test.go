@@ -36,11 +36,11 @@ func TestReplicaKilledMidSweep(t *testing.T) {
 	ids := makeWaiting(t, a, n, perPipeline, ttl)
 	time.Sleep(ttl + 50*time.Millisecond)
 	processed := func() int {
-		return count(t, a.Pool, "SELECT count(*) FROM builds WHERE id = ANY($1) AND status <> 'waiting_for_runner_ack'", ids)
+		return jobapitest.QueryInt(t, a.Pool, "SELECT count(*) FROM builds WHERE id = ANY($1) AND status <> 'waiting_for_runner_ack'", ids)
 	}
 	// Transactions that wrote something: only the victim's sweep writes here.
 	writing := func() int {
-		return count(t, a.Pool, `SELECT count(*) FROM pg_stat_activity
+		return jobapitest.QueryInt(t, a.Pool, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_xid IS NOT NULL`)
 	}
 
@@ -60,7 +60,7 @@ func TestReplicaKilledMidSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	blockedWriter := func() int {
-		return count(t, a.Pool, `SELECT count(*) FROM pg_stat_activity
+		return jobapitest.QueryInt(t, a.Pool, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND backend_xid IS NOT NULL AND $1 = ANY(pg_blocking_pids(pid))`, gatePID)
 	}
 

@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sort"
 	"strconv"
@@ -246,8 +245,10 @@ const (
 	epLateAck   = "late-ack"
 )
 
+// probe asks for readiness during faults: a replica that cannot answer within 3 s is not ready.
 var probe = &http.Client{Timeout: 3 * time.Second}
 
+// ready reports whether the replica at baseURL answers its readiness check with 200.
 func ready(baseURL string) bool {
 	resp, err := probe.Get(baseURL + "/-/readiness")
 	if err != nil {
@@ -257,37 +258,14 @@ func ready(baseURL string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// metric reads one sample of a replica's /metrics (0 if absent): name with its labels
-// exactly as exposed, e.g. `jobapi_redis_errors_total{kind="loading"}`.
-func metric(t *testing.T, baseURL, sample string) float64 {
-	t.Helper()
-	resp, err := probe.Get(baseURL + "/metrics")
-	if err != nil {
-		t.Fatalf("GET /metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("GET /metrics: %v", err)
-	}
-	total := 0.0
-	for _, line := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(line, sample+" ") {
-			v, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, sample)), 64)
-			total += v
-		}
-	}
-	return total
-}
-
 // redisErrorKinds is every jobapi_redis_errors_total sample of a replica, for the log.
-func redisErrorKinds(t *testing.T, baseURL string) string {
+func redisErrorKinds(t *testing.T, inst *jobapitest.Instance) string {
 	t.Helper()
 	var parts []string
 	for _, k := range []string{redisstore.KindLoading, redisstore.KindClusterDown, redisstore.KindFailover,
 		redisstore.KindRefused, redisstore.KindReset, redisstore.KindTimeout, redisstore.KindCanceled,
 		redisstore.KindClosed, redisstore.KindOther} {
-		if v := metric(t, baseURL, `jobapi_redis_errors_total{kind="`+k+`"}`); v > 0 {
+		if v := inst.Metric(t, `jobapi_redis_errors_total{kind="`+k+`"}`); v > 0 {
 			parts = append(parts, fmt.Sprintf("%s=%v", k, v))
 		}
 	}

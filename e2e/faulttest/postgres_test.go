@@ -63,8 +63,8 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	f := newFleet(t, a.Pool)
 	f.Keepalive = 0.3
 	f.start(ctx, 8, a)
-	within(t, time.Minute, "a fifth of the jobs done before the fault", func() bool {
-		return count(t, a.Pool, "SELECT count(*) FROM builds WHERE status = 'success'") >= jobs/5
+	testenv.Eventually(t, time.Minute, "a fifth of the jobs done before the fault", func() bool {
+		return jobapitest.QueryInt(t, a.Pool, "SELECT count(*) FROM builds WHERE status = 'success'") >= jobs/5
 	})
 
 	closeWindow := f.openWindow()

@@ -40,7 +40,7 @@ func TestRedisRestartMidSweep(t *testing.T) {
 	time.Sleep(ttl + 50*time.Millisecond) // every key expired, every deadline of record passed
 
 	processed := func() int {
-		return count(t, a.Pool, "SELECT count(*) FROM builds WHERE id = ANY($1) AND status <> 'waiting_for_runner_ack'", ids)
+		return jobapitest.QueryInt(t, a.Pool, "SELECT count(*) FROM builds WHERE id = ANY($1) AND status <> 'waiting_for_runner_ack'", ids)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -81,7 +81,7 @@ func TestRedisRestartMidSweep(t *testing.T) {
 	})
 
 	// Mid-sweep: the unlocked half is done, the locked half waits.
-	within(t, time.Minute, "the unlocked half swept", func() bool { return processed() == n/2 })
+	testenv.Eventually(t, time.Minute, "the unlocked half swept", func() bool { return processed() == n/2 })
 	atRestart := processed()
 	restartStart := time.Now()
 	release, err := own.RestartLoading(ctx)
@@ -97,7 +97,7 @@ func TestRedisRestartMidSweep(t *testing.T) {
 	// finds none (the other replica's sweeper holds them just then) passes: try again until
 	// one meets the candidates.
 	var driven drivenSweep
-	within(t, 30*time.Second, "a driven sweep meets LOADING", func() bool {
+	testenv.Eventually(t, 30*time.Second, "a driven sweep meets LOADING", func() bool {
 		// Bounded: a sweeper that ignored the error would spin on the same batch until
 		// Redis came back, and the test would only fail minutes later.
 		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -120,18 +120,18 @@ func TestRedisRestartMidSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	outage := time.Since(restartStart)
-	within(t, time.Minute, "every build processed after Redis came back", func() bool { return processed() == n })
+	testenv.Eventually(t, time.Minute, "every build processed after Redis came back", func() bool { return processed() == n })
 	finished := time.Since(restartStart)
 	cancel()
 	wg.Wait()
 
 	timedOutOnce(t, a.Pool, ids)
 	byStatus := invariants{RetryMax: 2}.check(t, a.Pool)
-	bErrors := metric(t, b.URL, `jobapi_ack_sweeps_total{result="error"}`)
+	bErrors := b.Metric(t, `jobapi_ack_sweeps_total{result="error"}`)
 	t.Logf("%d expired acks: %d processed when Redis restarted; LOADING held for %v (driven sweep: %+v); all %d processed %v after the restart",
 		n, atRestart, outage.Round(time.Millisecond), driven, n, finished.Round(time.Millisecond))
 	t.Logf("failed sweeps: driven replica %d (%s), background replica %v; Redis errors seen by the replicas: %s | %s",
-		len(sweepErr), strings.Join(sweepErr, ","), bErrors, redisErrorKinds(t, a.URL), redisErrorKinds(t, b.URL))
+		len(sweepErr), strings.Join(sweepErr, ","), bErrors, redisErrorKinds(t, a), redisErrorKinds(t, b))
 	t.Logf("builds: %s", statusLine(byStatus))
 }
 
@@ -167,8 +167,8 @@ func TestRedisRestartUnderLoad(t *testing.T) {
 	f := newFleet(t, a.Pool)
 	f.Keepalive = 0.5
 	f.start(ctx, 8, a)
-	within(t, time.Minute, "a fifth of the jobs done before the fault", func() bool {
-		return count(t, a.Pool, "SELECT count(*) FROM builds WHERE status = 'success'") >= jobs/5
+	testenv.Eventually(t, time.Minute, "a fifth of the jobs done before the fault", func() bool {
+		return jobapitest.QueryInt(t, a.Pool, "SELECT count(*) FROM builds WHERE status = 'success'") >= jobs/5
 	})
 
 	// The fault: Redis restarts and stays LOADING until what the test checks was seen.
@@ -180,8 +180,8 @@ func TestRedisRestartUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = release(context.Background()) }) // a failed test ends the hold too
-	within(t, 30*time.Second, "LOADING seen by the replica and a job handed out while Redis LOADs", func() bool {
-		return metric(t, a.URL, `jobapi_redis_errors_total{kind="loading"}`) > 0 && f.windowCount(epRequest, http.StatusCreated) > 0
+	testenv.Eventually(t, 30*time.Second, "LOADING seen by the replica and a job handed out while Redis LOADs", func() bool {
+		return a.Metric(t, `jobapi_redis_errors_total{kind="loading"}`) > 0 && f.windowCount(epRequest, http.StatusCreated) > 0
 	})
 	probe.sawDown(t, "Redis LOADs")
 	if err := release(ctx); err != nil {
@@ -208,21 +208,7 @@ func TestRedisRestartUnderLoad(t *testing.T) {
 	t.Logf("Redis restarted and was held LOADING for %v; readiness was 503 for %v (from %v to %v after the restart began)",
 		redisBack.Round(time.Millisecond), (readyAgain - notReady).Round(time.Millisecond), notReady.Round(time.Millisecond), readyAgain.Round(time.Millisecond))
 	t.Logf("answers while Redis was down or recovering: %s", during)
-	t.Logf("all answers: %s; Redis errors: %s", &f.codes, redisErrorKinds(t, a.URL))
-}
-
-// within polls cond every 10 ms until it holds, failing the test with what it waited for
-// when limit passes first. It waits for a consequence of a fault the test holds, never for
-// the fault itself.
-func within(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", limit, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	t.Logf("all answers: %s; Redis errors: %s", &f.codes, redisErrorKinds(t, a))
 }
 
 // readinessProbe polls a replica's readiness from the start of a fault on and remembers
@@ -258,7 +244,7 @@ func probeReadiness(baseURL string, start time.Time) *readinessProbe {
 // sawDown waits, while the fault is held, until readiness answered 503.
 func (p *readinessProbe) sawDown(t *testing.T, while string) {
 	t.Helper()
-	within(t, 30*time.Second, "readiness 503 while "+while, func() bool { return p.down.Load() != 0 })
+	testenv.Eventually(t, 30*time.Second, "readiness 503 while "+while, func() bool { return p.down.Load() != 0 })
 }
 
 // wait, called once the fault is over (at `over` after start), waits until readiness is

@@ -3,9 +3,7 @@
 package jobapitest
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -102,52 +100,6 @@ func startWith(t testing.TB, cfg server.Config, o Options) *Instance {
 func (i *Instance) Replica(t testing.TB, o Options) *Instance {
 	t.Helper()
 	return startWith(t, i.Config, o)
-}
-
-// Do sends an operator request (PRIVATE-TOKEN set) with a JSON body (nil for none) and
-// returns the response with its body read.
-func (i *Instance) Do(t testing.TB, method, path string, body any) (*http.Response, []byte) {
-	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, i.URL+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("PRIVATE-TOKEN", AdminToken)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, out
-}
-
-// MustDo is Do that fails the test unless the status is want, decoding the body into out.
-func (i *Instance) MustDo(t testing.TB, want int, method, path string, body, out any) {
-	t.Helper()
-	resp, b := i.Do(t, method, path, body)
-	if resp.StatusCode != want {
-		t.Fatalf("%s %s: status %d, want %d: %s", method, path, resp.StatusCode, want, b)
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s %s: decode %s: %v", method, path, b, err)
-		}
-	}
 }
 
 // CreateRunner registers a runner and returns its id and token.

@@ -4,10 +4,7 @@
 package pipelinetest_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -36,9 +33,6 @@ func TestMain(m *testing.M) {
 type quietRedis struct{}
 
 func (quietRedis) Printf(context.Context, string, ...any) {}
-
-// httpClient is for raw calls; its own transport keeps tests independent of others.
-var httpClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone(), Timeout: time.Minute}
 
 // --- clock -------------------------------------------------------------------------------
 
@@ -72,23 +66,12 @@ func (c *fakeClock) Set(t0 time.Time, d time.Duration) {
 // --- server log --------------------------------------------------------------------------
 
 // logBuffer collects a replica's JSON log.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
+type logBuffer struct{ testenv.Buffer }
 
 // records parses every log line.
 func (l *logBuffer) records(t testing.TB) []map[string]any {
 	t.Helper()
-	l.mu.Lock()
-	raw := l.buf.String()
-	l.mu.Unlock()
+	raw := l.String()
 	var out []map[string]any
 	for _, line := range strings.Split(raw, "\n") {
 		if strings.TrimSpace(line) == "" {
@@ -105,87 +88,9 @@ func (l *logBuffer) records(t testing.TB) []map[string]any {
 
 // --- runners -----------------------------------------------------------------------------
 
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// newRunner registers a runner (untagged jobs only when no tags) and returns a client
-// playing gitlab-runner with it.
-func newRunner(t testing.TB, inst *jobapitest.Instance, tags ...string) *runnerclient.Client {
-	t.Helper()
-	_, token := inst.CreateRunner(t, tags...)
-	c := runnerclient.New(inst.URL, token, "s_"+randomHex(6))
-	c.MaxWait = 20 * time.Millisecond
-	t.Cleanup(c.CloseIdleConnections)
-	return c
-}
-
-// take asks for one job and requires one (201).
-func take(t testing.TB, c *runnerclient.Client) *runnerclient.Job {
-	t.Helper()
-	job, res, err := c.RequestJob(context.Background())
-	if err != nil || job == nil {
-		t.Fatalf("job request: got no job: code %d %s, err %v", res.Code, res.Message, err)
-	}
-	return job
-}
-
-// takeNamed takes the next job and requires it to be the named one.
-func takeNamed(t testing.TB, c *runnerclient.Client, name string) *runnerclient.Job {
-	t.Helper()
-	j := take(t, c)
-	if j.JobInfo.Name != name {
-		t.Fatalf("took job %q (id %d), want %q", j.JobInfo.Name, j.ID, name)
-	}
-	return j
-}
-
-// takeAll takes n jobs and returns them by name.
-func takeAll(t testing.TB, c *runnerclient.Client, n int) map[string]*runnerclient.Job {
-	t.Helper()
-	out := map[string]*runnerclient.Job{}
-	for range n {
-		j := take(t, c)
-		out[j.JobInfo.Name] = j
-	}
-	return out
-}
-
-// noJob requires that the runner gets no job (204).
-func noJob(t testing.TB, c *runnerclient.Client) {
-	t.Helper()
-	job, res, err := c.RequestJob(context.Background())
-	if err != nil || job != nil || res.Code != http.StatusNoContent {
-		name := ""
-		if job != nil {
-			name = job.JobInfo.Name
-		}
-		t.Fatalf("job request: want 204, got code %d job %q err %v", res.Code, name, err)
-	}
-}
-
-// finish sends the final update and requires the server to take it (200).
-func finish(t testing.TB, c *runnerclient.Client, j *runnerclient.Job, state, reason string) {
-	t.Helper()
-	opts := runnerclient.UpdateOptions{FailureReason: reason}
-	if state == runnerclient.StateFailed {
-		opts.ExitCode = 1
-	}
-	res, err := c.UpdateJob(context.Background(), j, state, opts)
-	// 200 takes it. gitlab-runner reads Job-Status failed/canceled as "stop", which after its
-	// final update is what it does anyway.
-	want := map[string][]string{runnerclient.StateSuccess: {"success"}, runnerclient.StateFailed: {"failed", "canceled"}}[state]
-	if err != nil || res.Code != http.StatusOK || !slices.Contains(want, res.JobStatus) {
-		t.Fatalf("final update %s of job %s (%d): code %d state %s Job-Status %q err %v",
-			state, j.JobInfo.Name, j.ID, res.Code, res.State, res.JobStatus, err)
-	}
-}
-
 // wantAborted requires the runner's next PUT and PATCH for the job to be the 403 that
 // makes gitlab-runner abort, with Job-Status status.
-func wantAborted(t testing.TB, c *runnerclient.Client, j *runnerclient.Job, status string) {
+func wantAborted(t testing.TB, c *jobapitest.Runner, j *runnerclient.Job, status string) {
 	t.Helper()
 	u, err := c.UpdateJob(context.Background(), j, runnerclient.StateRunning, runnerclient.UpdateOptions{})
 	if err != nil || u.Code != http.StatusForbidden || u.JobStatus != status || u.State != runnerclient.UpdateAbort {
@@ -203,10 +108,6 @@ func wantAborted(t testing.TB, c *runnerclient.Client, j *runnerclient.Job, stat
 
 type job = jobapitest.Job
 
-func pipelinePath(projectID, id int64) string {
-	return fmt.Sprintf("/api/v4/projects/%d/pipelines/%d", projectID, id)
-}
-
 // createPipeline posts a pipeline with a timeout strategy ("" for the default).
 func createPipeline(t testing.TB, inst *jobapitest.Instance, projectID int64, strategy string, stages []string, jobs ...job) api.Pipeline {
 	t.Helper()
@@ -219,28 +120,10 @@ func createPipeline(t testing.TB, inst *jobapitest.Instance, projectID int64, st
 	return p
 }
 
-func getPipeline(t testing.TB, inst *jobapitest.Instance, p api.Pipeline) api.Pipeline {
-	t.Helper()
-	var out api.Pipeline
-	inst.MustDo(t, http.StatusOK, "GET", pipelinePath(p.ProjectID, p.ID), nil, &out)
-	return out
-}
-
-// latest maps job name → its latest attempt.
-func latest(p api.Pipeline) map[string]api.PipelineJob {
-	out := map[string]api.PipelineJob{}
-	for _, j := range p.Jobs {
-		if j.RetriedBy == nil {
-			out[j.Name] = j
-		}
-	}
-	return out
-}
-
 // jobID returns the id of the latest attempt of a named job.
 func jobID(t testing.TB, p api.Pipeline, name string) int64 {
 	t.Helper()
-	j, ok := latest(p)[name]
+	j, ok := jobapitest.Latest(p)[name]
 	if !ok {
 		t.Fatalf("pipeline %d has no job %q", p.ID, name)
 	}
@@ -257,11 +140,11 @@ func terminal(status string) bool {
 // of each named job; it returns the pipeline.
 func expect(t testing.TB, inst *jobapitest.Instance, p api.Pipeline, status string, jobs map[string]string) api.Pipeline {
 	t.Helper()
-	got := getPipeline(t, inst, p)
+	got := inst.Pipeline(t, p)
 	if !slices.Contains(pipelineStatuses, got.Status) {
 		t.Errorf("pipeline %d status %q is not a pipeline status", got.ID, got.Status)
 	}
-	lat := latest(got)
+	lat := jobapitest.Latest(got)
 	summary := make([]string, 0, len(lat))
 	for _, j := range got.Jobs {
 		summary = append(summary, fmt.Sprintf("%s#%d:%s", j.Name, j.Attempt, j.Status))
@@ -280,30 +163,10 @@ func expect(t testing.TB, inst *jobapitest.Instance, p api.Pipeline, status stri
 	return got
 }
 
-// jobDetail returns the operator view of a job.
-func jobDetail(t testing.TB, inst *jobapitest.Instance, projectID, id int64) api.JobDetail {
-	t.Helper()
-	return inst.Job(t, projectID, id)
-}
-
-// reason returns a job's failure reason ("" when none).
-func reason(j api.JobDetail) string {
-	if j.FailureReason == nil {
-		return ""
-	}
-	return *j.FailureReason
-}
-
 // eventsOf returns the events of one type of a job.
 func eventsOf(t testing.TB, inst *jobapitest.Instance, projectID, id int64, typ string) []api.Event {
 	t.Helper()
-	var out []api.Event
-	for _, e := range inst.Events(t, projectID, id) {
-		if e.Type == typ {
-			out = append(out, e)
-		}
-	}
-	return out
+	return jobapitest.EventsOf(inst.Events(t, projectID, id), typ)
 }
 
 // --- waiting -----------------------------------------------------------------------------
@@ -319,12 +182,12 @@ type waitCall struct {
 
 func callWait(base string, projectID, id int64, timeoutSeconds int) waitCall {
 	start := time.Now()
-	req, err := http.NewRequest("GET", fmt.Sprintf("%s%s/wait?timeout=%d", base, pipelinePath(projectID, id), timeoutSeconds), nil)
+	req, err := http.NewRequest("GET", fmt.Sprintf("%s%s/wait?timeout=%d", base, jobapitest.PipelinePath(projectID, id), timeoutSeconds), nil)
 	if err != nil {
 		return waitCall{err: err}
 	}
 	req.Header.Set("PRIVATE-TOKEN", jobapitest.AdminToken)
-	resp, err := httpClient.Do(req)
+	resp, err := jobapitest.HTTPClient.Do(req)
 	if err != nil {
 		return waitCall{err: err}
 	}

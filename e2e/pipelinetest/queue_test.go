@@ -21,12 +21,12 @@ func TestStageReleaseDuringRedisWritePause(t *testing.T) {
 	t.Parallel()
 	rs := testenv.OwnRedis(t)
 	inst := jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) { c.RedisURL = rs.URL }})
-	r := newRunner(t, inst)
+	r := inst.NewRunner(t)
 	p := createPipeline(t, inst, 70, "", []string{"build", "test"},
 		job{"name": "a", "stage": "build", "script": "x"},
 		job{"name": "b", "stage": "test", "script": "x"})
-	a := takeNamed(t, r, "a")
-	noJob(t, r) // the runner now holds the current version
+	a := r.TakeNamed(t, "a")
+	r.NoJob(t) // the runner now holds the current version
 	opt, err := redis.ParseURL(rs.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +38,7 @@ func TestStageReleaseDuringRedisWritePause(t *testing.T) {
 	if err := rdb.Do(context.Background(), "CLIENT", "PAUSE", pause.Milliseconds(), "WRITE").Err(); err != nil {
 		t.Fatal(err)
 	}
-	finish(t, r, a, runnerclient.StateSuccess, "")
+	r.Finish(t, a, runnerclient.StateSuccess, "")
 	expect(t, inst, p, "running", map[string]string{"a": "success", "b": "pending"})
 	time.Sleep(time.Until(paused.Add(pause + 100*time.Millisecond)))
 
@@ -52,7 +52,7 @@ func TestStageReleaseDuringRedisWritePause(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(20 * time.Millisecond)
-	b := takeNamed(t, r, "b")
-	finish(t, r, b, runnerclient.StateSuccess, "")
+	b := r.TakeNamed(t, "b")
+	r.Finish(t, b, runnerclient.StateSuccess, "")
 	expect(t, inst, p, "success", nil)
 }

@@ -36,7 +36,7 @@ func TestReapers(t *testing.T) {
 		t.Fatalf("touch interval %v; the timings below assume 1m", ti)
 	}
 	t0 := clock.Now()
-	r := newRunner(t, inst)
+	r := inst.NewRunner(t)
 	p := createPipeline(t, inst, 40, "", []string{"build"},
 		job{"name": "nu1", "stage": "build", "script": "x", "timeout": "3h"},
 		job{"name": "nu2", "stage": "build", "script": "x", "timeout": "3h"},
@@ -45,7 +45,7 @@ func TestReapers(t *testing.T) {
 		job{"name": "ex1", "stage": "build", "script": "x", "timeout": 60},
 		job{"name": "cn1", "stage": "build", "script": "x"},
 		job{"name": "pe1", "stage": "build", "script": "x", "tags": []string{"nobody"}})
-	j := takeAll(t, r, 6)
+	j := r.TakeAll(t, 6)
 	var canceling api.JobDetail
 	inst.MustDo(t, http.StatusOK, "POST", fmt.Sprintf("/api/v4/projects/40/jobs/%d/cancel", j["cn1"].ID), nil, &canceling)
 	if canceling.Status != "canceling" {
@@ -72,9 +72,9 @@ func TestReapers(t *testing.T) {
 	}
 	wantReason := func(name, status, why string) {
 		t.Helper()
-		d := jobDetail(t, inst, 40, jobID(t, p, name))
-		if d.Status != status || reason(d) != why {
-			t.Errorf("%s: %s/%q, want %s/%q", name, d.Status, reason(d), status, why)
+		d := inst.Job(t, 40, jobID(t, p, name))
+		if d.Status != status || jobapitest.Reason(d) != why {
+			t.Errorf("%s: %s/%q, want %s/%q", name, d.Status, jobapitest.Reason(d), status, why)
 		}
 		ev := eventsOf(t, inst, 40, jobID(t, p, name), builds.EventDroppedStuck)
 		if len(ev) != 1 {
@@ -110,11 +110,11 @@ func TestReapers(t *testing.T) {
 	wantReason("nu4", "failed", builds.ReasonNoUpdatesRunning)
 	wantAborted(t, r, j["nu1"], "failed")
 	wantAborted(t, r, j["nu4"], "failed")
-	nu4 := jobDetail(t, inst, 40, j["nu4"].ID)
+	nu4 := inst.Job(t, 40, j["nu4"].ID)
 	if nu4.RetriedBy == nil {
 		t.Fatal("nu4 (retry: 1) was not retried after no_updates_running")
 	}
-	retry := jobDetail(t, inst, 40, *nu4.RetriedBy)
+	retry := inst.Job(t, 40, *nu4.RetriedBy)
 	if retry.Status != "pending" || retry.Attempt != 2 {
 		t.Fatalf("retry of nu4: %+v", retry)
 	}
@@ -134,8 +134,8 @@ func TestReapers(t *testing.T) {
 	reap(24*time.Hour+time.Second, builds.ReapResult{StuckPending: 1})
 	wantReason("pe1", "failed", builds.ReasonStuckPending)
 	reap(25*time.Hour+2*time.Second, builds.ReapResult{StuckPending: 1})
-	if d := jobDetail(t, inst, 40, retry.ID); d.Status != "failed" || reason(d) != builds.ReasonStuckPending || d.RetriedBy != nil {
-		t.Errorf("retry of nu4: %s/%q retried_by %v", d.Status, reason(d), d.RetriedBy)
+	if d := inst.Job(t, 40, retry.ID); d.Status != "failed" || jobapitest.Reason(d) != builds.ReasonStuckPending || d.RetriedBy != nil {
+		t.Errorf("retry of nu4: %s/%q retried_by %v", d.Status, jobapitest.Reason(d), d.RetriedBy)
 	}
 	if ev := eventsOf(t, inst, 40, retry.ID, builds.EventRetryExhausted); len(ev) != 1 {
 		t.Errorf("retry of nu4: %d retry_exhausted events", len(ev))
@@ -173,7 +173,7 @@ func TestReapersOnTwoReplicas(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	for range 4 {
-		r := newRunner(t, a)
+		r := a.NewRunner(t)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

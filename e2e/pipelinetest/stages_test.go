@@ -34,7 +34,7 @@ func (s statusLog) want(t *testing.T, want ...string) {
 func TestStageAdvancement(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	r := newRunner(t, inst)
+	r := inst.NewRunner(t)
 	p := createPipeline(t, inst, 1, "", []string{"build", "test", "deploy"},
 		job{"name": "compile", "stage": "build", "script": "make"},
 		job{"name": "lint", "stage": "build", "script": "lint", "allow_failure": true},
@@ -50,25 +50,25 @@ func TestStageAdvancement(t *testing.T) {
 	}
 	step("pending", map[string]string{"compile": "pending", "lint": "pending", "unit": "created", "docs": "created", "ship": "created"})
 
-	compile := takeNamed(t, r, "compile")
+	compile := r.TakeNamed(t, "compile")
 	step("running", map[string]string{"compile": "running", "lint": "pending", "unit": "created"})
-	lint := takeNamed(t, r, "lint")
-	finish(t, r, compile, runnerclient.StateSuccess, "")
+	lint := r.TakeNamed(t, "lint")
+	r.Finish(t, compile, runnerclient.StateSuccess, "")
 	// lint is still running: the test stage waits for it.
 	step("running", map[string]string{"compile": "success", "lint": "running", "unit": "created", "docs": "created"})
-	noJob(t, r)
-	finish(t, r, lint, runnerclient.StateFailed, runnerclient.ReasonScriptFailure)
+	r.NoJob(t)
+	r.Finish(t, lint, runnerclient.StateFailed, runnerclient.ReasonScriptFailure)
 	step("running", map[string]string{"lint": "failed", "unit": "pending", "docs": "pending", "ship": "created"})
 
-	unit := takeNamed(t, r, "unit")
-	docs := takeNamed(t, r, "docs")
-	finish(t, r, docs, runnerclient.StateFailed, runnerclient.ReasonScriptFailure)
+	unit := r.TakeNamed(t, "unit")
+	docs := r.TakeNamed(t, "docs")
+	r.Finish(t, docs, runnerclient.StateFailed, runnerclient.ReasonScriptFailure)
 	step("running", map[string]string{"unit": "running", "docs": "failed", "ship": "created"})
-	noJob(t, r)
-	finish(t, r, unit, runnerclient.StateSuccess, "")
+	r.NoJob(t)
+	r.Finish(t, unit, runnerclient.StateSuccess, "")
 	step("running", map[string]string{"unit": "success", "ship": "pending"})
-	ship := takeNamed(t, r, "ship")
-	finish(t, r, ship, runnerclient.StateSuccess, "")
+	ship := r.TakeNamed(t, "ship")
+	r.Finish(t, ship, runnerclient.StateSuccess, "")
 	got := step("success", map[string]string{"compile": "success", "lint": "failed", "unit": "success", "docs": "failed", "ship": "success"})
 	seen.want(t, "pending", "running", "success")
 
@@ -85,7 +85,7 @@ func TestStageAdvancement(t *testing.T) {
 func TestStageFailureAndOperatorRetry(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	r := newRunner(t, inst)
+	r := inst.NewRunner(t)
 	p := createPipeline(t, inst, 2, "", []string{"build", "test", "deploy"},
 		job{"name": "compile", "stage": "build", "script": "make"},
 		job{"name": "vet", "stage": "build", "script": "vet"},
@@ -99,28 +99,28 @@ func TestStageFailureAndOperatorRetry(t *testing.T) {
 		return got
 	}
 	step("pending", nil)
-	compile := takeNamed(t, r, "compile")
-	vet := takeNamed(t, r, "vet")
-	finish(t, r, compile, runnerclient.StateFailed, runnerclient.ReasonScriptFailure)
+	compile := r.TakeNamed(t, "compile")
+	vet := r.TakeNamed(t, "vet")
+	r.Finish(t, compile, runnerclient.StateFailed, runnerclient.ReasonScriptFailure)
 	// vet still runs: nothing is decided for later stages yet.
 	step("running", map[string]string{"compile": "failed", "vet": "running", "unit": "created", "ship": "created"})
-	noJob(t, r)
-	finish(t, r, vet, runnerclient.StateSuccess, "")
+	r.NoJob(t)
+	r.Finish(t, vet, runnerclient.StateSuccess, "")
 	failed := step("failed", map[string]string{"compile": "failed", "vet": "success", "unit": "skipped", "ship": "skipped"})
 	for _, name := range []string{"unit", "ship"} {
 		if ev := eventsOf(t, inst, p.ProjectID, jobID(t, failed, name), "skipped"); len(ev) != 1 {
 			t.Errorf("job %s: %d skipped events, want 1", name, len(ev))
 		}
 	}
-	if d := jobDetail(t, inst, p.ProjectID, compile.ID); reason(d) != "script_failure" || d.RetriedBy != nil {
-		t.Errorf("compile: reason %q retried_by %v, want script_failure and no automatic retry", reason(d), d.RetriedBy)
+	if d := inst.Job(t, p.ProjectID, compile.ID); jobapitest.Reason(d) != "script_failure" || d.RetriedBy != nil {
+		t.Errorf("compile: reason %q retried_by %v, want script_failure and no automatic retry", jobapitest.Reason(d), d.RetriedBy)
 	}
 	w := callWait(inst.URL, p.ProjectID, p.ID, 5)
 	if w.err != nil || w.res.Status != "failed" || w.res.JobsRemaining != 0 || len(w.res.Finished) != 4 || w.took > time.Second {
 		t.Fatalf("wait on the failed pipeline: %+v after %v, %v", w.res, w.took, w.err)
 	}
 	checkWaitAnswer(t, inst, p.ID, w.res)
-	noJob(t, r)
+	r.NoJob(t)
 
 	// The operator retries the failed job.
 	var retried api.JobDetail
@@ -143,16 +143,16 @@ func TestStageFailureAndOperatorRetry(t *testing.T) {
 	}
 	checkWaitAnswer(t, inst, p.ID, w.res) // compile#1 and vet only: unit and ship are open again
 
-	compile2 := takeNamed(t, r, "compile")
+	compile2 := r.TakeNamed(t, "compile")
 	if compile2.ID != retried.ID {
 		t.Fatalf("runner got compile %d, want the retry %d", compile2.ID, retried.ID)
 	}
-	finish(t, r, compile2, runnerclient.StateSuccess, "")
+	r.Finish(t, compile2, runnerclient.StateSuccess, "")
 	step("running", map[string]string{"compile": "success", "unit": "pending", "ship": "created"})
-	unit := takeNamed(t, r, "unit")
-	finish(t, r, unit, runnerclient.StateSuccess, "")
-	ship := takeNamed(t, r, "ship")
-	finish(t, r, ship, runnerclient.StateSuccess, "")
+	unit := r.TakeNamed(t, "unit")
+	r.Finish(t, unit, runnerclient.StateSuccess, "")
+	ship := r.TakeNamed(t, "ship")
+	r.Finish(t, ship, runnerclient.StateSuccess, "")
 	step("success", map[string]string{"compile": "success", "vet": "success", "unit": "success", "ship": "success"})
 	seen.want(t, "pending", "running", "failed", "running", "success")
 	w = callWait(inst.URL, p.ProjectID, p.ID, 0)
@@ -168,21 +168,21 @@ func TestStageFailureAndOperatorRetry(t *testing.T) {
 func TestRetryOfEarlierStageThatFails(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	r := newRunner(t, inst)
+	r := inst.NewRunner(t)
 	p := createPipeline(t, inst, 3, "", []string{"build", "test", "deploy"},
 		job{"name": "compile", "stage": "build", "script": "make"},
 		job{"name": "unit", "stage": "test", "script": "go test"},
 		job{"name": "ship", "stage": "deploy", "script": "ship"})
-	compile := takeNamed(t, r, "compile")
-	finish(t, r, compile, runnerclient.StateSuccess, "")
-	unit := takeNamed(t, r, "unit")
+	compile := r.TakeNamed(t, "compile")
+	r.Finish(t, compile, runnerclient.StateSuccess, "")
+	unit := r.TakeNamed(t, "unit")
 	var retried api.JobDetail
 	inst.MustDo(t, http.StatusCreated, "POST", fmt.Sprintf("/api/v4/projects/%d/jobs/%d/retry", p.ProjectID, compile.ID), nil, &retried)
-	finish(t, r, unit, runnerclient.StateSuccess, "")
+	r.Finish(t, unit, runnerclient.StateSuccess, "")
 	// The build stage is open again: deploy waits for it.
 	expect(t, inst, p, "running", map[string]string{"compile": "pending", "unit": "success", "ship": "created"})
-	compile2 := takeNamed(t, r, "compile")
-	finish(t, r, compile2, runnerclient.StateFailed, runnerclient.ReasonScriptFailure)
+	compile2 := r.TakeNamed(t, "compile")
+	r.Finish(t, compile2, runnerclient.StateFailed, runnerclient.ReasonScriptFailure)
 	expect(t, inst, p, "failed", map[string]string{"compile": "failed", "unit": "success", "ship": "skipped"})
 	w := callWait(inst.URL, p.ProjectID, p.ID, 1)
 	if w.err != nil || w.res.Status != "failed" || w.res.JobsRemaining != 0 {
@@ -197,7 +197,7 @@ func TestRetryOfEarlierStageThatFails(t *testing.T) {
 func TestAutoRetry(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	r := newRunner(t, inst)
+	r := inst.NewRunner(t)
 
 	t.Run("retry succeeds", func(t *testing.T) {
 		p := createPipeline(t, inst, 4, "", []string{"build", "test"},
@@ -212,9 +212,9 @@ func TestAutoRetry(t *testing.T) {
 			return got
 		}
 		step("pending", nil)
-		flaky := takeNamed(t, r, "flaky")
-		other := takeNamed(t, r, "other")
-		finish(t, r, flaky, runnerclient.StateFailed, runnerclient.ReasonScriptFailure)
+		flaky := r.TakeNamed(t, "flaky")
+		other := r.TakeNamed(t, "other")
+		r.Finish(t, flaky, runnerclient.StateFailed, runnerclient.ReasonScriptFailure)
 		got := step("running", map[string]string{"flaky": "pending", "other": "running", "unit": "created"})
 		var first, second *api.PipelineJob
 		for i, j := range got.Jobs {
@@ -232,17 +232,17 @@ func TestAutoRetry(t *testing.T) {
 		if ev := eventsOf(t, inst, p.ProjectID, first.ID, "retried"); len(ev) != 1 || ev[0].Detail["new_id"] != float64(second.ID) {
 			t.Errorf("flaky#1 retried events %+v, want one naming %d", ev, second.ID)
 		}
-		finish(t, r, other, runnerclient.StateSuccess, "")
+		r.Finish(t, other, runnerclient.StateSuccess, "")
 		// Only the retry is left in the build stage: unit still waits.
 		step("running", map[string]string{"flaky": "pending", "other": "success", "unit": "created"})
-		flaky2 := takeNamed(t, r, "flaky")
+		flaky2 := r.TakeNamed(t, "flaky")
 		if flaky2.ID != second.ID {
 			t.Fatalf("runner got flaky %d, want the retry %d", flaky2.ID, second.ID)
 		}
-		finish(t, r, flaky2, runnerclient.StateSuccess, "")
+		r.Finish(t, flaky2, runnerclient.StateSuccess, "")
 		step("running", map[string]string{"flaky": "success", "unit": "pending"})
-		unit := takeNamed(t, r, "unit")
-		finish(t, r, unit, runnerclient.StateSuccess, "")
+		unit := r.TakeNamed(t, "unit")
+		r.Finish(t, unit, runnerclient.StateSuccess, "")
 		step("success", map[string]string{"flaky": "success", "other": "success", "unit": "success"})
 		seen.want(t, "pending", "running", "success")
 		w := callWait(inst.URL, p.ProjectID, p.ID, 0)
@@ -257,18 +257,18 @@ func TestAutoRetry(t *testing.T) {
 			job{"name": "once", "stage": "build", "script": "x", "retry": 1},
 			job{"name": "picky", "stage": "build", "script": "x", "retry": map[string]any{"max": 2, "when": []string{"runner_system_failure"}}},
 			job{"name": "unit", "stage": "test", "script": "go test"})
-		once := takeNamed(t, r, "once")
-		picky := takeNamed(t, r, "picky")
-		finish(t, r, picky, runnerclient.StateFailed, runnerclient.ReasonScriptFailure)
-		finish(t, r, once, runnerclient.StateFailed, runnerclient.ReasonScriptFailure)
+		once := r.TakeNamed(t, "once")
+		picky := r.TakeNamed(t, "picky")
+		r.Finish(t, picky, runnerclient.StateFailed, runnerclient.ReasonScriptFailure)
+		r.Finish(t, once, runnerclient.StateFailed, runnerclient.ReasonScriptFailure)
 		expect(t, inst, p, "running", map[string]string{"once": "pending", "picky": "failed", "unit": "created"})
-		once2 := takeNamed(t, r, "once")
-		finish(t, r, once2, runnerclient.StateFailed, runnerclient.ReasonScriptFailure)
+		once2 := r.TakeNamed(t, "once")
+		r.Finish(t, once2, runnerclient.StateFailed, runnerclient.ReasonScriptFailure)
 		got := expect(t, inst, p, "failed", map[string]string{"once": "failed", "picky": "failed", "unit": "skipped"})
 		if len(got.Jobs) != 4 {
 			t.Errorf("pipeline has %d builds, want 4 (once twice, picky once, unit)", len(got.Jobs))
 		}
-		if d := jobDetail(t, inst, p.ProjectID, picky.ID); d.RetriedBy != nil {
+		if d := inst.Job(t, p.ProjectID, picky.ID); d.RetriedBy != nil {
 			t.Errorf("picky was retried for a reason its rule does not name")
 		}
 		if ev := eventsOf(t, inst, p.ProjectID, once2.ID, "retry_exhausted"); len(ev) != 1 {
@@ -282,7 +282,7 @@ func TestAutoRetry(t *testing.T) {
 func TestCancelPipeline(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	r := newRunner(t, inst)
+	r := inst.NewRunner(t)
 	eventsSubscribed(t, inst, 1)
 
 	t.Run("running build goes through canceling", func(t *testing.T) {
@@ -290,12 +290,12 @@ func TestCancelPipeline(t *testing.T) {
 			job{"name": "a", "stage": "build", "script": "x"},
 			job{"name": "b", "stage": "build", "script": "x", "tags": []string{"elsewhere"}},
 			job{"name": "c", "stage": "test", "script": "x"})
-		a := takeNamed(t, r, "a")
+		a := r.TakeNamed(t, "a")
 		waited := make(chan waitCall, 1)
 		go func() { waited <- callWait(inst.URL, p.ProjectID, p.ID, 30) }()
 		var got api.Pipeline
-		inst.MustDo(t, http.StatusOK, "POST", pipelinePath(p.ProjectID, p.ID)+"/cancel", nil, &got)
-		if st := latest(got); got.Status != "running" || st["a"].Status != "canceling" || st["b"].Status != "canceled" || st["c"].Status != "canceled" {
+		inst.MustDo(t, http.StatusOK, "POST", jobapitest.PipelinePath(p.ProjectID, p.ID)+"/cancel", nil, &got)
+		if st := jobapitest.Latest(got); got.Status != "running" || st["a"].Status != "canceling" || st["b"].Status != "canceled" || st["c"].Status != "canceled" {
 			t.Fatalf("after cancel: %s %+v", got.Status, got.Jobs)
 		}
 		u, err := r.UpdateJob(t.Context(), a, runnerclient.StateRunning, runnerclient.UpdateOptions{})
@@ -308,7 +308,7 @@ func TestCancelPipeline(t *testing.T) {
 		case <-time.After(100 * time.Millisecond):
 		}
 		sent := time.Now()
-		finish(t, r, a, runnerclient.StateFailed, runnerclient.ReasonJobCanceled)
+		r.Finish(t, a, runnerclient.StateFailed, runnerclient.ReasonJobCanceled)
 		w := <-waited
 		if w.err != nil || w.res.Status != "canceled" || w.res.JobsRemaining != 0 || len(w.res.Finished) != 3 {
 			t.Fatalf("wait: %+v, %v", w.res, w.err)
@@ -330,7 +330,7 @@ func TestCancelPipeline(t *testing.T) {
 		go func() { waited <- callWait(inst.URL, p.ProjectID, p.ID, 30) }()
 		time.Sleep(200 * time.Millisecond) // the waiter is parked on its 2 s safety poll
 		sent := time.Now()
-		inst.MustDo(t, http.StatusOK, "POST", pipelinePath(p.ProjectID, p.ID)+"/cancel", nil, nil)
+		inst.MustDo(t, http.StatusOK, "POST", jobapitest.PipelinePath(p.ProjectID, p.ID)+"/cancel", nil, nil)
 		w := <-waited
 		if w.err != nil || w.res.Status != "canceled" || w.res.JobsRemaining != 0 || len(w.res.Finished) != 2 {
 			t.Fatalf("wait: %+v, %v", w.res, w.err)

@@ -69,8 +69,8 @@ func TestStuckStagePessimistic(t *testing.T) {
 		c.StuckStageTimeout = 2 * time.Hour
 	}})
 	t0 := clock.Now()
-	r := newRunner(t, inst)
-	late := newRunner(t, inst, "late")
+	r := inst.NewRunner(t)
+	late := inst.NewRunner(t, "late")
 	stuck := createPipeline(t, inst, 30, "pessimistic", []string{"build", "test", "deploy"},
 		job{"name": "a", "stage": "build", "script": "x"},
 		job{"name": "b", "stage": "build", "script": "x", "tags": []string{"nobody"}},
@@ -82,16 +82,16 @@ func TestStuckStagePessimistic(t *testing.T) {
 		job{"name": "y", "stage": "test", "script": "x"})
 	assigned := createPipeline(t, inst, 30, "", []string{"build"},
 		job{"name": "z", "stage": "build", "script": "x", "tags": []string{"late"}})
-	taken := takeAll(t, r, 3)
+	taken := r.TakeAll(t, 3)
 	if taken["a"] == nil || taken["c"] == nil || taken["x"] == nil {
 		t.Fatalf("took %v", taken)
 	}
 	clock.Set(t0, time.Minute)
-	finish(t, r, taken["c"], runnerclient.StateSuccess, "")
+	r.Finish(t, taken["c"], runnerclient.StateSuccess, "")
 	clock.Set(t0, time.Hour)
-	z := takeNamed(t, late, "z") // an assignment is progress, though advance does not run
+	z := late.TakeNamed(t, "z") // an assignment is progress, though advance does not run
 	clock.Set(t0, 90*time.Minute)
-	finish(t, r, taken["x"], runnerclient.StateSuccess, "")
+	r.Finish(t, taken["x"], runnerclient.StateSuccess, "")
 
 	// Just under the timeout since the last progress of the stuck pipeline (c at t0+1m):
 	// only the pipeline whose recorded progress lags its assignment is looked at, and its
@@ -127,8 +127,8 @@ func TestStuckStagePessimistic(t *testing.T) {
 	got := expect(t, inst, stuck, "failed", map[string]string{"a": "failed", "b": "failed", "c": "success", "d": "skipped", "e": "skipped"})
 	for _, name := range []string{"a", "b"} {
 		id := jobID(t, got, name)
-		if d := jobDetail(t, inst, 30, id); reason(d) != builds.ReasonStuckOrTimeoutFailure || d.RetriedBy != nil {
-			t.Errorf("job %s: reason %q retried_by %v", name, reason(d), d.RetriedBy)
+		if d := inst.Job(t, 30, id); jobapitest.Reason(d) != builds.ReasonStuckOrTimeoutFailure || d.RetriedBy != nil {
+			t.Errorf("job %s: reason %q retried_by %v", name, jobapitest.Reason(d), d.RetriedBy)
 		}
 		wantStuckEvent(t, inst, 30, id, stuck.ID, "build", "pessimistic")
 	}
@@ -175,7 +175,7 @@ func TestStuckStageOptimistic(t *testing.T) {
 		c.NoUpdatesTimeout = 3 * time.Hour
 	}})
 	t0 := clock.Now()
-	r := newRunner(t, inst)
+	r := inst.NewRunner(t)
 	p := createPipeline(t, inst, 31, "optimistic", []string{"build", "test", "deploy"},
 		job{"name": "a", "stage": "build", "script": "x"},
 		job{"name": "c", "stage": "build", "script": "x"},
@@ -186,10 +186,10 @@ func TestStuckStageOptimistic(t *testing.T) {
 		job{"name": "g", "stage": "build", "script": "x"},
 		job{"name": "h", "stage": "test", "script": "x"},
 		job{"name": "k", "stage": "deploy", "script": "x"})
-	taken := takeAll(t, r, 4) // a, c, f, g
+	taken := r.TakeAll(t, 4) // a, c, f, g
 	clock.Set(t0, time.Minute)
-	finish(t, r, taken["c"], runnerclient.StateSuccess, "")
-	finish(t, r, taken["f"], runnerclient.StateFailed, runnerclient.ReasonScriptFailure)
+	r.Finish(t, taken["c"], runnerclient.StateSuccess, "")
+	r.Finish(t, taken["f"], runnerclient.StateFailed, runnerclient.ReasonScriptFailure)
 
 	clock.Set(t0, 2*time.Hour+2*time.Minute)
 	res := checkStuck(t, inst)
@@ -221,11 +221,11 @@ func TestStuckStageOptimistic(t *testing.T) {
 	if u, err := r.UpdateJob(t.Context(), taken["a"], runnerclient.StateRunning, runnerclient.UpdateOptions{}); err != nil || u.Code != 200 || u.JobStatus != "running" {
 		t.Fatalf("stuck build a: PUT running answered %d %q, %v", u.Code, u.JobStatus, err)
 	}
-	d := takeNamed(t, r, "d")
-	finish(t, r, d, runnerclient.StateSuccess, "")
-	e := takeNamed(t, r, "e")
-	finish(t, r, e, runnerclient.StateSuccess, "")
-	noJob(t, r)
+	d := r.TakeNamed(t, "d")
+	r.Finish(t, d, runnerclient.StateSuccess, "")
+	e := r.TakeNamed(t, "e")
+	r.Finish(t, e, runnerclient.StateSuccess, "")
+	r.NoJob(t)
 	got := expect(t, inst, p, "running", map[string]string{"a": "running", "d": "success", "e": "success"})
 	w := callWait(inst.URL, p.ProjectID, p.ID, 0)
 	if w.err != nil || w.res.JobsRemaining != 1 || w.res.Status != "running" {
@@ -246,8 +246,8 @@ func TestStuckStageOptimistic(t *testing.T) {
 		t.Fatalf("reap: %+v, %v", rr, err)
 	}
 	expect(t, inst, p, "failed", map[string]string{"a": "failed", "c": "success", "d": "success", "e": "success"})
-	if dd := jobDetail(t, inst, 31, jobID(t, got, "a")); reason(dd) != builds.ReasonNoUpdatesRunning {
-		t.Errorf("a: reason %q", reason(dd))
+	if dd := inst.Job(t, 31, jobID(t, got, "a")); jobapitest.Reason(dd) != builds.ReasonNoUpdatesRunning {
+		t.Errorf("a: reason %q", jobapitest.Reason(dd))
 	}
 	wantAborted(t, r, taken["a"], "failed")
 	expect(t, inst, broken, "failed", map[string]string{"f": "failed", "g": "failed", "h": "skipped", "k": "skipped"})
@@ -263,11 +263,11 @@ func TestStuckStageTimeoutZeroIsOff(t *testing.T) {
 		c.NoUpdatesTimeout = 0
 	}})
 	t0 := clock.Now()
-	r := newRunner(t, inst)
+	r := inst.NewRunner(t)
 	p := createPipeline(t, inst, 32, "", []string{"build", "test"},
 		job{"name": "a", "stage": "build", "script": "x", "timeout": "10h"},
 		job{"name": "b", "stage": "test", "script": "x"})
-	takeNamed(t, r, "a")
+	r.TakeNamed(t, "a")
 	clock.Set(t0, 3*time.Hour)
 	if res := checkStuck(t, inst); res.Checked != 0 || len(res.Stuck) != 0 {
 		t.Fatalf("check with timeout 0: %+v", res)

@@ -3,12 +3,8 @@ package pipelinetest_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,42 +14,6 @@ import (
 	"github.com/jobapi/jobapi/runnerclient"
 )
 
-// switchProxy is a load balancer in front of one replica at a time.
-type switchProxy struct {
-	*httptest.Server
-	target atomic.Pointer[url.URL]
-	errors atomic.Int64 // requests that found no replica (answered 502)
-	calls  atomic.Int64 // every request
-}
-
-func newSwitchProxy(t *testing.T, to string) *switchProxy {
-	t.Helper()
-	sp := &switchProxy{}
-	sp.point(t, to)
-	proxy := &httputil.ReverseProxy{
-		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(sp.target.Load()) },
-		Transport: http.DefaultTransport.(*http.Transport).Clone(),
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			sp.errors.Add(1)
-			w.WriteHeader(http.StatusBadGateway)
-		},
-	}
-	sp.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sp.calls.Add(1)
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(sp.Close)
-	return sp
-}
-
-func (sp *switchProxy) point(t *testing.T, to string) {
-	u, err := url.Parse(to)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp.target.Store(u)
-}
-
 // TestWaitClientAcrossReplicaRestart: `jobapi wait`'s loop (operatorclient.WaitPipeline)
 // talks to a load balancer; the replica behind it stops, the balancer answers 502 for a
 // while, then a new replica on the same database takes over. The loop rides it out and
@@ -61,10 +21,9 @@ func (sp *switchProxy) point(t *testing.T, to string) {
 func TestWaitClientAcrossReplicaRestart(t *testing.T) {
 	t.Parallel()
 	a := jobapitest.Start(t, jobapitest.Options{})
-	lb := newSwitchProxy(t, a.URL)
+	lb := jobapitest.NewSwitchProxy(t, a.URL)
 	_, token := a.CreateRunner(t)
-	r := runnerclient.New(lb.URL, token, "s_"+randomHex(6))
-	t.Cleanup(r.CloseIdleConnections)
+	r := jobapitest.NewRunner(t, lb.URL, token, "s_waitclient")
 	p := createPipeline(t, a, 60, "", []string{"build", "test"},
 		job{"name": "b1", "stage": "build", "script": "x"},
 		job{"name": "b2", "stage": "build", "script": "x"},
@@ -93,9 +52,9 @@ func TestWaitClientAcrossReplicaRestart(t *testing.T) {
 			}})
 	}()
 
-	b1 := takeNamed(t, r, "b1")
-	finish(t, r, b1, runnerclient.StateSuccess, "")
-	b2 := takeNamed(t, r, "b2")
+	b1 := r.TakeNamed(t, "b1")
+	r.Finish(t, b1, runnerclient.StateSuccess, "")
+	b2 := r.TakeNamed(t, "b2")
 	// Wait for an answer that saw b1 finished, then stop the replica.
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		mu.Lock()
@@ -114,9 +73,9 @@ func TestWaitClientAcrossReplicaRestart(t *testing.T) {
 		t.Fatalf("stop replica a: %v", err)
 	}
 	stopped := time.Now()
-	for deadline := time.Now().Add(10 * time.Second); lb.errors.Load() < 3; {
+	for deadline := time.Now().Add(10 * time.Second); lb.Errors() < 3; {
 		if time.Now().After(deadline) {
-			t.Fatalf("the wait loop did not call the stopped replica (%d proxy errors)", lb.errors.Load())
+			t.Fatalf("the wait loop did not call the stopped replica (%d proxy errors)", lb.Errors())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -130,11 +89,11 @@ func TestWaitClientAcrossReplicaRestart(t *testing.T) {
 		t.Fatalf("final update with no replica: %d, %v", u.Code, err)
 	}
 	b := a.Replica(t, jobapitest.Options{})
-	lb.point(t, b.URL)
+	lb.Point(t, b.URL)
 	restarted := time.Now()
-	finish(t, r, b2, runnerclient.StateSuccess, "")
-	t1 := takeNamed(t, r, "t1")
-	finish(t, r, t1, runnerclient.StateSuccess, "")
+	r.Finish(t, b2, runnerclient.StateSuccess, "")
+	t1 := r.TakeNamed(t, "t1")
+	r.Finish(t, t1, runnerclient.StateSuccess, "")
 	<-done
 	if waitErr != nil {
 		t.Fatalf("WaitPipeline: %v", waitErr)
@@ -156,7 +115,7 @@ func TestWaitClientAcrossReplicaRestart(t *testing.T) {
 			t.Errorf("an answer arrived while no replica was up: %+v", an.p)
 		}
 	}
-	t.Logf("replica down %v; %d proxy errors; %d answers before, %d after", restarted.Sub(stopped).Round(time.Millisecond), lb.errors.Load(), before, after)
+	t.Logf("replica down %v; %d proxy errors; %d answers before, %d after", restarted.Sub(stopped).Round(time.Millisecond), lb.Errors(), before, after)
 	if before == 0 || after == 0 {
 		t.Errorf("answers: %d before the stop, %d after the restart", before, after)
 	}
@@ -167,7 +126,7 @@ func TestWaitClientAcrossReplicaRestart(t *testing.T) {
 func TestWaitClientShortPerCall(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	lb := newSwitchProxy(t, inst.URL)
+	lb := jobapitest.NewSwitchProxy(t, inst.URL)
 	p := createPipeline(t, inst, 61, "", []string{"build"}, job{"name": "a", "stage": "build", "script": "x"})
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
@@ -176,7 +135,7 @@ func TestWaitClientShortPerCall(t *testing.T) {
 	if err == nil || last.JobsRemaining != 1 {
 		t.Fatalf("WaitPipeline on an unfinished pipeline: %+v, %v", last, err)
 	}
-	if n := lb.calls.Load(); n > 3 {
+	if n := lb.Calls(); n > 3 {
 		t.Errorf("%d wait requests in 1.5 s with PerCall 300ms: the loop polls without waiting", n)
 	}
 }

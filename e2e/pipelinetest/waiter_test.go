@@ -25,18 +25,18 @@ import (
 func TestWaitLatency(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	r := newRunner(t, inst)
+	r := inst.NewRunner(t)
 	eventsSubscribed(t, inst, 1)
 	var lats []time.Duration
 	for i := range 5 {
 		p := createPipeline(t, inst, 10, "", []string{"build", "test"},
 			job{"name": "a", "stage": "build", "script": "x"},
 			job{"name": "b", "stage": "test", "script": "x"})
-		a := takeNamed(t, r, "a")
+		a := r.TakeNamed(t, "a")
 		waited := make(chan waitCall, 1)
 		go func() { waited <- callWait(inst.URL, p.ProjectID, p.ID, 30) }()
-		finish(t, r, a, runnerclient.StateSuccess, "")
-		b := takeNamed(t, r, "b")
+		r.Finish(t, a, runnerclient.StateSuccess, "")
+		b := r.TakeNamed(t, "b")
 		// Park the waiter: it has read the progress and sleeps until an event or its poll.
 		select {
 		case w := <-waited:
@@ -44,7 +44,7 @@ func TestWaitLatency(t *testing.T) {
 		case <-time.After(300 * time.Millisecond):
 		}
 		sent := time.Now()
-		finish(t, r, b, runnerclient.StateSuccess, "")
+		r.Finish(t, b, runnerclient.StateSuccess, "")
 		w := <-waited
 		if w.err != nil || w.res.Status != "success" || w.res.JobsRemaining != 0 || len(w.res.Finished) != 2 {
 			t.Fatalf("round %d: wait %+v, %v", i, w.res, w.err)
@@ -64,14 +64,14 @@ func TestWaitLatency(t *testing.T) {
 func TestWaitTimeout(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	r := newRunner(t, inst)
+	r := inst.NewRunner(t)
 	p := createPipeline(t, inst, 11, "", []string{"build"},
 		job{"name": "a", "stage": "build", "script": "x"},
 		job{"name": "b", "stage": "build", "script": "x"},
 		job{"name": "c", "stage": "build", "script": "x"})
-	a := takeNamed(t, r, "a")
-	finish(t, r, a, runnerclient.StateSuccess, "")
-	takeNamed(t, r, "b")
+	a := r.TakeNamed(t, "a")
+	r.Finish(t, a, runnerclient.StateSuccess, "")
+	r.TakeNamed(t, "b")
 
 	w := callWait(inst.URL, p.ProjectID, p.ID, 1)
 	if w.err != nil || w.res.Status != "running" || w.res.JobsRemaining != 2 || !slices.Equal(w.res.Finished, []int64{a.ID}) {
@@ -87,12 +87,12 @@ func TestWaitTimeout(t *testing.T) {
 		t.Fatalf("timeout=0: %+v after %v, %v", w.res, w.took, w.err)
 	}
 	for _, bad := range []string{"-1", "x", "601"} {
-		resp, body := inst.Do(t, "GET", pipelinePath(p.ProjectID, p.ID)+"/wait?timeout="+bad, nil)
+		resp, body := inst.Do(t, "GET", jobapitest.PipelinePath(p.ProjectID, p.ID)+"/wait?timeout="+bad, nil)
 		if resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("timeout=%s: %d %s, want 400", bad, resp.StatusCode, body)
 		}
 	}
-	if resp, _ := inst.Do(t, "GET", pipelinePath(p.ProjectID+1, p.ID)+"/wait?timeout=0", nil); resp.StatusCode != http.StatusNotFound {
+	if resp, _ := inst.Do(t, "GET", jobapitest.PipelinePath(p.ProjectID+1, p.ID)+"/wait?timeout=0", nil); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("wait on another project's pipeline: %d, want 404", resp.StatusCode)
 	}
 }
@@ -108,13 +108,13 @@ func TestWaitWithoutRedis(t *testing.T) {
 	dead := ln.Addr().String()
 	ln.Close()
 	inst := jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) { c.RedisURL = "redis://" + dead + "/0" }})
-	r := newRunner(t, inst)
+	r := inst.NewRunner(t)
 	p := createPipeline(t, inst, 12, "", []string{"build", "test"},
 		job{"name": "a", "stage": "build", "script": "x"},
 		job{"name": "b", "stage": "test", "script": "x"})
-	a := takeNamed(t, r, "a")
-	finish(t, r, a, runnerclient.StateSuccess, "")
-	b := takeNamed(t, r, "b")
+	a := r.TakeNamed(t, "a")
+	r.Finish(t, a, runnerclient.StateSuccess, "")
+	b := r.TakeNamed(t, "b")
 	waited := make(chan waitCall, 1)
 	go func() { waited <- callWait(inst.URL, p.ProjectID, p.ID, 30) }()
 	select {
@@ -123,7 +123,7 @@ func TestWaitWithoutRedis(t *testing.T) {
 	case <-time.After(300 * time.Millisecond):
 	}
 	sent := time.Now()
-	finish(t, r, b, runnerclient.StateSuccess, "")
+	r.Finish(t, b, runnerclient.StateSuccess, "")
 	w := <-waited
 	if w.err != nil || w.res.Status != "success" || w.res.JobsRemaining != 0 {
 		t.Fatalf("wait: %+v, %v", w.res, w.err)
@@ -228,7 +228,7 @@ func TestWaitThousandsOfJobsAcrossRedisRestarts(t *testing.T) {
 		failMu.Unlock()
 	}
 	for i := range runners {
-		c := newRunner(t, inst)
+		c := inst.NewRunner(t)
 		c.HTTP.Timeout = 10 * time.Second
 		rwg.Add(1)
 		go func() {

@@ -7,11 +7,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,100 +61,38 @@ func jobDef(name string, tags ...string) jobapitest.Job {
 	return jobapitest.Job{"name": name, "stage": "test", "script": []string{"echo " + name}, "tags": tags}
 }
 
-// runner is one runner manager (token + system_id) driving the runner API.
-type runner struct {
-	*runnerclient.Client
-	t testing.TB
-}
-
 // newRunner plays gitlab-runner 19.4 (shell); twoPhase sets info.features.two_phase_job_commit.
-func newRunner(t testing.TB, baseURL, token, systemID string, twoPhase bool) *runner {
-	c := runnerclient.New(baseURL, token, systemID)
-	c.Info.Features.TwoPhaseJobCommit = twoPhase
-	c.MaxWait = 10 * time.Millisecond
-	t.Cleanup(c.CloseIdleConnections)
-	return &runner{Client: c, t: t}
+func newRunner(t testing.TB, baseURL, token, systemID string, twoPhase bool) *jobapitest.Runner {
+	r := jobapitest.NewRunner(t, baseURL, token, systemID)
+	r.Info.Features.TwoPhaseJobCommit = twoPhase
+	return r
 }
 
 // taggedRunner registers a runner for tag and returns it as manager "s_<tag>".
-func taggedRunner(t testing.TB, inst *jobapitest.Instance, tag string, twoPhase bool) *runner {
+func taggedRunner(t testing.TB, inst *jobapitest.Instance, tag string, twoPhase bool) *jobapitest.Runner {
 	t.Helper()
 	_, token := inst.CreateRunner(t, tag)
 	return newRunner(t, inst.URL, token, "s_"+tag, twoPhase)
 }
 
-// take requests a job and fails the test unless one is assigned (201).
-func (r *runner) take() *runnerclient.Job {
-	r.t.Helper()
-	job, res, err := r.RequestJob(context.Background())
-	if err != nil {
-		r.t.Fatalf("request job: %v (%d %s)", err, res.Code, res.Message)
-	}
-	if res.Code != http.StatusCreated || job == nil {
-		r.t.Fatalf("request job: status %d (%s), want 201 with a job", res.Code, res.Message)
-	}
+// take is Runner.Take plus the check made of every assignment here: a deadline above 0 s.
+func take(t testing.TB, r *jobapitest.Runner) *runnerclient.Job {
+	t.Helper()
+	job := r.Take(t)
 	if job.RunnerInfo.Timeout <= 0 {
-		r.t.Errorf("job %d: runner_info.timeout = %d, want > 0 (a 0 s deadline was GitLab's bug)", job.ID, job.RunnerInfo.Timeout)
+		t.Errorf("job %d: runner_info.timeout = %d, want > 0 (a 0 s deadline was GitLab's bug)", job.ID, job.RunnerInfo.Timeout)
 	}
 	return job
-}
-
-// none requests a job and fails the test unless the answer is 204.
-func (r *runner) none() {
-	r.t.Helper()
-	job, res, err := r.RequestJob(context.Background())
-	if err != nil || res.Code != http.StatusNoContent {
-		id := int64(0)
-		if job != nil {
-			id = job.ID
-		}
-		r.t.Fatalf("request job: status %d, job %d, err %v; want 204", res.Code, id, err)
-	}
-}
-
-// put sends PUT /jobs/:id; a transport error fails the test.
-func (r *runner) put(job *runnerclient.Job, state string, opts runnerclient.UpdateOptions) runnerclient.UpdateResult {
-	r.t.Helper()
-	res, err := r.UpdateJob(context.Background(), job, state, opts)
-	if err != nil {
-		r.t.Fatalf("PUT job %d state=%s: %v", job.ID, state, err)
-	}
-	return res
-}
-
-// wantUpdate checks the status code and the Job-Status header of a PUT answer.
-func wantUpdate(t testing.TB, what string, res runnerclient.UpdateResult, code int, jobStatus string) {
-	t.Helper()
-	if res.Code != code || res.JobStatus != jobStatus {
-		t.Fatalf("%s: got %d Job-Status %q, want %d Job-Status %q", what, res.Code, res.JobStatus, code, jobStatus)
-	}
-	// gitlab-runner drops the job on these and only these (runner-wire-format §2.3).
-	abort := code == http.StatusForbidden || code == http.StatusNotFound || jobStatus == stFailed || jobStatus == stCanceled
-	if abort != (res.State == runnerclient.UpdateAbort) {
-		t.Fatalf("%s: runner would read %v (abort=%v)", what, res.State, abort)
-	}
 }
 
 // rawPut sends a hand-written PUT /jobs/:id body, for what runnerclient never sends.
 func rawPut(t testing.TB, baseURL string, id int64, jobToken, body string) (int, http.Header, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPut, fmt.Sprintf("%s/api/v4/jobs/%d", baseURL, id), strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
+	var hdr []string
 	if jobToken != "" {
-		req.Header.Set("JOB-TOKEN", jobToken)
+		hdr = []string{"JOB-TOKEN", jobToken}
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("PUT job %d: %v", id, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, b := jobapitest.Send(t, baseURL, http.MethodPut, fmt.Sprintf("/api/v4/jobs/%d", id), body, hdr...)
 	return resp.StatusCode, resp.Header, b
 }
 
@@ -192,60 +128,22 @@ func ackTTLSeconds(t testing.TB, j api.JobDetail) float64 {
 	return *j.Ack.TTLSeconds
 }
 
-// eventsOf returns a job's events of one type.
-func eventsOf(ev []api.Event, typ string) []api.Event {
-	var out []api.Event
-	for _, e := range ev {
-		if e.Type == typ {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 // oneEvent returns the only event of typ, failing otherwise.
 func oneEvent(t testing.TB, ev []api.Event, typ string) api.Event {
 	t.Helper()
-	got := eventsOf(ev, typ)
+	got := jobapitest.EventsOf(ev, typ)
 	if len(got) != 1 {
 		t.Fatalf("want exactly one %q event, got %d in %s", typ, len(got), jobapitest.EventTypes(ev))
 	}
 	return got[0]
 }
 
-// wantEvents compares the whole event history by type.
-func wantEvents(t testing.TB, ev []api.Event, want ...string) {
-	t.Helper()
-	if got := jobapitest.EventTypes(ev); got != strings.Join(want, ",") {
-		t.Fatalf("events = %s, want %s", got, strings.Join(want, ","))
-	}
-}
-
 // wantJob checks a job's status and failure reason ("" for none).
 func wantJob(t testing.TB, j api.JobDetail, status, reason string) {
 	t.Helper()
-	got := ""
-	if j.FailureReason != nil {
-		got = *j.FailureReason
-	}
+	got := jobapitest.Reason(j)
 	if j.Status != status || got != reason {
 		t.Fatalf("job %d: status %s reason %q, want %s reason %q", j.ID, j.Status, got, status, reason)
-	}
-}
-
-// waitStatus polls the job JSON until the job reaches status or timeout passes.
-func waitStatus(t testing.TB, inst *jobapitest.Instance, project, id int64, status string, timeout time.Duration) api.JobDetail {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		j := inst.Job(t, project, id)
-		if j.Status == status {
-			return j
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %d still %s after %v, want %s", id, j.Status, timeout, status)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -138,7 +138,7 @@ func TestConcurrentRunnersKeepInvariants(t *testing.T) {
 		manager := fmt.Sprintf("s_race%02d", w/2) // two workers per manager, like concurrent = 2
 		legacy := w >= workers-2                  // one manager (two workers) of an older runner
 		home := newRunner(t, replicas[w%len(replicas)].URL, token, manager, !legacy)
-		var upd []*runner // PUTs go through any replica, as behind a load balancer
+		var upd []*jobapitest.Runner // PUTs go through any replica, as behind a load balancer
 		for _, r := range replicas {
 			upd = append(upd, newRunner(t, r.URL, token, manager, !legacy))
 		}
@@ -266,7 +266,7 @@ func TestConcurrentRunnersKeepInvariants(t *testing.T) {
 	// Postgres: an ack that lost the row to a sweeper is not an acknowledgement.
 	var counted float64
 	for _, r := range replicas {
-		counted += metric(t, r, "jobapi_assign_to_ack_seconds_count")
+		counted += r.Metric(t, "jobapi_assign_to_ack_seconds_count")
 	}
 	var recorded int
 	for _, b := range st.builds {
@@ -279,8 +279,8 @@ func TestConcurrentRunnersKeepInvariants(t *testing.T) {
 	// Timings and sweep cost.
 	var sweeps, sweepSum float64
 	for _, r := range replicas[:2] {
-		sweeps += metric(t, r, "jobapi_ack_sweep_duration_seconds_count")
-		sweepSum += metric(t, r, "jobapi_ack_sweep_duration_seconds_sum")
+		sweeps += r.Metric(t, "jobapi_ack_sweep_duration_seconds_count")
+		sweepSum += r.Metric(t, "jobapi_ack_sweep_duration_seconds_sum")
 	}
 	rep, err := inst.Sweeper.SweepOnce(context.Background())
 	if err != nil {

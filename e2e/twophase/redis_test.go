@@ -19,7 +19,7 @@ import (
 func outcomes(t *testing.T, inst *jobapitest.Instance, project, id int64) int {
 	t.Helper()
 	ev := inst.Events(t, project, id)
-	return len(eventsOf(ev, "acknowledged")) + len(eventsOf(ev, "ack_timeout")) + len(eventsOf(ev, "declined"))
+	return len(jobapitest.EventsOf(ev, "acknowledged")) + len(jobapitest.EventsOf(ev, "ack_timeout")) + len(jobapitest.EventsOf(ev, "declined"))
 }
 
 // TestRedisLosesEverything: SPEC §2 and §11.5. Redis forgets every ack key (FLUSHDB), then
@@ -53,9 +53,9 @@ func TestRedisLosesEverything(t *testing.T) {
 	inst.CreatePipeline(t, 1, []string{"test"}, defs...)
 	var jobs []*runnerclient.Job
 	for range names {
-		jobs = append(jobs, r.take())
+		jobs = append(jobs, take(t, r))
 	}
-	r.none()
+	r.NoJob(t)
 
 	if err := rdb.FlushDB(ctx).Err(); err != nil {
 		t.Fatal(err)
@@ -72,14 +72,14 @@ func TestRedisLosesEverything(t *testing.T) {
 
 	acked, kept, declined, abandoned := jobs[:2], jobs[2], jobs[3], jobs[4:]
 	for _, job := range acked {
-		wantUpdate(t, "ack after FLUSHDB", r.put(job, stRunning, runnerclient.UpdateOptions{}), http.StatusOK, stRunning)
+		jobapitest.WantUpdate(t, "ack after FLUSHDB", r.Put(t, job, stRunning, runnerclient.UpdateOptions{}), http.StatusOK, stRunning)
 	}
-	wantUpdate(t, "decline after FLUSHDB", r.put(declined, stFailed, runnerclient.UpdateOptions{FailureReason: "runner_system_failure"}),
+	jobapitest.WantUpdate(t, "decline after FLUSHDB", r.Put(t, declined, stFailed, runnerclient.UpdateOptions{FailureReason: "runner_system_failure"}),
 		http.StatusOK, stFailed)
 	// The kept build's runner sends keep-alives (each recreates its key) until the abandoned
 	// builds have timed out.
 	for done := false; !done; {
-		wantUpdate(t, "keep-alive after FLUSHDB", r.put(kept, stPending, runnerclient.UpdateOptions{}), http.StatusOK, stWaiting)
+		jobapitest.WantUpdate(t, "keep-alive after FLUSHDB", r.Put(t, kept, stPending, runnerclient.UpdateOptions{}), http.StatusOK, stWaiting)
 		deadline := time.Now().Add(300 * time.Millisecond)
 		for time.Now().Before(deadline) {
 			done = true
@@ -103,7 +103,7 @@ func TestRedisLosesEverything(t *testing.T) {
 			t.Fatalf("job %d timed out %v after assignment, want at its deadline of record [%v, %v]", job.ID, took, ttl, ttl+interval+sweepSlack)
 		}
 		retries = append(retries, retry.ID)
-		wantUpdate(t, "late ack after FLUSHDB", r.put(job, stRunning, runnerclient.UpdateOptions{}), http.StatusForbidden, stFailed)
+		jobapitest.WantUpdate(t, "late ack after FLUSHDB", r.Put(t, job, stRunning, runnerclient.UpdateOptions{}), http.StatusForbidden, stFailed)
 	}
 	// The kept build is past its original deadline, still waiting: its ack wins.
 	k := inst.Job(t, 1, kept.ID)
@@ -111,7 +111,7 @@ func TestRedisLosesEverything(t *testing.T) {
 	if time.Since(*k.AssignedAt) < ttl {
 		t.Fatalf("kept build checked %v after assignment, before its original deadline", time.Since(*k.AssignedAt))
 	}
-	wantUpdate(t, "ack of the kept build", r.put(kept, stRunning, runnerclient.UpdateOptions{}), http.StatusOK, stRunning)
+	jobapitest.WantUpdate(t, "ack of the kept build", r.Put(t, kept, stRunning, runnerclient.UpdateOptions{}), http.StatusOK, stRunning)
 	for _, job := range jobs {
 		if n := outcomes(t, inst, 1, job.ID); n != 1 {
 			t.Fatalf("job %d: %d outcomes (acknowledged+ack_timeout+declined), want exactly 1", job.ID, n)
@@ -124,11 +124,11 @@ func TestRedisLosesEverything(t *testing.T) {
 	var got []int64
 	var second []*runnerclient.Job
 	for range retries {
-		job := r.takeWithin(3 * time.Second)
+		job := r.TakeWithin(t, 3*time.Second)
 		got = append(got, job.ID)
 		second = append(second, job)
 	}
-	r.none()
+	r.NoJob(t)
 	slices.Sort(got)
 	slices.Sort(retries)
 	if !slices.Equal(got, retries) {
@@ -142,21 +142,21 @@ func TestRedisLosesEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("redis-server restarted in %v", time.Since(start).Round(time.Millisecond))
-	ackRes := r.put(second[0], stRunning, runnerclient.UpdateOptions{})
+	ackRes := r.Put(t, second[0], stRunning, runnerclient.UpdateOptions{})
 	if ackRes.Code != http.StatusOK && ackRes.Code != http.StatusServiceUnavailable {
 		t.Fatalf("ack right after the Redis restart: %d, want 200 (or a 503 to retry)", ackRes.Code)
 	}
 	if ackRes.Code == http.StatusServiceUnavailable {
-		ackRes = r.put(second[0], stRunning, runnerclient.UpdateOptions{})
+		ackRes = r.Put(t, second[0], stRunning, runnerclient.UpdateOptions{})
 	}
-	wantUpdate(t, "ack after the Redis restart", ackRes, http.StatusOK, stRunning)
+	jobapitest.WantUpdate(t, "ack after the Redis restart", ackRes, http.StatusOK, stRunning)
 	for _, job := range second[1:] {
-		waitStatus(t, inst, 1, job.ID, stFailed, ttl+interval+3*sweepSlack)
+		inst.WaitJobStatus(t, 1, job.ID, stFailed, ttl+interval+3*sweepSlack)
 		timeout, _ := timedOut(t, inst, 1, job.ID, true)
 		if took := timeout.At.Sub(*inst.Job(t, 1, job.ID).AssignedAt); took < ttl {
 			t.Fatalf("job %d timed out %v after assignment: earlier than its deadline of record", job.ID, took)
 		}
-		wantUpdate(t, "late ack after the Redis restart", r.put(job, stRunning, runnerclient.UpdateOptions{}), http.StatusForbidden, stFailed)
+		jobapitest.WantUpdate(t, "late ack after the Redis restart", r.Put(t, job, stRunning, runnerclient.UpdateOptions{}), http.StatusForbidden, stFailed)
 	}
 	for _, job := range second {
 		if n := outcomes(t, inst, 1, job.ID); n != 1 {
@@ -165,10 +165,10 @@ func TestRedisLosesEverything(t *testing.T) {
 	}
 	// Their retries (attempt 3) are handed out again.
 	for range second[1:] {
-		job := r.takeWithin(3 * time.Second)
+		job := r.TakeWithin(t, 3*time.Second)
 		if j := inst.Job(t, 1, job.ID); j.Attempt != 3 {
 			t.Fatalf("after the restart the runner got job %d attempt %d, want a third attempt", job.ID, j.Attempt)
 		}
 	}
-	r.none()
+	r.NoJob(t)
 }

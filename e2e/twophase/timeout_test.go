@@ -1,12 +1,10 @@
 package twophase_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,28 +19,6 @@ import (
 // 0–150 ms on a quiet one; see the test logs).
 const sweepSlack = time.Second
 
-// takeWithin polls for a job until one is assigned: a build queued by the sweeper becomes
-// visible when the sweep bumps the queue version, a moment after its commit.
-func (r *runner) takeWithin(timeout time.Duration) *runnerclient.Job {
-	r.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		job, res, err := r.RequestJob(context.Background())
-		if err != nil {
-			r.t.Fatalf("request job: %v", err)
-		}
-		switch {
-		case res.Code == http.StatusCreated:
-			return job
-		case res.Code != http.StatusNoContent:
-			r.t.Fatalf("request job: %d %s, want 201 or 204", res.Code, res.Message)
-		case time.Now().After(deadline):
-			r.t.Fatalf("no job assigned within %v", timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // timedOut checks a build failed by the sweeper: reason, events, one retry (or none when
 // exhausted), and returns the ack_timeout event and the retry (nil when exhausted).
 func timedOut(t *testing.T, inst *jobapitest.Instance, project, id int64, wantRetry bool) (api.Event, *api.JobDetail) {
@@ -51,7 +27,7 @@ func timedOut(t *testing.T, inst *jobapitest.Instance, project, id int64, wantRe
 	wantJob(t, j, stFailed, provisioningTimeout)
 	ev := inst.Events(t, project, id)
 	timeout := oneEvent(t, ev, "ack_timeout")
-	if len(eventsOf(ev, "acknowledged")) != 0 {
+	if len(jobapitest.EventsOf(ev, "acknowledged")) != 0 {
 		t.Fatalf("job %d both acknowledged and timed out: %s", id, jobapitest.EventTypes(ev))
 	}
 	var n int
@@ -73,7 +49,7 @@ func timedOut(t *testing.T, inst *jobapitest.Instance, project, id int64, wantRe
 			noKeepalives = append(noKeepalives, e)
 		}
 	}
-	wantEvents(t, noKeepalives, "queued", "assigned", "ack_timeout", "retried")
+	jobapitest.WantEvents(t, noKeepalives, "queued", "assigned", "ack_timeout", "retried")
 	retry := inst.Job(t, project, *j.RetriedBy)
 	if deref(retry.RetryOf) != id || retry.Attempt != j.Attempt+1 {
 		t.Fatalf("retry %d: retry_of %d attempt %d, want %d and %d", retry.ID, deref(retry.RetryOf), retry.Attempt, id, j.Attempt+1)
@@ -96,16 +72,16 @@ func TestAckTimeoutRetriesOnce(t *testing.T) {
 	took := map[int64]time.Time{}
 	var jobs []*runnerclient.Job
 	for range 3 {
-		job := r.take()
+		job := take(t, r)
 		took[job.ID] = time.Now()
 		jobs = append(jobs, job)
 	}
 	acked := jobs[1]
-	wantUpdate(t, "ack", r.put(acked, stRunning, runnerclient.UpdateOptions{}), http.StatusOK, stRunning)
+	jobapitest.WantUpdate(t, "ack", r.Put(t, acked, stRunning, runnerclient.UpdateOptions{}), http.StatusOK, stRunning)
 
 	for _, job := range []*runnerclient.Job{jobs[0], jobs[2]} {
 		// Observed from outside: 201 → the retry exists, pending.
-		j := waitStatus(t, inst, 1, job.ID, stFailed, ttl+interval+3*sweepSlack)
+		j := inst.WaitJobStatus(t, 1, job.ID, stFailed, ttl+interval+3*sweepSlack)
 		observed := time.Since(took[job.ID])
 		timeout, retry := timedOut(t, inst, 1, job.ID, true)
 		wantJob(t, *retry, stPending, "")
@@ -123,22 +99,22 @@ func TestAckTimeoutRetriesOnce(t *testing.T) {
 			job.ID, toRetry.Round(time.Millisecond), observed.Round(time.Millisecond))
 	}
 	wantJob(t, inst.Job(t, 1, acked.ID), stRunning, "")
-	if ev := inst.Events(t, 1, acked.ID); len(eventsOf(ev, "ack_timeout")) != 0 {
+	if ev := inst.Events(t, 1, acked.ID); len(jobapitest.EventsOf(ev, "ack_timeout")) != 0 {
 		t.Fatalf("acknowledged job timed out too: %s", jobapitest.EventTypes(ev))
 	}
 	// The retries go out again with new tokens, two-phase again.
 	for range 2 {
-		job := r.takeWithin(2 * time.Second)
+		job := r.TakeWithin(t, 2*time.Second)
 		j := inst.Job(t, 1, job.ID)
 		if j.Attempt != 2 || j.Status != stWaiting || job.Token == jobs[0].Token || job.Token == jobs[2].Token {
 			t.Fatalf("next job %d: attempt %d status %s, want a retry (attempt 2) waiting, with a new token", job.ID, j.Attempt, j.Status)
 		}
 	}
-	r.none()
+	r.NoJob(t)
 	// Sweep cost, from this replica's metrics.
-	sum, count := metric(t, inst, "jobapi_ack_sweep_duration_seconds_sum"), metric(t, inst, "jobapi_ack_sweep_duration_seconds_count")
-	if count == 0 || metric(t, inst, "jobapi_ack_timeouts_total") != 2 {
-		t.Fatalf("metrics: %v sweeps, %v timeouts; want sweeps and 2 timeouts", count, metric(t, inst, "jobapi_ack_timeouts_total"))
+	sum, count := inst.Metric(t, "jobapi_ack_sweep_duration_seconds_sum"), inst.Metric(t, "jobapi_ack_sweep_duration_seconds_count")
+	if count == 0 || inst.Metric(t, "jobapi_ack_timeouts_total") != 2 {
+		t.Fatalf("metrics: %v sweeps, %v timeouts; want sweeps and 2 timeouts", count, inst.Metric(t, "jobapi_ack_timeouts_total"))
 	}
 	t.Logf("background sweeps: %v, mean duration %.2f ms", count, sum/count*1000)
 }
@@ -153,17 +129,17 @@ func TestLateAckAfterTimeoutIsFenced(t *testing.T) {
 	inst.WaitFlags(t)
 	r := newRunner(t, inst.URL, runnerToken(t, inst), "s_late", true)
 	inst.CreatePipeline(t, 1, []string{"test"}, jobDef("a"))
-	job := r.take()
-	waitStatus(t, inst, 1, job.ID, stFailed, ttl+3*sweepSlack)
+	job := take(t, r)
+	inst.WaitJobStatus(t, 1, job.ID, stFailed, ttl+3*sweepSlack)
 
-	res := r.put(job, stRunning, runnerclient.UpdateOptions{})
-	wantUpdate(t, "late ack", res, http.StatusForbidden, stFailed)
+	res := r.Put(t, job, stRunning, runnerclient.UpdateOptions{})
+	jobapitest.WantUpdate(t, "late ack", res, http.StatusForbidden, stFailed)
 	if res.State != runnerclient.UpdateAbort {
 		t.Fatalf("late ack: runner reads %v, want abort", res.State)
 	}
-	wantUpdate(t, "late keep-alive", r.put(job, stPending, runnerclient.UpdateOptions{}), http.StatusForbidden, stFailed)
-	wantUpdate(t, "late decline", r.put(job, stFailed, runnerclient.UpdateOptions{FailureReason: "runner_system_failure"}), http.StatusForbidden, stFailed)
-	wantUpdate(t, "late final", r.put(job, stSuccess, runnerclient.UpdateOptions{}), http.StatusForbidden, stFailed)
+	jobapitest.WantUpdate(t, "late keep-alive", r.Put(t, job, stPending, runnerclient.UpdateOptions{}), http.StatusForbidden, stFailed)
+	jobapitest.WantUpdate(t, "late decline", r.Put(t, job, stFailed, runnerclient.UpdateOptions{FailureReason: "runner_system_failure"}), http.StatusForbidden, stFailed)
+	jobapitest.WantUpdate(t, "late final", r.Put(t, job, stSuccess, runnerclient.UpdateOptions{}), http.StatusForbidden, stFailed)
 	pr, err := r.PatchTrace(context.Background(), job, 0, []byte("hello\n"))
 	if err != nil || pr.Code != http.StatusForbidden || pr.JobStatus != stFailed || pr.State != runnerclient.PatchAbort {
 		t.Fatalf("late trace patch: %d Job-Status %q state %v err %v, want 403 failed abort", pr.Code, pr.JobStatus, pr.State, err)
@@ -191,21 +167,21 @@ func TestRetryLimit(t *testing.T) {
 	want := p.Jobs[0].ID
 	var chain []api.JobDetail
 	for attempt := 1; attempt <= 3; attempt++ {
-		job := r.takeWithin(2 * time.Second)
+		job := r.TakeWithin(t, 2*time.Second)
 		if job.ID != want {
 			t.Fatalf("attempt %d: got job %d, want %d", attempt, job.ID, want)
 		}
 		if v, _ := job.Variable("CI_JOB_ATTEMPT"); v != strconv.Itoa(attempt) {
 			t.Fatalf("attempt %d: CI_JOB_ATTEMPT=%q", attempt, v)
 		}
-		waitStatus(t, inst, 1, job.ID, stFailed, ttl+3*sweepSlack)
+		inst.WaitJobStatus(t, 1, job.ID, stFailed, ttl+3*sweepSlack)
 		_, retry := timedOut(t, inst, 1, job.ID, attempt < 3)
 		chain = append(chain, inst.Job(t, 1, job.ID))
 		if retry != nil {
 			want = retry.ID
 		}
 	}
-	r.none()
+	r.NoJob(t)
 	for i, j := range chain {
 		wantRetryOf, wantRetriedBy := int64(0), int64(0)
 		if i > 0 {
@@ -219,12 +195,12 @@ func TestRetryLimit(t *testing.T) {
 				i+1, j.ID, j.Attempt, deref(j.RetryOf), deref(j.RetriedBy), wantRetryOf, wantRetriedBy)
 		}
 		ev := inst.Events(t, 1, j.ID)
-		if n := len(eventsOf(ev, "retry_exhausted")); n != map[bool]int{true: 1, false: 0}[i == 2] {
+		if n := len(jobapitest.EventsOf(ev, "retry_exhausted")); n != map[bool]int{true: 1, false: 0}[i == 2] {
 			t.Fatalf("attempt %d: %d retry_exhausted events in %s", i+1, n, jobapitest.EventTypes(ev))
 		}
 	}
 	last := inst.Events(t, 1, chain[2].ID)
-	wantEvents(t, last, "queued", "assigned", "ack_timeout", "retry_exhausted")
+	jobapitest.WantEvents(t, last, "queued", "assigned", "ack_timeout", "retry_exhausted")
 	ex := last[3].Detail
 	if ex["reason"] != provisioningTimeout || ex["attempts"] != float64(3) || ex["limit"] != float64(2) {
 		t.Fatalf("retry_exhausted detail %v, want reason %s, attempts 3, limit 2", ex, provisioningTimeout)
@@ -249,7 +225,7 @@ func TestKeepaliveUntilMaxWait(t *testing.T) {
 	inst.WaitFlags(t)
 	r := newRunner(t, inst.URL, runnerToken(t, inst), "s_slowboot", true)
 	inst.CreatePipeline(t, 1, []string{"test"}, jobDef("a"))
-	job := r.take()
+	job := take(t, r)
 	assigned := *inst.Job(t, 1, job.ID).AssignedAt
 	limit := assigned.Add(maxWait)
 
@@ -257,12 +233,12 @@ func TestKeepaliveUntilMaxWait(t *testing.T) {
 	var recordMax time.Time // latest deadline of record seen: the sweeper moves it
 	oks := 0
 	for {
-		last = r.put(job, stPending, runnerclient.UpdateOptions{})
+		last = r.Put(t, job, stPending, runnerclient.UpdateOptions{})
 		if last.Code != http.StatusOK {
 			break
 		}
 		oks++
-		wantUpdate(t, "keep-alive", last, http.StatusOK, stWaiting)
+		jobapitest.WantUpdate(t, "keep-alive", last, http.StatusOK, stWaiting)
 		j := inst.Job(t, 1, job.ID)
 		if j.Status != stWaiting {
 			t.Fatalf("keep-alive %d answered 200 but the job is %s", oks, j.Status)
@@ -297,7 +273,7 @@ func TestKeepaliveUntilMaxWait(t *testing.T) {
 
 	// Every accepted keep-alive granted at most what was left of the max wait.
 	ev := inst.Events(t, 1, job.ID)
-	kas := eventsOf(ev, "keepalive")
+	kas := jobapitest.EventsOf(ev, "keepalive")
 	if len(kas) != oks {
 		t.Fatalf("%d keepalive events for %d accepted keep-alives", len(kas), oks)
 	}
@@ -310,7 +286,7 @@ func TestKeepaliveUntilMaxWait(t *testing.T) {
 	if lastOK := kas[len(kas)-1].At.Sub(assigned); lastOK < ttl+500*time.Millisecond {
 		t.Fatalf("last keep-alive accepted at +%v: the build did not stay waiting well past its %v TTL", lastOK, ttl)
 	}
-	j := waitStatus(t, inst, 1, job.ID, stFailed, interval+3*sweepSlack)
+	j := inst.WaitJobStatus(t, 1, job.ID, stFailed, interval+3*sweepSlack)
 	timeout, retry := timedOut(t, inst, 1, job.ID, true)
 	// The last keep-alive's key expires at the max wait too, so either cause may be recorded,
 	// give or take the millisecond rounding of PTTL.
@@ -324,7 +300,7 @@ func TestKeepaliveUntilMaxWait(t *testing.T) {
 		oks, ttl, kas[len(kas)-1].At.Sub(assigned).Round(time.Millisecond), recordMax.Sub(assigned).Round(time.Millisecond),
 		timeout.At.Sub(assigned).Round(time.Millisecond))
 	wantJob(t, *retry, stPending, "")
-	wantUpdate(t, "ack after the max wait", r.put(job, stRunning, runnerclient.UpdateOptions{}), http.StatusForbidden, stFailed)
+	jobapitest.WantUpdate(t, "ack after the max wait", r.Put(t, job, stRunning, runnerclient.UpdateOptions{}), http.StatusForbidden, stFailed)
 }
 
 // TestMaxWaitShorterThanTTL: the TTL granted at assignment never reaches past the max
@@ -339,7 +315,7 @@ func TestMaxWaitShorterThanTTL(t *testing.T) {
 	inst.WaitFlags(t)
 	r := newRunner(t, inst.URL, runnerToken(t, inst), "s_short", true)
 	inst.CreatePipeline(t, 1, []string{"test"}, jobDef("a"))
-	job := r.take()
+	job := take(t, r)
 	j := inst.Job(t, 1, job.ID)
 	if got := ackTTLSeconds(t, j); got > maxWait.Seconds() {
 		t.Fatalf("ack.ttl_seconds = %v right after assignment, want <= max wait %v", got, maxWait.Seconds())
@@ -347,24 +323,4 @@ func TestMaxWaitShorterThanTTL(t *testing.T) {
 	if d := ackKeyTTL(t, inst, job.ID); d > maxWait {
 		t.Fatalf("ack key PTTL %v, want <= max wait %v", d, maxWait)
 	}
-}
-
-// metric reads one unlabelled sample from a replica's /metrics.
-func metric(t testing.TB, inst *jobapitest.Instance, name string) float64 {
-	t.Helper()
-	resp, body := inst.Do(t, "GET", "/metrics", nil)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("/metrics: %d", resp.StatusCode)
-	}
-	sc := bufio.NewScanner(strings.NewReader(string(body)))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("/metrics %s: %v", name, err)
-			}
-			return f
-		}
-	}
-	return 0
 }

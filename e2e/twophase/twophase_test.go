@@ -23,12 +23,12 @@ type putTable struct {
 }
 
 // assign creates a one-job pipeline and hands the job to a new two-phase runner.
-func (p *putTable) assign(t *testing.T) (*runner, *runnerclient.Job) {
+func (p *putTable) assign(t *testing.T) (*jobapitest.Runner, *runnerclient.Job) {
 	t.Helper()
 	tag := uniqueTag()
 	r := taggedRunner(t, p.inst, tag, true)
 	p.inst.CreatePipeline(t, p.project, []string{"test"}, jobDef("build", tag))
-	job := r.take()
+	job := take(t, r)
 	if j := p.inst.Job(t, p.project, job.ID); j.Status != stWaiting || !j.TwoPhase {
 		t.Fatalf("job %d: status %s two_phase %v, want waiting_for_runner_ack", job.ID, j.Status, j.TwoPhase)
 	}
@@ -36,10 +36,10 @@ func (p *putTable) assign(t *testing.T) (*runner, *runnerclient.Job) {
 }
 
 // running assigns a job and acknowledges it.
-func (p *putTable) running(t *testing.T) (*runner, *runnerclient.Job) {
+func (p *putTable) running(t *testing.T) (*jobapitest.Runner, *runnerclient.Job) {
 	t.Helper()
 	r, job := p.assign(t)
-	wantUpdate(t, "ack", r.put(job, stRunning, runnerclient.UpdateOptions{}), http.StatusOK, stRunning)
+	jobapitest.WantUpdate(t, "ack", r.Put(t, job, stRunning, runnerclient.UpdateOptions{}), http.StatusOK, stRunning)
 	return r, job
 }
 
@@ -78,8 +78,8 @@ func TestPutTable(t *testing.T) {
 			t.Fatalf("ack key PTTL = %v, want in (0, %v]", d, ackTTL)
 		}
 
-		res := r.put(job, stRunning, runnerclient.UpdateOptions{})
-		wantUpdate(t, "ack", res, http.StatusOK, stRunning)
+		res := r.Put(t, job, stRunning, runnerclient.UpdateOptions{})
+		jobapitest.WantUpdate(t, "ack", res, http.StatusOK, stRunning)
 		if res.State != runnerclient.UpdateSucceeded || res.CancelRequested {
 			t.Fatalf("ack: runner reads %v cancel=%v, want succeeded", res.State, res.CancelRequested)
 		}
@@ -92,7 +92,7 @@ func TestPutTable(t *testing.T) {
 			t.Fatalf("ack key still there after the ack (PTTL %v)", d)
 		}
 		ev := inst.Events(t, p.project, job.ID)
-		wantEvents(t, ev, "queued", "assigned", "acknowledged")
+		jobapitest.WantEvents(t, ev, "queued", "assigned", "acknowledged")
 		if ev[1].Detail["two_phase"] != true {
 			t.Fatalf("assigned event detail %v, want two_phase true", ev[1].Detail)
 		}
@@ -113,26 +113,26 @@ func TestPutTable(t *testing.T) {
 		if aged >= before-0.2 {
 			t.Fatalf("ack.ttl_seconds went %v → %v in 300 ms; the key does not count down", before, aged)
 		}
-		res := r.put(job, stPending, runnerclient.UpdateOptions{})
-		wantUpdate(t, "keep-alive", res, http.StatusOK, stWaiting)
+		res := r.Put(t, job, stPending, runnerclient.UpdateOptions{})
+		jobapitest.WantUpdate(t, "keep-alive", res, http.StatusOK, stWaiting)
 		after := ackTTLSeconds(t, p.job(t, job.ID))
 		if after <= aged+0.2 || after > ackTTL.Seconds() {
 			t.Fatalf("ack.ttl_seconds %v before the keep-alive, %v after; want it back near %v", aged, after, ackTTL.Seconds())
 		}
 		ev := inst.Events(t, p.project, job.ID)
-		wantEvents(t, ev, "queued", "assigned", "keepalive")
+		jobapitest.WantEvents(t, ev, "queued", "assigned", "keepalive")
 		if ttl := detailFloat(t, ev[2], "ttl_seconds"); ttl != ackTTL.Seconds() {
 			t.Fatalf("keepalive event ttl_seconds = %v, want %v", ttl, ackTTL.Seconds())
 		}
 		// Still waiting: the ack afterwards wins normally.
-		wantUpdate(t, "ack after keep-alive", r.put(job, stRunning, runnerclient.UpdateOptions{}), http.StatusOK, stRunning)
+		jobapitest.WantUpdate(t, "ack after keep-alive", r.Put(t, job, stRunning, runnerclient.UpdateOptions{}), http.StatusOK, stRunning)
 	})
 
 	t.Run("waiting+failed declines and retries at once", func(t *testing.T) {
 		t.Parallel()
 		r, job := p.assign(t)
-		res := r.put(job, stFailed, runnerclient.UpdateOptions{FailureReason: "runner_system_failure", ExitCode: 1})
-		wantUpdate(t, "decline", res, http.StatusOK, stFailed)
+		res := r.Put(t, job, stFailed, runnerclient.UpdateOptions{FailureReason: "runner_system_failure", ExitCode: 1})
+		jobapitest.WantUpdate(t, "decline", res, http.StatusOK, stFailed)
 		old := p.job(t, job.ID)
 		wantJob(t, old, stFailed, "runner_system_failure")
 		if old.RetriedBy == nil {
@@ -141,22 +141,22 @@ func TestPutTable(t *testing.T) {
 		if d := ackKeyTTL(t, inst, job.ID); d != -2 {
 			t.Fatalf("ack key still there after the decline (PTTL %v)", d)
 		}
-		wantEvents(t, inst.Events(t, p.project, job.ID), "queued", "assigned", "declined", "retried")
+		jobapitest.WantEvents(t, inst.Events(t, p.project, job.ID), "queued", "assigned", "declined", "retried")
 		retry := p.job(t, *old.RetriedBy)
 		wantJob(t, retry, stPending, "")
 		if retry.Attempt != 2 || deref(retry.RetryOf) != job.ID || retry.Runner != nil {
 			t.Fatalf("retry: attempt %d retry_of %v runner %+v, want attempt 2 of %d, unassigned", retry.Attempt, deref(retry.RetryOf), retry.Runner, job.ID)
 		}
 		// The retry is handed out again, with a new token; the old token does not open it.
-		again := r.take()
+		again := take(t, r)
 		if again.ID != retry.ID || again.Token == job.Token {
 			t.Fatalf("next job %d (token reused: %v), want the retry %d with a new token", again.ID, again.Token == job.Token, retry.ID)
 		}
 		stale := &runnerclient.Job{ID: again.ID, Token: job.Token}
-		wantUpdate(t, "old token on the retry", r.put(stale, stRunning, runnerclient.UpdateOptions{}), http.StatusForbidden, "")
+		jobapitest.WantUpdate(t, "old token on the retry", r.Put(t, stale, stRunning, runnerclient.UpdateOptions{}), http.StatusForbidden, "")
 		// The same decline sent again (its answer was lost) is a 200; anything else a 403.
-		wantUpdate(t, "decline again", r.put(job, stFailed, runnerclient.UpdateOptions{FailureReason: "runner_system_failure"}), http.StatusOK, stFailed)
-		wantUpdate(t, "ack after decline", r.put(job, stRunning, runnerclient.UpdateOptions{}), http.StatusForbidden, stFailed)
+		jobapitest.WantUpdate(t, "decline again", r.Put(t, job, stFailed, runnerclient.UpdateOptions{FailureReason: "runner_system_failure"}), http.StatusOK, stFailed)
+		jobapitest.WantUpdate(t, "ack after decline", r.Put(t, job, stRunning, runnerclient.UpdateOptions{}), http.StatusForbidden, stFailed)
 	})
 
 	t.Run("no longer waiting: timed out by the sweeper", func(t *testing.T) {
@@ -168,7 +168,7 @@ func TestPutTable(t *testing.T) {
 		inst.WaitFlags(t)
 		r := newRunner(t, inst.URL, runnerToken(t, inst), "s_timeout", true)
 		inst.CreatePipeline(t, 1, []string{"test"}, jobDef("build"))
-		job := r.take()
+		job := take(t, r)
 		time.Sleep(ttl + 50*time.Millisecond)
 		rep, err := inst.Sweeper.SweepOnce(context.Background())
 		if err != nil {
@@ -179,8 +179,8 @@ func TestPutTable(t *testing.T) {
 		}
 		t.Logf("SweepOnce with one expired build: %v", rep.Duration)
 		for _, state := range []string{stRunning, stPending, stFailed} {
-			res := r.put(job, state, runnerclient.UpdateOptions{FailureReason: failureFor(state)})
-			wantUpdate(t, "state="+state+" after the timeout", res, http.StatusForbidden, stFailed)
+			res := r.Put(t, job, state, runnerclient.UpdateOptions{FailureReason: failureFor(state)})
+			jobapitest.WantUpdate(t, "state="+state+" after the timeout", res, http.StatusForbidden, stFailed)
 		}
 		j := inst.Job(t, 1, job.ID)
 		wantJob(t, j, stFailed, provisioningTimeout)
@@ -199,15 +199,15 @@ func TestPutTable(t *testing.T) {
 			t.Fatalf("ack key still there after the cancel (PTTL %v)", d)
 		}
 		for _, state := range []string{stRunning, stPending, stFailed} {
-			res := r.put(job, state, runnerclient.UpdateOptions{FailureReason: failureFor(state)})
-			wantUpdate(t, "state="+state+" after the cancel", res, http.StatusForbidden, stCanceled)
+			res := r.Put(t, job, state, runnerclient.UpdateOptions{FailureReason: failureFor(state)})
+			jobapitest.WantUpdate(t, "state="+state+" after the cancel", res, http.StatusForbidden, stCanceled)
 		}
 		j := p.job(t, job.ID)
 		wantJob(t, j, stCanceled, "")
 		if j.RetriedBy != nil {
 			t.Fatalf("canceled job retried by %d; job_canceled is never retried", *j.RetriedBy)
 		}
-		wantEvents(t, inst.Events(t, p.project, job.ID), "queued", "assigned", "canceled")
+		jobapitest.WantEvents(t, inst.Events(t, p.project, job.ID), "queued", "assigned", "canceled")
 	})
 
 	t.Run("no longer waiting: retried", func(t *testing.T) {
@@ -219,59 +219,59 @@ func TestPutTable(t *testing.T) {
 		if retry.Status != stPending || deref(retry.RetryOf) != job.ID || retry.Attempt != 2 {
 			t.Fatalf("operator retry: %+v, want a pending attempt 2 of %d", retry, job.ID)
 		}
-		wantUpdate(t, "ack of the retried attempt", r.put(job, stRunning, runnerclient.UpdateOptions{}), http.StatusForbidden, stCanceled)
+		jobapitest.WantUpdate(t, "ack of the retried attempt", r.Put(t, job, stRunning, runnerclient.UpdateOptions{}), http.StatusForbidden, stCanceled)
 		stale := &runnerclient.Job{ID: retry.ID, Token: job.Token}
-		wantUpdate(t, "old token on the new attempt", r.put(stale, stRunning, runnerclient.UpdateOptions{}), http.StatusForbidden, "")
-		again := r.take()
+		jobapitest.WantUpdate(t, "old token on the new attempt", r.Put(t, stale, stRunning, runnerclient.UpdateOptions{}), http.StatusForbidden, "")
+		again := take(t, r)
 		if again.ID != retry.ID {
 			t.Fatalf("next job %d, want the retry %d", again.ID, retry.ID)
 		}
-		wantUpdate(t, "ack of the new attempt", r.put(again, stRunning, runnerclient.UpdateOptions{}), http.StatusOK, stRunning)
+		jobapitest.WantUpdate(t, "ack of the new attempt", r.Put(t, again, stRunning, runnerclient.UpdateOptions{}), http.StatusOK, stRunning)
 	})
 
 	t.Run("running+running touches", func(t *testing.T) {
 		t.Parallel()
 		r, job := p.running(t)
 		for _, state := range []string{stRunning, stPending, stRunning} {
-			res := r.put(job, state, runnerclient.UpdateOptions{Checksum: "crc32:00000000"})
-			wantUpdate(t, "touch state="+state, res, http.StatusOK, stRunning)
+			res := r.Put(t, job, state, runnerclient.UpdateOptions{Checksum: "crc32:00000000"})
+			jobapitest.WantUpdate(t, "touch state="+state, res, http.StatusOK, stRunning)
 		}
 		wantJob(t, p.job(t, job.ID), stRunning, "")
-		wantEvents(t, inst.Events(t, p.project, job.ID), "queued", "assigned", "acknowledged")
+		jobapitest.WantEvents(t, inst.Events(t, p.project, job.ID), "queued", "assigned", "acknowledged")
 	})
 
 	t.Run("running+success is final", func(t *testing.T) {
 		t.Parallel()
 		r, job := p.running(t)
 		opts := runnerclient.UpdateOptions{Checksum: "crc32:00000000"}
-		wantUpdate(t, "success", r.put(job, stSuccess, opts), http.StatusOK, stSuccess)
+		jobapitest.WantUpdate(t, "success", r.Put(t, job, stSuccess, opts), http.StatusOK, stSuccess)
 		j := p.job(t, job.ID)
 		wantJob(t, j, stSuccess, "")
 		if j.FinishedAt == nil || j.RetriedBy != nil {
 			t.Fatalf("finished job: finished_at %v retried_by %v", j.FinishedAt, j.RetriedBy)
 		}
 		// SPEC §4: the same final update again is a 200 (lost answer); anything else a 403.
-		wantUpdate(t, "success again", r.put(job, stSuccess, opts), http.StatusOK, stSuccess)
+		jobapitest.WantUpdate(t, "success again", r.Put(t, job, stSuccess, opts), http.StatusOK, stSuccess)
 		for _, state := range []string{stRunning, stPending, stFailed} {
-			res := r.put(job, state, runnerclient.UpdateOptions{FailureReason: failureFor(state)})
-			wantUpdate(t, "state="+state+" after success", res, http.StatusForbidden, stSuccess)
+			res := r.Put(t, job, state, runnerclient.UpdateOptions{FailureReason: failureFor(state)})
+			jobapitest.WantUpdate(t, "state="+state+" after success", res, http.StatusForbidden, stSuccess)
 		}
-		wantEvents(t, inst.Events(t, p.project, job.ID), "queued", "assigned", "acknowledged", "finished")
+		jobapitest.WantEvents(t, inst.Events(t, p.project, job.ID), "queued", "assigned", "acknowledged", "finished")
 	})
 
 	t.Run("running+failed is final", func(t *testing.T) {
 		t.Parallel()
 		r, job := p.running(t)
 		opts := runnerclient.UpdateOptions{FailureReason: "script_failure", ExitCode: 2}
-		wantUpdate(t, "failed", r.put(job, stFailed, opts), http.StatusOK, stFailed)
+		jobapitest.WantUpdate(t, "failed", r.Put(t, job, stFailed, opts), http.StatusOK, stFailed)
 		j := p.job(t, job.ID)
 		wantJob(t, j, stFailed, "script_failure")
 		if j.ExitCode == nil || *j.ExitCode != 2 || j.RetriedBy != nil {
 			t.Fatalf("failed job: exit_code %v retried_by %v, want 2 and no retry", j.ExitCode, j.RetriedBy)
 		}
-		wantUpdate(t, "failed again", r.put(job, stFailed, opts), http.StatusOK, stFailed)
+		jobapitest.WantUpdate(t, "failed again", r.Put(t, job, stFailed, opts), http.StatusOK, stFailed)
 		for _, state := range []string{stRunning, stPending, stSuccess} {
-			wantUpdate(t, "state="+state+" after failed", r.put(job, state, runnerclient.UpdateOptions{}), http.StatusForbidden, stFailed)
+			jobapitest.WantUpdate(t, "state="+state+" after failed", r.Put(t, job, state, runnerclient.UpdateOptions{}), http.StatusForbidden, stFailed)
 		}
 	})
 
@@ -281,17 +281,17 @@ func TestPutTable(t *testing.T) {
 		if j := p.cancel(t, job.ID); j.Status != "canceling" {
 			t.Fatalf("cancel of a running job: status %s, want canceling", j.Status)
 		}
-		res := r.put(job, stRunning, runnerclient.UpdateOptions{})
-		wantUpdate(t, "touch while canceling", res, http.StatusOK, "canceling")
+		res := r.Put(t, job, stRunning, runnerclient.UpdateOptions{})
+		jobapitest.WantUpdate(t, "touch while canceling", res, http.StatusOK, "canceling")
 		if !res.CancelRequested || res.State != runnerclient.UpdateSucceeded {
 			t.Fatalf("runner reads %v cancel=%v, want a graceful cancel", res.State, res.CancelRequested)
 		}
 		// The runner ends with after_script and reports job_canceled.
 		final := runnerclient.UpdateOptions{FailureReason: "job_canceled"}
-		wantUpdate(t, "final after cancel", r.put(job, stFailed, final), http.StatusOK, stCanceled)
+		jobapitest.WantUpdate(t, "final after cancel", r.Put(t, job, stFailed, final), http.StatusOK, stCanceled)
 		wantJob(t, p.job(t, job.ID), stCanceled, "")
-		wantUpdate(t, "final after cancel, again", r.put(job, stFailed, final), http.StatusOK, stCanceled)
-		wantUpdate(t, "touch after canceled", r.put(job, stRunning, runnerclient.UpdateOptions{}), http.StatusForbidden, stCanceled)
+		jobapitest.WantUpdate(t, "final after cancel, again", r.Put(t, job, stFailed, final), http.StatusOK, stCanceled)
+		jobapitest.WantUpdate(t, "touch after canceled", r.Put(t, job, stRunning, runnerclient.UpdateOptions{}), http.StatusForbidden, stCanceled)
 	})
 
 	t.Run("bad state or malformed body is 400", func(t *testing.T) {
@@ -316,14 +316,14 @@ func TestPutTable(t *testing.T) {
 		}
 		// A waiting build cannot succeed before its ack (not in the table; the runner never
 		// does it): refused the same way.
-		res := r.put(job, stSuccess, runnerclient.UpdateOptions{})
+		res := r.Put(t, job, stSuccess, runnerclient.UpdateOptions{})
 		if res.Code != http.StatusBadRequest {
 			t.Fatalf("success while waiting: %d, want 400", res.Code)
 		}
 		// None of it touched the build.
 		wantJob(t, p.job(t, job.ID), stWaiting, "")
-		wantEvents(t, inst.Events(t, p.project, job.ID), "queued", "assigned")
-		wantUpdate(t, "ack after bad requests", r.put(job, stRunning, runnerclient.UpdateOptions{}), http.StatusOK, stRunning)
+		jobapitest.WantEvents(t, inst.Events(t, p.project, job.ID), "queued", "assigned")
+		jobapitest.WantUpdate(t, "ack after bad requests", r.Put(t, job, stRunning, runnerclient.UpdateOptions{}), http.StatusOK, stRunning)
 	})
 
 	t.Run("wrong job token is 403", func(t *testing.T) {
@@ -337,8 +337,8 @@ func TestPutTable(t *testing.T) {
 			"unknown job id":      {ID: job.ID + 1_000_000, Token: job.Token},
 		} {
 			for _, state := range []string{stRunning, stPending, stFailed} {
-				res := r.put(j, state, runnerclient.UpdateOptions{FailureReason: failureFor(state)})
-				wantUpdate(t, name+" state="+state, res, http.StatusForbidden, "")
+				res := r.Put(t, j, state, runnerclient.UpdateOptions{FailureReason: failureFor(state)})
+				jobapitest.WantUpdate(t, name+" state="+state, res, http.StatusForbidden, "")
 			}
 		}
 		code, h, b := rawPut(t, inst.URL, job.ID, other.Token, `{"state":"running"}`)
@@ -347,7 +347,7 @@ func TestPutTable(t *testing.T) {
 		}
 		wantJSONMessage(t, "403", h, b)
 		wantJob(t, p.job(t, job.ID), stWaiting, "")
-		wantEvents(t, inst.Events(t, p.project, job.ID), "queued", "assigned")
+		jobapitest.WantEvents(t, inst.Events(t, p.project, job.ID), "queued", "assigned")
 		// The token in the body alone is accepted (gitlab-runner sends both).
 		code, _, b = rawPut(t, inst.URL, job.ID, "", fmt.Sprintf(`{"token":%q,"state":"running"}`, job.Token))
 		if code != http.StatusOK {
@@ -381,7 +381,7 @@ func TestGating(t *testing.T) {
 	inst.WaitFlags(t)
 
 	// legacy checks a job handed out without two-phase.
-	legacy := func(t *testing.T, inst *jobapitest.Instance, project int64, r *runner, job *runnerclient.Job) {
+	legacy := func(t *testing.T, inst *jobapitest.Instance, project int64, r *jobapitest.Runner, job *runnerclient.Job) {
 		t.Helper()
 		j := inst.Job(t, project, job.ID)
 		wantJob(t, j, stRunning, "")
@@ -392,14 +392,14 @@ func TestGating(t *testing.T) {
 			t.Fatalf("legacy job has an ack key (PTTL %v)", d)
 		}
 		ev := inst.Events(t, project, job.ID)
-		wantEvents(t, ev, "queued", "assigned")
+		jobapitest.WantEvents(t, ev, "queued", "assigned")
 		if ev[1].Detail["two_phase"] != false {
 			t.Fatalf("assigned event %v, want two_phase false", ev[1].Detail)
 		}
 		// Its first update is the usual running touch; the keep-alive of two-phase is a touch too.
-		wantUpdate(t, "first update", r.put(job, stRunning, runnerclient.UpdateOptions{}), http.StatusOK, stRunning)
-		wantUpdate(t, "pending on a legacy job", r.put(job, stPending, runnerclient.UpdateOptions{}), http.StatusOK, stRunning)
-		wantEvents(t, inst.Events(t, project, job.ID), "queued", "assigned")
+		jobapitest.WantUpdate(t, "first update", r.Put(t, job, stRunning, runnerclient.UpdateOptions{}), http.StatusOK, stRunning)
+		jobapitest.WantUpdate(t, "pending on a legacy job", r.Put(t, job, stPending, runnerclient.UpdateOptions{}), http.StatusOK, stRunning)
+		jobapitest.WantEvents(t, inst.Events(t, project, job.ID), "queued", "assigned")
 	}
 
 	t.Run("flag on, runner capable: waits for the ack", func(t *testing.T) {
@@ -407,7 +407,7 @@ func TestGating(t *testing.T) {
 		tag := uniqueTag()
 		r := taggedRunner(t, inst, tag, true)
 		inst.CreatePipeline(t, on, []string{"test"}, jobDef("build", tag))
-		job := r.take()
+		job := take(t, r)
 		j := inst.Job(t, on, job.ID)
 		wantJob(t, j, stWaiting, "")
 		if !j.TwoPhase || j.StartedAt != nil || ackKeyTTL(t, inst, job.ID) <= 0 {
@@ -420,7 +420,7 @@ func TestGating(t *testing.T) {
 		tag := uniqueTag()
 		r := taggedRunner(t, inst, tag, false)
 		inst.CreatePipeline(t, on, []string{"test"}, jobDef("build", tag))
-		legacy(t, inst, on, r, r.take())
+		legacy(t, inst, on, r, take(t, r))
 	})
 
 	t.Run("flag off for the project: legacy", func(t *testing.T) {
@@ -428,7 +428,7 @@ func TestGating(t *testing.T) {
 		tag := uniqueTag()
 		r := taggedRunner(t, inst, tag, true)
 		inst.CreatePipeline(t, off, []string{"test"}, jobDef("build", tag))
-		legacy(t, inst, off, r, r.take())
+		legacy(t, inst, off, r, take(t, r))
 	})
 
 	t.Run("flag per project", func(t *testing.T) {
@@ -439,10 +439,10 @@ func TestGating(t *testing.T) {
 		pOn := inst.CreatePipeline(t, on, []string{"test"}, jobDef("a", tag), jobDef("b", tag))
 		got := map[int64]string{}
 		for range 4 {
-			job := r.take()
+			job := take(t, r)
 			got[job.ID] = inst.Job(t, job.JobInfo.ProjectID, job.ID).Status
 		}
-		r.none()
+		r.NoJob(t)
 		for _, pj := range pOff.Jobs {
 			if got[pj.ID] != stRunning {
 				t.Errorf("project %d (flag off) job %d: %s, want running", off, pj.ID, got[pj.ID])
@@ -460,7 +460,7 @@ func TestGating(t *testing.T) {
 		inst := jobapitest.Start(t, jobapitest.Options{})
 		r := newRunner(t, inst.URL, runnerToken(t, inst), "s_noflag", true)
 		inst.CreatePipeline(t, on, []string{"test"}, jobDef("build"))
-		legacy(t, inst, on, r, r.take())
+		legacy(t, inst, on, r, take(t, r))
 	})
 
 	t.Run("flag turned off mid-wait: the build stays two-phase", func(t *testing.T) {
@@ -471,13 +471,13 @@ func TestGating(t *testing.T) {
 		inst.WaitFlags(t)
 		r := newRunner(t, inst.URL, runnerToken(t, inst), "s_midwait", true)
 		inst.CreatePipeline(t, on, []string{"test"}, jobDef("a"), jobDef("b"))
-		job := r.take()
+		job := take(t, r)
 		inst.MustDo(t, http.StatusNoContent, "DELETE", "/api/v4/features/"+flagName, nil, nil)
 		inst.WaitFlags(t)
 		wantJob(t, inst.Job(t, on, job.ID), stWaiting, "")
-		wantUpdate(t, "ack after the flag went off", r.put(job, stRunning, runnerclient.UpdateOptions{}), http.StatusOK, stRunning)
-		wantEvents(t, inst.Events(t, on, job.ID), "queued", "assigned", "acknowledged")
-		next := r.take()
+		jobapitest.WantUpdate(t, "ack after the flag went off", r.Put(t, job, stRunning, runnerclient.UpdateOptions{}), http.StatusOK, stRunning)
+		jobapitest.WantEvents(t, inst.Events(t, on, job.ID), "queued", "assigned", "acknowledged")
+		next := take(t, r)
 		wantJob(t, inst.Job(t, on, next.ID), stRunning, "") // the flag is off now
 	})
 }

@@ -6,8 +6,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jobapi/jobapi/featureflags"
 	"github.com/open-feature/go-sdk/openfeature"
+
+	"github.com/jobapi/jobapi/featureflags"
 )
 
 // flag is a flagRow shaped for evaluation: actor lookups are map hits.

@@ -4,8 +4,9 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/jobapi/jobapi/featureflags"
 	"github.com/open-feature/go-sdk/openfeature"
+
+	"github.com/jobapi/jobapi/featureflags"
 )
 
 const key = featureflags.AllowRunnerJobAcknowledgement

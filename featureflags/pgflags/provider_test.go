@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/open-feature/go-sdk/openfeature"
+
 	"github.com/jobapi/jobapi/featureflags"
 	"github.com/jobapi/jobapi/featureflags/pgflags"
-	"github.com/open-feature/go-sdk/openfeature"
+	"github.com/jobapi/jobapi/testenv"
 )
 
 const flagKey = featureflags.AllowRunnerJobAcknowledgement
@@ -151,7 +153,7 @@ func TestChangeReachesSecondReplicaByNotify(t *testing.T) {
 		if _, err := store.SetBoolean(ctx, flagKey, on); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, time.Second, "second replica sees the change", func() bool {
+		testenv.Eventually(t, time.Second, "second replica sees the change", func() bool {
 			return flags.TwoPhaseCommit(ctx, 1, 1, "s") == on
 		})
 		t.Logf("set %v: seen after %s", on, time.Since(start))
@@ -192,12 +194,12 @@ func TestPostgresUnreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	px := startProxy(t, u.Host)
+	px := testenv.StartProxy(t, u.Host)
 	// The staleness limit is measured from the start of the last good load, which the test
 	// pins with a Refresh of its own just before the cut (a later background load only makes
 	// the snapshot newer): no bound below depends on how promptly anything runs.
 	const staleness, refresh = 2 * time.Second, 50 * time.Millisecond
-	flags, client, p := replica(t, px.url(dbURL), pgflags.Options{
+	flags, client, p := replica(t, px.URL(dbURL), pgflags.Options{
 		Refresh: refresh, Staleness: staleness, QueryTimeout: 2 * time.Second})
 	if !flags.TwoPhaseCommit(ctx, 1, 1, "s") {
 		t.Fatal("flag off while Postgres is reachable")
@@ -207,7 +209,7 @@ func TestPostgresUnreachable(t *testing.T) {
 	if err := p.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	px.stop()
+	px.Stop()
 	cut := time.Now()
 	// The last snapshot still answers for a while: a blip must not flip builds to legacy.
 	earlyFallback := func() {
@@ -219,7 +221,7 @@ func TestPostgresUnreachable(t *testing.T) {
 	if !flags.TwoPhaseCommit(ctx, 1, 1, "s") {
 		earlyFallback()
 	}
-	eventually(t, staleness+3*time.Second, "default once the snapshot is stale", func() bool {
+	testenv.Eventually(t, staleness+3*time.Second, "default once the snapshot is stale", func() bool {
 		if flags.TwoPhaseCommit(ctx, 1, 1, "s") {
 			return false
 		}
@@ -229,13 +231,13 @@ func TestPostgresUnreachable(t *testing.T) {
 	if flags.Fallbacks() == 0 {
 		t.Error("Fallbacks() = 0 after falling back")
 	}
-	eventually(t, 3*time.Second, "SDK state ERROR", func() bool { return client.State() == openfeature.ErrorState })
+	testenv.Eventually(t, 3*time.Second, "SDK state ERROR", func() bool { return client.State() == openfeature.ErrorState })
 
-	px.start()
-	eventually(t, 15*time.Second, "flag back on once Postgres answers", func() bool {
+	px.Start()
+	testenv.Eventually(t, 15*time.Second, "flag back on once Postgres answers", func() bool {
 		return flags.TwoPhaseCommit(ctx, 1, 1, "s")
 	})
-	eventually(t, 3*time.Second, "SDK state READY", func() bool { return client.State() == openfeature.ReadyState })
+	testenv.Eventually(t, 3*time.Second, "SDK state READY", func() bool { return client.State() == openfeature.ReadyState })
 }
 
 func TestPostgresDownAtStartup(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/jobapi/jobapi/featureflags/pgflags"
 )
 
