@@ -2,6 +2,13 @@ package api
 
 import "time"
 
+// TokenReset answers POST /api/v4/runners/reset_authentication_token and its operator twin
+// /runners/:id/reset_authentication_token; the new token is shown only here.
+type TokenReset struct {
+	Token          string  `json:"token"`
+	TokenExpiresAt *string `json:"token_expires_at"`
+}
+
 // RunnerCreated answers POST /api/v4/user/runners; the token is shown only here.
 type RunnerCreated struct {
 	ID             int64   `json:"id"`

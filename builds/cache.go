@@ -81,6 +81,12 @@ func (c *runnerCache) forgetRunner(id int64) {
 	}
 }
 
+func (c *runnerCache) forgetManager(runnerID int64, systemID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.managers, managerKey{runnerID, systemID})
+}
+
 func (c *runnerCache) manager(runnerID int64, systemID string, now time.Time) (int64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

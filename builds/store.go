@@ -111,6 +111,14 @@ type Store interface {
 	// ErrTooManyManagers when the runner has maxManagers others already (0: no cap);
 	// concurrent first contacts may overshoot the cap by their number.
 	UpsertManager(ctx context.Context, runnerID int64, systemID string, info ManagerInfo, now time.Time, maxManagers int) (Manager, error)
+	// DeleteRunner removes a runner and its managers; its builds keep their rows (runner
+	// unset). ErrNotFound when there is no such runner.
+	DeleteRunner(ctx context.Context, id int64) error
+	// DeleteManager removes one manager of a runner. ErrNotFound when there is none.
+	DeleteManager(ctx context.Context, runnerID int64, systemID string) error
+	// SetRunnerToken replaces a runner's token hash: the old token stops working.
+	// ErrNotFound when there is no such runner.
+	SetRunnerToken(ctx context.Context, id int64, tokenHash []byte) error
 
 	CreatePipeline(ctx context.Context, d PipelineDefinition, now time.Time) (Pipeline, error)
 	Pipeline(ctx context.Context, projectID, id int64) (Pipeline, error)

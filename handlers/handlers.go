@@ -30,10 +30,12 @@ type Health interface {
 type Deps struct {
 	Service    *builds.Service
 	AdminToken string
-	Logger     *slog.Logger
-	Flags      Flags  // nil: Features API answers 501
-	Health     Health // nil: readiness checks the service only
-	Registry   *prometheus.Registry
+	// RegistrationToken lets gitlab-runner register with POST /runners ("": off, 403).
+	RegistrationToken string
+	Logger            *slog.Logger
+	Flags             Flags  // nil: Features API answers 501
+	Health            Health // nil: readiness checks the service only
+	Registry          *prometheus.Registry
 	// TraceWatch paces runners: a short trace interval while someone reads the log.
 	TraceWatch builds.TraceWatch
 	// Limiter and Limits rate-limit the runner API (nil: no limits).
@@ -43,16 +45,18 @@ type Deps struct {
 
 // Handler carries the dependencies of every route.
 type Handler struct {
-	svc        *builds.Service
-	adminHash  []byte
-	log        *slog.Logger
-	flags      Flags
-	health     Health
-	traceWatch builds.TraceWatch
-	metrics    *httpMetrics
-	limiter    RateLimiter
-	limits     RateLimits
-	features   featureSets
+	svc       *builds.Service
+	adminHash []byte
+	// registrationHash is the registration token's hash (nil: registration is off).
+	registrationHash []byte
+	log              *slog.Logger
+	flags            Flags
+	health           Health
+	traceWatch       builds.TraceWatch
+	metrics          *httpMetrics
+	limiter          RateLimiter
+	limits           RateLimits
+	features         featureSets
 }
 
 // Trace update intervals sent to runners (GitLab's UPDATE_FREQUENCY_DEFAULT and while watched).
@@ -75,6 +79,9 @@ func New(d Deps) http.Handler {
 	}
 	if d.AdminToken != "" {
 		h.adminHash = builds.HashToken(d.AdminToken)
+	}
+	if d.RegistrationToken != "" {
+		h.registrationHash = builds.HashToken(d.RegistrationToken)
 	}
 	return h.routes(d.Registry)
 }

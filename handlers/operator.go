@@ -172,6 +172,16 @@ func (h *Handler) createRunner(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	created, token, err := h.svc.RegisterRunner(r.Context(), newRunner(u), actor(r))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, api.RunnerCreated{ID: created.ID, Token: token})
+	return nil
+}
+
+// newRunner is a runner with the settings of u, GitLab's defaults elsewhere.
+func newRunner(u builds.RunnerUpdate) builds.Runner {
 	runner := builds.Runner{RunUntagged: true}
 	if u.Description != nil {
 		runner.Description = *u.Description
@@ -185,12 +195,7 @@ func (h *Handler) createRunner(w http.ResponseWriter, r *http.Request) error {
 	if u.Paused != nil {
 		runner.Paused = *u.Paused
 	}
-	created, token, err := h.svc.RegisterRunner(r.Context(), runner, actor(r))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusCreated, api.RunnerCreated{ID: created.ID, Token: token})
-	return nil
+	return runner
 }
 
 func runnerView(r builds.Runner) api.Runner {

@@ -43,6 +43,10 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 		// Runner API: authenticated by runner and job tokens.
 		runnerJSON := r.With(limitBody(limitSmall), bodyDeadline(runnerBodyTimeout))
 		runnerJSON.Post("/runners/verify", h.wrap(h.verifyRunner))
+		runnerJSON.Post("/runners", h.wrap(h.registerRunner))
+		runnerJSON.Delete("/runners", h.wrap(h.unregisterRunner))
+		runnerJSON.Delete("/runners/managers", h.wrap(h.unregisterManager))
+		runnerJSON.Post("/runners/reset_authentication_token", h.wrap(h.resetRunnerToken))
 		runnerJSON.Post("/jobs/request", h.wrap(h.requestJob))
 		runnerJSON.Put("/jobs/{job_id}", h.wrap(h.updateJob))
 		r.With(limitBody(limitTrace), bodyDeadline(traceBodyTimeout)).Patch("/jobs/{job_id}/trace", h.wrap(h.patchTrace))
@@ -54,6 +58,8 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 			r.Get("/runners", h.wrap(h.listRunners))
 			r.Get("/runners/{runner_id}", h.wrap(h.getRunner))
 			r.Put("/runners/{runner_id}", h.wrap(h.updateRunner))
+			r.Delete("/runners/{runner_id}", h.wrap(h.deleteRunner))
+			r.Post("/runners/{runner_id}/reset_authentication_token", h.wrap(h.resetRunnerTokenByID))
 
 			r.Get("/projects/{project_id}/pipelines/{pipeline_id}", h.wrap(h.getPipeline))
 			r.Get("/projects/{project_id}/pipelines/{pipeline_id}/jobs", h.wrap(h.getPipelineJobs))

@@ -41,6 +41,8 @@ type Config struct {
 	// RateLimitJobTokenFailures: PUTs and trace PATCHes with a wrong job token, per client address.
 	RateLimitJobTokenFailures int
 	RateLimitRunnerVerify     int
+	// RunnerRegistrationToken lets gitlab-runner register with POST /runners ("": off).
+	RunnerRegistrationToken string
 	// MaxManagersPerRunner caps the system_ids one runner token may register (0: no cap).
 	MaxManagersPerRunner int
 }
@@ -170,6 +172,8 @@ var Settings = []Setting{
 			c.MaxManagersPerRunner = n
 			return nil
 		}},
+	{"JOBAPI_RUNNER_REGISTRATION_TOKEN", "", "registration token for gitlab-runner register with POST /runners (unset: such registration answers 403)",
+		func(c *Config, v string) error { c.RunnerRegistrationToken = v; return nil }},
 	{"JOBAPI_LOG_LEVEL", "info", "debug, info, warn or error", func(c *Config, v string) error {
 		switch v {
 		case "debug", "info", "warn", "error":

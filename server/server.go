@@ -253,7 +253,7 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 // newHTTP returns the HTTP server of the whole API and the listener it will serve on.
 func newHTTP(cfg Config, opts Options, d domain, fl flagBackend, reg *prometheus.Registry, rl *ratelimit.Limiter,
 	log *slog.Logger) (*http.Server, net.Listener, error) {
-	h := handlers.New(handlers.Deps{Service: d.svc, AdminToken: cfg.AdminToken, Logger: log,
+	h := handlers.New(handlers.Deps{Service: d.svc, AdminToken: cfg.AdminToken, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
 		Flags: fl.admin, Health: health{store: d.store, redis: d.rs},
 		Registry: reg, TraceWatch: d.rs, Limiter: limiter{rl},
 		Limits: handlers.RateLimits{JobsRequest: cfg.RateLimitJobsRequest, JobUpdates: cfg.RateLimitJobUpdates,

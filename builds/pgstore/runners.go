@@ -205,3 +205,37 @@ func (s *Store) UpsertManager(ctx context.Context, runnerID int64, systemID stri
 	}
 	return m, err
 }
+
+const deleteRunner = `DELETE FROM runners WHERE id = $1`
+
+// DeleteRunner removes a runner; its managers go with it (ON DELETE CASCADE) and its builds
+// keep their history with the runner unset (ON DELETE SET NULL).
+func (s *Store) DeleteRunner(ctx context.Context, id int64) error {
+	tag, err := s.pool.Exec(ctx, deleteRunner, id)
+	if err == nil && tag.RowsAffected() == 0 {
+		err = fmt.Errorf("runner %d: %w", id, builds.ErrNotFound)
+	}
+	return err
+}
+
+const deleteManager = `DELETE FROM runner_managers WHERE runner_id = $1 AND system_id = $2`
+
+// DeleteManager removes one manager (system_id) of a runner.
+func (s *Store) DeleteManager(ctx context.Context, runnerID int64, systemID string) error {
+	tag, err := s.pool.Exec(ctx, deleteManager, runnerID, systemID)
+	if err == nil && tag.RowsAffected() == 0 {
+		err = fmt.Errorf("manager %.40q of runner %d: %w", systemID, runnerID, builds.ErrNotFound)
+	}
+	return err
+}
+
+const setRunnerToken = `UPDATE runners SET token_hash = $2 WHERE id = $1`
+
+// SetRunnerToken replaces a runner's token hash.
+func (s *Store) SetRunnerToken(ctx context.Context, id int64, tokenHash []byte) error {
+	tag, err := s.pool.Exec(ctx, setRunnerToken, id, tokenHash)
+	if err == nil && tag.RowsAffected() == 0 {
+		err = fmt.Errorf("runner %d: %w", id, builds.ErrNotFound)
+	}
+	return err
+}

@@ -18,6 +18,8 @@ import (
 const (
 	projectID  = 7
 	traceLimit = 64 // bytes: small enough for the scenario to cross it
+	// registrationToken is what gitlab-runner register --registration-token sends.
+	registrationToken = "contract-registration-token"
 )
 
 // runnerInfo is the info object gitlab-runner 19.4 (shell executor) sends: every feature key.
@@ -53,7 +55,10 @@ func contentRange(offset int, data string) string {
 // exercised.
 func TestScenario(t *testing.T) {
 	t.Parallel()
-	inst := jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) { c.TraceLimit = traceLimit }})
+	inst := jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) {
+		c.TraceLimit = traceLimit
+		c.RunnerRegistrationToken = registrationToken
+	}})
 	v := newValidator(t)
 	c := &client{t: t, base: inst.URL, http: &http.Client{Transport: v}}
 	defer func() {
@@ -432,4 +437,25 @@ func TestScenario(t *testing.T) {
 	c.do(http.StatusBadRequest, "POST", "/api/v4/features/Not-A-Name", jsonBody(t, map[string]any{"value": true}), admin, invalid)
 	c.do(http.StatusNoContent, "DELETE", "/api/v4/features/contract_flag", nil, admin)
 	c.do(http.StatusNotFound, "DELETE", "/api/v4/features/contract_flag", nil, admin)
+
+	// ---- runner life cycle, as gitlab-runner sends it
+	c.do(http.StatusForbidden, "POST", "/api/v4/runners", jsonBody(t, map[string]any{"token": "wrong", "info": runnerInfo(false)}))
+	var reg api.RunnerCreated
+	c.decode(&reg, http.StatusCreated, "POST", "/api/v4/runners", jsonBody(t, map[string]any{
+		"token": registrationToken, "description": "registered", "tag_list": "a, b", "run_untagged": false,
+		"locked": true, "paused": false, "info": runnerInfo(false)}))
+	c.do(http.StatusOK, "POST", "/api/v4/runners/verify", jsonBody(t, map[string]any{"token": reg.Token, "system_id": "s_lifecycle"}))
+	c.do(http.StatusNoContent, "DELETE", "/api/v4/runners/managers",
+		jsonBody(t, map[string]any{"token": reg.Token, "system_id": "s_lifecycle"}), header("RUNNER-TOKEN", reg.Token))
+	c.do(http.StatusNotFound, "DELETE", "/api/v4/runners/managers", jsonBody(t, map[string]any{"token": reg.Token, "system_id": "s_lifecycle"}))
+	c.do(http.StatusBadRequest, "DELETE", "/api/v4/runners/managers", jsonBody(t, map[string]any{"token": reg.Token}))
+	var reset api.TokenReset
+	c.decode(&reset, http.StatusCreated, "POST", "/api/v4/runners/reset_authentication_token", jsonBody(t, map[string]any{"token": reg.Token}))
+	c.do(http.StatusForbidden, "POST", "/api/v4/runners/reset_authentication_token", jsonBody(t, map[string]any{"token": reg.Token}))
+	c.decode(&reset, http.StatusCreated, "POST", path("/api/v4/runners/%d/reset_authentication_token", reg.ID), nil, admin)
+	c.do(http.StatusNotFound, "POST", "/api/v4/runners/999999/reset_authentication_token", nil, admin)
+	c.do(http.StatusNoContent, "DELETE", "/api/v4/runners", jsonBody(t, map[string]any{"token": reset.Token}))
+	c.do(http.StatusForbidden, "DELETE", "/api/v4/runners", jsonBody(t, map[string]any{"token": reset.Token}))
+	c.do(http.StatusNoContent, "DELETE", path("/api/v4/runners/%d", r2.ID), nil, admin)
+	c.do(http.StatusNotFound, "DELETE", path("/api/v4/runners/%d", r2.ID), nil, admin)
 }

@@ -1,0 +1,144 @@
+package handlers
+
+import (
+	"crypto/subtle"
+	"net/http"
+
+	"github.com/jobapi/jobapi/api"
+	"github.com/jobapi/jobapi/builds"
+)
+
+// A runner's life cycle as gitlab-runner drives it: register with a registration token,
+// unregister, unregister one manager, reset its token. Bodies as common/network.go sends
+// them; the token may also come in the RUNNER-TOKEN header.
+
+// registerRequest is common.RegisterRunnerRequest: the registration token, the runner's
+// settings (tag_list as a comma-separated string) and its info, which is not kept (the
+// manager appears with its first job request).
+type registerRequest struct {
+	runnerFields
+	Token           string         `json:"token"`
+	MaintenanceNote string         `json:"maintenance_note"`
+	Info            api.RunnerInfo `json:"info"`
+}
+
+// registerRunner answers POST /runners: gitlab-runner register with a registration token.
+// 403 when the token is wrong or registration tokens are off, as GitLab: the runner prints
+// "forbidden (check registration token)".
+func (h *Handler) registerRunner(w http.ResponseWriter, r *http.Request) error {
+	if err := h.limit(r, "runners_register", clientAddr(r), h.limits.RunnerVerify); err != nil {
+		return err
+	}
+	var req registerRequest
+	if err := decodeJSON(r, &req, false); err != nil {
+		return err
+	}
+	token := runnerToken(r, req.Token)
+	if h.registrationHash == nil {
+		return &httpError{code: http.StatusForbidden, msg: "403 Forbidden - registration tokens are disabled (JOBAPI_RUNNER_REGISTRATION_TOKEN is unset)"}
+	}
+	if subtle.ConstantTimeCompare(builds.HashToken(token), h.registrationHash) != 1 {
+		return &httpError{code: http.StatusForbidden, msg: "403 Forbidden - invalid registration token"}
+	}
+	u, err := req.update()
+	if err != nil {
+		return err
+	}
+	created, newToken, err := h.svc.RegisterRunner(r.Context(), newRunner(u), "registration token (request "+RequestID(r.Context())+")")
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, api.RunnerCreated{ID: created.ID, Token: newToken})
+	return nil
+}
+
+// runnerTokenRequest is the body of DELETE /runners, DELETE /runners/managers and POST
+// /runners/reset_authentication_token.
+type runnerTokenRequest struct {
+	Token    string `json:"token"`
+	SystemID string `json:"system_id"`
+}
+
+// decodeRunnerToken reads a runner-token body and spends the token's budget for the
+// life-cycle calls.
+func (h *Handler) decodeRunnerToken(r *http.Request) (runnerTokenRequest, error) {
+	var req runnerTokenRequest
+	if err := decodeJSON(r, &req, false); err != nil {
+		return req, err
+	}
+	req.Token = runnerToken(r, req.Token)
+	return req, h.limit(r, "runners_lifecycle", req.Token, h.limits.RunnerVerify)
+}
+
+// unregisterRunner answers DELETE /runners: 204, the runner and its managers are gone.
+func (h *Handler) unregisterRunner(w http.ResponseWriter, r *http.Request) error {
+	req, err := h.decodeRunnerToken(r)
+	if err != nil {
+		return err
+	}
+	if err := h.svc.UnregisterRunner(r.Context(), req.Token); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// unregisterManager answers DELETE /runners/managers: 204, one system_id of the runner is
+// gone; 404 when the runner has no such manager (as GitLab).
+func (h *Handler) unregisterManager(w http.ResponseWriter, r *http.Request) error {
+	req, err := h.decodeRunnerToken(r)
+	if err != nil {
+		return err
+	}
+	if req.SystemID == "" || !validSystemID(req.SystemID) {
+		return badRequest("system_id is required: at most 128 letters, digits or _-.:")
+	}
+	if err := h.svc.UnregisterManager(r.Context(), req.Token, req.SystemID); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// resetRunnerToken answers POST /runners/reset_authentication_token: 201 with the new
+// token, shown once; the old one stops working.
+func (h *Handler) resetRunnerToken(w http.ResponseWriter, r *http.Request) error {
+	req, err := h.decodeRunnerToken(r)
+	if err != nil {
+		return err
+	}
+	_, token, err := h.svc.ResetRunnerToken(r.Context(), req.Token)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, api.TokenReset{Token: token})
+	return nil
+}
+
+// deleteRunner answers the operator's DELETE /runners/:id: 204.
+func (h *Handler) deleteRunner(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "runner_id")
+	if err != nil {
+		return err
+	}
+	if err := h.svc.DeleteRunner(r.Context(), id, actor(r)); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// resetRunnerTokenByID answers the operator's POST /runners/:id/reset_authentication_token
+// (also gitlab-runner reset-token --pat): 201 with the new token, shown once.
+func (h *Handler) resetRunnerTokenByID(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "runner_id")
+	if err != nil {
+		return err
+	}
+	token, err := h.svc.ResetRunnerTokenByID(r.Context(), id, actor(r))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, api.TokenReset{Token: token})
+	return nil
+}
