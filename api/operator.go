@@ -65,6 +65,9 @@ type Pipeline struct {
 	UpdatedAt       time.Time     `json:"updated_at"`
 	FinishedAt      *time.Time    `json:"finished_at"`
 	Jobs            []PipelineJob `json:"jobs"`
+	// GitStrategy is "none" when the project has no repository (its jobs get
+	// GIT_STRATEGY=none), "fetch" when it has one; absent where not looked up.
+	GitStrategy string `json:"git_strategy,omitempty"`
 }
 
 // JobRunner and JobRunnerManager identify who holds a job.
@@ -135,4 +138,26 @@ type AuditEvent struct {
 	Action string         `json:"action"`
 	Target string         `json:"target"`
 	Detail map[string]any `json:"detail"`
+}
+
+// Project is a project as operators see it; repo_url never shows credentials.
+type Project struct {
+	ID                int64     `json:"id"`
+	Name              string    `json:"name"`
+	Path              string    `json:"path"`
+	PathWithNamespace string    `json:"path_with_namespace"`
+	RepoURL           string    `json:"repo_url"`
+	DefaultBranch     string    `json:"default_branch"`
+	CreatedAt         time.Time `json:"created_at"`
+	UpdatedAt         time.Time `json:"updated_at"`
+}
+
+// ProjectVariable is a project CI/CD variable (GitLab's shape).
+type ProjectVariable struct {
+	Key              string `json:"key"`
+	Value            string `json:"value"`
+	Masked           bool   `json:"masked"`
+	Protected        bool   `json:"protected"`
+	VariableType     string `json:"variable_type"`
+	EnvironmentScope string `json:"environment_scope"`
 }

@@ -84,6 +84,7 @@ type GitInfo struct {
 	RefType          string   `json:"ref_type"`
 	Refspecs         []string `json:"refspecs"`
 	Depth            int      `json:"depth"`
+	Protected        bool     `json:"protected"`
 }
 
 // JobRunnerInfo carries the job timeout; it must be > 0 (a 0 became a 0 s deadline in

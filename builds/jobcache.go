@@ -60,14 +60,15 @@ type cachedJob struct {
 
 func newJobCache(max int) *jobCache { return &jobCache{r: newRecent[*cachedJob](max)} }
 
-// put records build b, assigned with the token whose hash is tokenHash.
-func (c *jobCache) put(b Build, tokenHash []byte) {
+// put records build b, assigned with the token whose hash is tokenHash; extra are more
+// values to mask (its project's masked variables).
+func (c *jobCache) put(b Build, tokenHash []byte, extra []Variable) {
 	if len(tokenHash) != sha256.Size {
 		return
 	}
 	e := &cachedJob{}
 	copy(e.tokenHash[:], tokenHash)
-	for _, v := range b.Payload.Variables {
+	for _, v := range append(extra, b.Payload.Variables...) {
 		if v.Masked && len(v.Value) >= minMaskedLength {
 			e.vars = append(e.vars, v)
 		}

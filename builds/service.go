@@ -45,6 +45,7 @@ type Service struct {
 	events   PipelineEvents
 	audits   AuditLog
 	hub      *pipelineHub
+	projects ProjectStore
 }
 
 // Observer is told about domain events worth a metric.
@@ -66,8 +67,11 @@ type Deps struct {
 	// Observer is told about events worth a metric (nil: none).
 	Observer Observer
 	// Audit records operator actions (nil: not recorded, and none listed).
-	Audit  AuditLog
-	Config Config
+	Audit AuditLog
+	// Projects holds projects and their variables (nil: every project is implicit, and the
+	// project API answers 404).
+	Projects ProjectStore
+	Config   Config
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 	// Log receives what the service cannot return (nil: discarded).
@@ -93,7 +97,7 @@ func NewService(d Deps) *Service {
 		cfg.RunnerCacheTTL = 5 * time.Second
 	}
 	s := &Service{store: d.Store, leases: d.Leases, queue: d.Queue, gate: d.TwoPhase, cfg: cfg, now: d.Now, log: d.Log,
-		observer: d.Observer, events: d.Events, audits: d.Audit,
+		observer: d.Observer, events: d.Events, audits: d.Audit, projects: d.Projects,
 		runners: newRunnerCache(cfg.RunnerCacheTTL), hub: newPipelineHub(), jobs: newJobCache(jobCacheSize),
 		touches: newRecent[time.Time](jobCacheSize)}
 	s.watchers = newVersionWatcher(d.Queue, d.Log)
@@ -214,6 +218,9 @@ type Assignment struct {
 	Build      Build
 	JobToken   string
 	LastUpdate string
+	// Runner took the build; Project is its project as of the assignment.
+	Runner  Runner
+	Project JobProject
 }
 
 // RequestJob hands out the oldest matching build, or returns *NoJobError.
@@ -277,7 +284,14 @@ func (s *Service) RequestJob(ctx context.Context, req JobRequest) (Assignment, e
 	if err != nil {
 		return Assignment{}, err
 	}
-	s.jobs.put(b, claim.TokenHash)
+	// The project is read after the claim, because only the claim says which one. If the
+	// read fails the runner gets a 503 for a build it holds: the same as a lost 201, which
+	// the ack sweeper (two-phase) or the no-update reaper (legacy) already recovers.
+	project, err := s.jobProject(ctx, b.ProjectID)
+	if err != nil {
+		return Assignment{}, fmt.Errorf("read project %d of build %d: %w", b.ProjectID, b.ID, err)
+	}
+	s.jobs.put(b, claim.TokenHash, project.maskedVariables())
 	if b.TwoPhase {
 		// The row is already waiting in Postgres; a failed SET only means the sweeper will
 		// time the build out at its deadline of record unless the runner acks first.
@@ -290,7 +304,7 @@ func (s *Service) RequestJob(ctx context.Context, req JobRequest) (Assignment, e
 			}
 		}
 	}
-	return Assignment{Build: b, JobToken: jobToken, LastUpdate: version}, nil
+	return Assignment{Build: b, JobToken: jobToken, LastUpdate: version, Runner: r, Project: project}, nil
 }
 
 // ackTTL is the TTL to grant now for a build assigned at assignedAt, never reaching past
@@ -447,7 +461,12 @@ func (s *Service) JobTokenValid(ctx context.Context, id int64, token string) (bo
 		return false, nil
 	}
 	if b.Status.OnRunner() {
-		s.jobs.put(b, b.TokenHash)
+		// The entry also serves trace masking, so it holds the project's masked values too.
+		project, err := s.jobProject(ctx, b.ProjectID)
+		if err != nil {
+			return false, fmt.Errorf("read project %d of build %d: %w", b.ProjectID, b.ID, err)
+		}
+		s.jobs.put(b, b.TokenHash, project.maskedVariables())
 	}
 	return true, nil
 }
@@ -634,7 +653,12 @@ func (s *Service) AppendTrace(ctx context.Context, id int64, token string, offse
 	if b.Status != StatusRunning && b.Status != StatusCanceling {
 		return TraceResult{}, &JobForbiddenError{Cause: NotRunning, Status: b.Status}
 	}
-	s.jobs.put(b, b.TokenHash)
+	project, err := s.jobProject(ctx, b.ProjectID)
+	if err != nil {
+		return TraceResult{}, fmt.Errorf("read project %d of build %d: %w", b.ProjectID, b.ID, err)
+	}
+	masked := project.maskedVariables()
+	s.jobs.put(b, b.TokenHash, masked)
 	if offset != b.TraceSize {
 		return TraceResult{Size: b.TraceSize, Status: b.Status}, &TraceRangeError{Size: b.TraceSize}
 	}
@@ -658,7 +682,7 @@ func (s *Service) AppendTrace(ctx context.Context, id int64, token string, offse
 		}
 		return TraceResult{}, &JobForbiddenError{Cause: TraceTooLarge, Status: f.Build.Status}
 	}
-	res, err := s.appendChecked(ctx, b.ID, b.Payload.Variables, token, offset, data)
+	res, err := s.appendChecked(ctx, b.ID, append(masked, b.Payload.Variables...), token, offset, data)
 	if errors.Is(err, ErrConflict) {
 		// The build left running between our read and the append: answer from its new state.
 		return s.AppendTrace(ctx, id, token, offset, data)

@@ -41,6 +41,8 @@ type Deps struct {
 	// Limiter and Limits rate-limit the runner API (nil: no limits).
 	Limiter RateLimiter
 	Limits  RateLimits
+	// ExternalURL is the base of CI_SERVER_URL and job URLs ("": the request's scheme and Host).
+	ExternalURL string
 }
 
 // Handler carries the dependencies of every route.
@@ -57,6 +59,7 @@ type Handler struct {
 	limiter          RateLimiter
 	limits           RateLimits
 	features         featureSets
+	external         string
 }
 
 // Trace update intervals sent to runners (GitLab's UPDATE_FREQUENCY_DEFAULT and while watched).
@@ -76,6 +79,7 @@ func New(d Deps) http.Handler {
 		metrics:    newHTTPMetrics(d.Registry),
 		limiter:    d.Limiter,
 		limits:     d.Limits,
+		external:   d.ExternalURL,
 	}
 	if d.AdminToken != "" {
 		h.adminHash = builds.HashToken(d.AdminToken)

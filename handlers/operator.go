@@ -345,7 +345,11 @@ func (h *Handler) createPipeline(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, pipelineView(p))
+	out := pipelineView(p)
+	if out.GitStrategy, err = h.gitStrategy(r, pid); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, out)
 	return nil
 }
 
@@ -366,7 +370,11 @@ func (h *Handler) getPipeline(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, pipelineView(p))
+	out := pipelineView(p)
+	if out.GitStrategy, err = h.gitStrategy(r, p.ProjectID); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -61,6 +61,17 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 			r.Delete("/runners/{runner_id}", h.wrap(h.deleteRunner))
 			r.Post("/runners/{runner_id}/reset_authentication_token", h.wrap(h.resetRunnerTokenByID))
 
+			r.Post("/projects", h.wrap(h.createProject))
+			r.Get("/projects", h.wrap(h.listProjects))
+			r.Get("/projects/{project_id}", h.wrap(h.getProject))
+			r.Put("/projects/{project_id}", h.wrap(h.updateProject))
+			r.Delete("/projects/{project_id}", h.wrap(h.deleteProject))
+			r.Get("/projects/{project_id}/variables", h.wrap(h.listVariables))
+			r.Post("/projects/{project_id}/variables", h.wrap(h.createVariable))
+			r.Get("/projects/{project_id}/variables/{key}", h.wrap(h.getVariable))
+			r.Put("/projects/{project_id}/variables/{key}", h.wrap(h.updateVariable))
+			r.Delete("/projects/{project_id}/variables/{key}", h.wrap(h.deleteVariable))
+
 			r.Get("/projects/{project_id}/pipelines/{pipeline_id}", h.wrap(h.getPipeline))
 			r.Get("/projects/{project_id}/pipelines/{pipeline_id}/jobs", h.wrap(h.getPipelineJobs))
 			r.Post("/projects/{project_id}/pipelines/{pipeline_id}/cancel", h.wrap(h.cancelPipeline))

@@ -129,7 +129,7 @@ func (h *Handler) requestJob(w http.ResponseWriter, r *http.Request) error {
 	// No X-GitLab-Last-Update on a 201 (GitLab sends it only with 204): gitlab-runner keeps
 	// the header from any answer and echoes it, so the next poll would get the cached 204
 	// while other builds are still pending, until something bumps the queue.
-	writeJSON(w, http.StatusCreated, jobPayload(r, a))
+	writeJSON(w, http.StatusCreated, h.jobPayload(r, a))
 	return nil
 }
 
@@ -146,75 +146,6 @@ func jobRequestResult(err error) string {
 		return "unavailable"
 	}
 	return "error"
-}
-
-// jobPayload builds the job JSON gitlab-runner decodes into spec.Job.
-func jobPayload(r *http.Request, a builds.Assignment) api.Job {
-	b := a.Build
-	project := fmt.Sprintf("project-%d", b.ProjectID)
-	vars := []api.JobVariable{
-		{Key: "CI", Value: "true", Public: true},
-		{Key: "GITLAB_CI", Value: "true", Public: true},
-		{Key: "CI_JOB_ID", Value: strconv.FormatInt(b.ID, 10), Public: true},
-		{Key: "CI_JOB_NAME", Value: b.Name, Public: true},
-		{Key: "CI_JOB_STAGE", Value: b.Stage, Public: true},
-		{Key: "CI_JOB_TOKEN", Value: a.JobToken, Masked: true},
-		{Key: "CI_JOB_TIMEOUT", Value: strconv.Itoa(b.TimeoutSeconds), Public: true},
-		{Key: "CI_PIPELINE_ID", Value: strconv.FormatInt(b.PipelineID, 10), Public: true},
-		{Key: "CI_PROJECT_ID", Value: strconv.FormatInt(b.ProjectID, 10), Public: true},
-		{Key: "CI_PROJECT_NAME", Value: project, Public: true},
-		{Key: "CI_PROJECT_PATH", Value: "jobapi/" + project, Public: true},
-		{Key: "CI_COMMIT_REF_NAME", Value: b.Ref, Public: true},
-		{Key: "CI_COMMIT_SHA", Value: b.SHA, Public: true},
-		{Key: "CI_RUNNER_ID", Value: strconv.FormatInt(b.RunnerID, 10), Public: true},
-		{Key: "CI_JOB_ATTEMPT", Value: strconv.Itoa(b.Attempt), Public: true},
-	}
-	for _, v := range b.Payload.Variables {
-		// Operator variables come last so that they override predefined ones (GIT_STRATEGY…).
-		vars = append(vars, api.JobVariable{Key: v.Key, Value: v.Value, Public: !v.Masked, Masked: v.Masked, File: v.File})
-	}
-	steps := []api.Step{{Name: "script", Script: b.Payload.Script, Timeout: b.TimeoutSeconds, When: "on_success"}}
-	if len(b.Payload.AfterScript) > 0 {
-		steps = append(steps, api.Step{Name: "after_script", Script: b.Payload.AfterScript,
-			Timeout: b.TimeoutSeconds, When: "always", AllowFailure: true})
-	}
-	services := make([]api.Image, 0, len(b.Payload.Services))
-	for _, s := range b.Payload.Services {
-		services = append(services, api.Image{Name: s, Command: []string{}, Entrypoint: []string{}, Ports: []any{}})
-	}
-	var inQueue float64
-	if b.QueuedAt != nil && b.AssignedAt != nil {
-		inQueue = b.AssignedAt.Sub(*b.QueuedAt).Seconds()
-	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	refType := "branch"
-	if strings.HasPrefix(b.Ref, "refs/tags/") {
-		refType = "tag"
-	}
-	return api.Job{
-		ID: b.ID, Token: a.JobToken,
-		JobInfo: api.JobInfo{ID: b.ID, Name: b.Name, Stage: b.Stage, PipelineID: b.PipelineID, ProjectID: b.ProjectID,
-			ProjectName: project, ProjectFullPath: "jobapi/" + project, TimeInQueueSeconds: inQueue},
-		GitInfo: api.GitInfo{
-			// A syntactically valid URL keeps the runner's build directory stable even when
-			// GIT_STRATEGY=none means nothing is cloned.
-			RepoURL:          fmt.Sprintf("%s://gitlab-ci-token:%s@%s/jobapi/%s.git", scheme, a.JobToken, r.Host, project),
-			RepoObjectFormat: "sha1", Ref: b.Ref, Sha: b.SHA, BeforeSha: "0000000000000000000000000000000000000000",
-			RefType: refType, Refspecs: []string{"+refs/heads/" + b.Ref + ":refs/remotes/origin/" + b.Ref}, Depth: 20,
-		},
-		RunnerInfo: api.JobRunnerInfo{Timeout: b.TimeoutSeconds},
-		Variables:  vars,
-		Steps:      steps,
-		Image:      api.Image{Name: b.Payload.Image, Command: []string{}, Entrypoint: []string{}, Ports: []any{}},
-		Services:   services,
-		Artifacts:  []any{}, Cache: []any{}, Credentials: []any{}, Dependencies: []any{}, Hooks: []any{},
-		Secrets: map[string]any{},
-		Features: api.JobFeatures{TraceSections: true, TokenMaskPrefixes: []string{"glcbt-", "glrt-"},
-			FailureReasons: builds.FailureReasons},
-	}
 }
 
 func jobID(r *http.Request) (int64, error) {

@@ -5,6 +5,7 @@ package server
 
 import (
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +46,9 @@ type Config struct {
 	RunnerRegistrationToken string
 	// MaxManagersPerRunner caps the system_ids one runner token may register (0: no cap).
 	MaxManagersPerRunner int
+	// ExternalURL is the base of CI_SERVER_URL and the job and pipeline URLs ("": the
+	// request's own scheme and Host).
+	ExternalURL string
 }
 
 // Setting describes one environment variable: the configuration table in README.md is
@@ -174,6 +178,18 @@ var Settings = []Setting{
 		}},
 	{"JOBAPI_RUNNER_REGISTRATION_TOKEN", "", "registration token for gitlab-runner register with POST /runners (unset: such registration answers 403)",
 		func(c *Config, v string) error { c.RunnerRegistrationToken = v; return nil }},
+	{"JOBAPI_EXTERNAL_URL", "", "base URL runners and jobs reach jobapi at: CI_SERVER_URL, CI_API_V4_URL, job and pipeline URLs (default: from the request's Host)",
+		func(c *Config, v string) error {
+			if v == "" {
+				return nil
+			}
+			u, err := url.Parse(v)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" {
+				return fmt.Errorf("want an http(s) URL such as https://ci.example.com, got %q", v)
+			}
+			c.ExternalURL = strings.TrimRight(v, "/")
+			return nil
+		}},
 	{"JOBAPI_LOG_LEVEL", "info", "debug, info, warn or error", func(c *Config, v string) error {
 		switch v {
 		case "debug", "info", "warn", "error":

@@ -234,7 +234,7 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 	d := domain{store: pgstore.New(be.pool), rs: redisstore.New(be.rdb, cfg.RedisKeyPrefix)}
 	policy := builds.DefaultRetryPolicy(cfg.AutoRetryMax)
 	d.svc = builds.NewService(builds.Deps{Store: d.store, Leases: d.rs, Queue: d.rs, Events: d.rs,
-		TwoPhase: fl.flags.TwoPhaseCommit, Observer: m, Audit: d.store, Now: opts.Now, Log: log,
+		TwoPhase: fl.flags.TwoPhaseCommit, Observer: m, Audit: d.store, Projects: d.store, Now: opts.Now, Log: log,
 		Config: builds.Config{AckTTL: cfg.AckTTL, MaxProvisioningWait: cfg.MaxProvisioningWait,
 			TraceLimit: cfg.TraceLimit, LongPoll: cfg.LongPoll, Policy: policy,
 			MaxManagersPerRunner: cfg.MaxManagersPerRunner}})
@@ -255,7 +255,7 @@ func newHTTP(cfg Config, opts Options, d domain, fl flagBackend, reg *prometheus
 	log *slog.Logger) (*http.Server, net.Listener, error) {
 	h := handlers.New(handlers.Deps{Service: d.svc, AdminToken: cfg.AdminToken, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
 		Flags: fl.admin, Health: health{store: d.store, redis: d.rs},
-		Registry: reg, TraceWatch: d.rs, Limiter: limiter{rl},
+		Registry: reg, TraceWatch: d.rs, Limiter: limiter{rl}, ExternalURL: cfg.ExternalURL,
 		Limits: handlers.RateLimits{JobsRequest: cfg.RateLimitJobsRequest, JobUpdates: cfg.RateLimitJobUpdates,
 			JobTokenFailures: cfg.RateLimitJobTokenFailures, RunnerVerify: cfg.RateLimitRunnerVerify}})
 	ln := opts.Listener

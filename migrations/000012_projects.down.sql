@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS project_variables;
+DROP TABLE IF EXISTS projects;
