@@ -82,6 +82,38 @@ func TestScenario(t *testing.T) {
 		jsonBody(t, map[string]any{"jobs": []any{map[string]any{"name": "x", "script": "true"}}}),
 		header("PRIVATE-TOKEN", "wrong"))
 
+	// ---- projects and their variables: create (JSON and form), list, show, update, delete
+	var proj api.Project
+	c.decode(&proj, http.StatusCreated, "POST", "/api/v4/projects", jsonBody(t, map[string]any{
+		"name": "Contract", "repo_url": "https://ci:s3cr3t-pass@git.example.com/grp/contract.git"}), admin)
+	if proj.RepoURL != "https://*****:*****@git.example.com/grp/contract.git" || proj.Path != "contract" {
+		t.Errorf("created project = %+v, want the remote redacted and path contract", proj)
+	}
+	c.do(http.StatusCreated, "POST", "/api/v4/projects", formBody(url.Values{
+		"name": {"form project"}, "path": {"form"}, "repo_url": {"file:///srv/git/form.git"}, "default_branch": {"trunk"}}), admin)
+	c.do(http.StatusBadRequest, "POST", "/api/v4/projects", jsonBody(t, map[string]any{"name": "x", "repo_url": "ftp://h/r"}), admin)
+	c.do(http.StatusBadRequest, "POST", "/api/v4/projects", jsonBody(t, map[string]any{"name": "Contract"}), admin)
+	var projects []api.Project
+	resp := c.decode(&projects, http.StatusOK, "GET", "/api/v4/projects?per_page=1", nil, admin)
+	wantHeader(t, "projects page 1", resp, "X-Total", "2")
+	wantHeader(t, "projects page 1", resp, "X-Next-Page", "2")
+	c.do(http.StatusOK, "GET", path("/api/v4/projects/%d", proj.ID), nil, admin)
+	c.do(http.StatusNotFound, "GET", "/api/v4/projects/999999", nil, admin)
+	c.do(http.StatusOK, "PUT", path("/api/v4/projects/%d", proj.ID), jsonBody(t, map[string]any{"default_branch": "develop"}), admin)
+	c.do(http.StatusBadRequest, "PUT", path("/api/v4/projects/%d", proj.ID), jsonBody(t, map[string]any{"default_branch": "a..b"}), admin)
+	c.do(http.StatusCreated, "POST", path("/api/v4/projects/%d/variables", proj.ID), jsonBody(t, map[string]any{
+		"key": "DEPLOY_TOKEN", "value": "abcdefgh12345", "masked": true, "variable_type": "env_var"}), admin)
+	c.do(http.StatusCreated, "POST", path("/api/v4/projects/%d/variables", proj.ID), formBody(url.Values{
+		"key": {"KUBECONFIG"}, "value": {"apiVersion: v1"}, "variable_type": {"file"}, "protected": {"true"}}), admin)
+	c.do(http.StatusBadRequest, "POST", path("/api/v4/projects/%d/variables", proj.ID), jsonBody(t, map[string]any{
+		"key": "SHORT", "value": "abc", "masked": true}), admin)
+	c.do(http.StatusOK, "GET", path("/api/v4/projects/%d/variables", proj.ID), nil, admin)
+	c.do(http.StatusOK, "GET", path("/api/v4/projects/%d/variables/DEPLOY_TOKEN", proj.ID), nil, admin)
+	c.do(http.StatusOK, "PUT", path("/api/v4/projects/%d/variables/DEPLOY_TOKEN", proj.ID), jsonBody(t, map[string]any{"protected": true}), admin)
+	c.do(http.StatusNoContent, "DELETE", path("/api/v4/projects/%d/variables/KUBECONFIG", proj.ID), nil, admin)
+	c.do(http.StatusNotFound, "DELETE", path("/api/v4/projects/%d/variables/KUBECONFIG", proj.ID), nil, admin)
+	c.do(http.StatusNoContent, "DELETE", path("/api/v4/projects/%d", proj.ID+1), nil, admin)
+
 	// ---- runners: create (JSON and form), verify, list, show, update
 	var r1 api.RunnerCreated
 	c.decode(&r1, http.StatusCreated, "POST", "/api/v4/user/runners", jsonBody(t, map[string]any{
@@ -112,7 +144,7 @@ func TestScenario(t *testing.T) {
 		"token": r1.Token, "system_id": systemID, "info": map[string]any{"name": strings.Repeat("x", 70<<10)}}))
 
 	var page []api.Runner
-	resp := c.decode(&page, http.StatusOK, "GET", "/api/v4/runners?page=1&per_page=1", nil, admin)
+	resp = c.decode(&page, http.StatusOK, "GET", "/api/v4/runners?page=1&per_page=1", nil, admin)
 	wantHeader(t, "runners page 1", resp, "X-Total", "2")
 	wantHeader(t, "runners page 1", resp, "X-Next-Page", "2")
 	if len(page) != 1 || page[0].ID != r1.ID || len(page[0].Managers) != 1 {
