@@ -71,7 +71,7 @@ var (
 	projectPathPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}$`)
 	variableKeyPattern = regexp.MustCompile(`^[A-Za-z0-9_]{1,255}$`)
 	// scpLikeRemote is git's user@host:path form (no scheme).
-	scpLikeRemote = regexp.MustCompile(`^(?:[A-Za-z0-9._~-]+@)?[A-Za-z0-9.-]+:[^/\\][^\s]*$`)
+	scpLikeRemote = regexp.MustCompile(`^(?:[A-Za-z0-9._~-]+@)?[A-Za-z0-9.-]+:[A-Za-z0-9._~+-][A-Za-z0-9._~/+-]*$`)
 )
 
 // maxVariableValue bounds a variable's value (GitLab allows 10,000 characters).
