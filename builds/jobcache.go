@@ -3,6 +3,7 @@ package builds
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"slices"
 	"sync"
 )
 
@@ -68,7 +69,7 @@ func (c *jobCache) put(b Build, tokenHash []byte, extra []Variable) {
 	}
 	e := &cachedJob{}
 	copy(e.tokenHash[:], tokenHash)
-	for _, v := range append(extra, b.Payload.Variables...) {
+	for _, v := range slices.Concat(extra, b.Payload.Variables) {
 		if v.Masked && len(v.Value) >= minMaskedLength {
 			e.vars = append(e.vars, v)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -682,7 +683,7 @@ func (s *Service) AppendTrace(ctx context.Context, id int64, token string, offse
 		}
 		return TraceResult{}, &JobForbiddenError{Cause: TraceTooLarge, Status: f.Build.Status}
 	}
-	res, err := s.appendChecked(ctx, b.ID, append(masked, b.Payload.Variables...), token, offset, data)
+	res, err := s.appendChecked(ctx, b.ID, slices.Concat(masked, b.Payload.Variables), token, offset, data)
 	if errors.Is(err, ErrConflict) {
 		// The build left running between our read and the append: answer from its new state.
 		return s.AppendTrace(ctx, id, token, offset, data)
