@@ -48,7 +48,7 @@ func TestProjectsCRUD(t *testing.T) {
 	var bodies [][]byte
 	keep := func(b []byte) []byte { bodies = append(bodies, b); return b }
 
-	resp, b := admin(t, inst, "POST", "/api/v4/projects", map[string]any{"name": "My App", "repo_url": secretURL})
+	resp, b := inst.Do(t, "POST", "/api/v4/projects", map[string]any{"name": "My App", "repo_url": secretURL})
 	wantStatus(t, resp, keep(b), http.StatusCreated)
 	app := decode[api.Project](t, b)
 	want := api.Project{ID: app.ID, Name: "My App", Path: "my-app", PathWithNamespace: "jobapi/my-app",
@@ -59,7 +59,7 @@ func TestProjectsCRUD(t *testing.T) {
 	}
 
 	// A form body, a token as the username, an ssh remote, a file remote.
-	resp, b = admin(t, inst, "POST", "/api/v4/projects", url.Values{"name": {"tok"}, "path": {"tok"},
+	resp, b = inst.Do(t, "POST", "/api/v4/projects", url.Values{"name": {"tok"}, "path": {"tok"},
 		"repo_url": {"https://" + remotePassword + "@git.example.com/tok.git"}, "default_branch": {"trunk"}}.Encode(),
 		"Content-Type", "application/x-www-form-urlencoded")
 	wantStatus(t, resp, keep(b), http.StatusCreated)
@@ -67,21 +67,21 @@ func TestProjectsCRUD(t *testing.T) {
 		t.Errorf("form-created project = %+v, want the token redacted and branch trunk", p)
 	}
 	for i, remote := range []string{"ssh://git@git.example.com:2222/grp/x.git", "git@git.example.com:grp/y.git", "file:///srv/git/z.git", ""} {
-		resp, b = admin(t, inst, "POST", "/api/v4/projects", map[string]any{"name": fmt.Sprintf("remote %d", i), "repo_url": remote})
+		resp, b = inst.Do(t, "POST", "/api/v4/projects", map[string]any{"name": fmt.Sprintf("remote %d", i), "repo_url": remote})
 		wantStatus(t, resp, keep(b), http.StatusCreated)
 		if p := decode[api.Project](t, b); p.RepoURL != remote {
 			t.Errorf("remote %q answered as %q, want it unchanged (no credentials in it)", remote, p.RepoURL)
 		}
 	}
 
-	resp, b = admin(t, inst, "GET", fmt.Sprintf("/api/v4/projects/%d", app.ID), nil)
+	resp, b = inst.Do(t, "GET", fmt.Sprintf("/api/v4/projects/%d", app.ID), nil)
 	wantStatus(t, resp, keep(b), http.StatusOK)
 	if got := decode[api.Project](t, b); got.RepoURL != want.RepoURL {
 		t.Errorf("shown repo_url %q, want %q", got.RepoURL, want.RepoURL)
 	}
 
 	// Six projects, pages of four.
-	resp, b = admin(t, inst, "GET", "/api/v4/projects?per_page=4", nil)
+	resp, b = inst.Do(t, "GET", "/api/v4/projects?per_page=4", nil)
 	wantStatus(t, resp, keep(b), http.StatusOK)
 	if page := decode[[]api.Project](t, b); len(page) != 4 || page[0].ID != app.ID {
 		t.Errorf("page 1 = %d projects starting %d, want 4 starting %d", len(page), page[0].ID, app.ID)
@@ -91,19 +91,19 @@ func TestProjectsCRUD(t *testing.T) {
 			t.Errorf("page 1 %s = %q, want %q", k, got, v)
 		}
 	}
-	resp, b = admin(t, inst, "GET", "/api/v4/projects?per_page=4&page=2", nil)
+	resp, b = inst.Do(t, "GET", "/api/v4/projects?per_page=4&page=2", nil)
 	wantStatus(t, resp, keep(b), http.StatusOK)
 	if page := decode[[]api.Project](t, b); len(page) != 2 || resp.Header.Get("X-Next-Page") != "" {
 		t.Errorf("page 2 = %d projects, X-Next-Page %q; want 2 and none", len(page), resp.Header.Get("X-Next-Page"))
 	}
 
 	// Only what is sent changes; a new remote is redacted too.
-	resp, b = admin(t, inst, "PUT", fmt.Sprintf("/api/v4/projects/%d", app.ID), map[string]any{"default_branch": "develop"})
+	resp, b = inst.Do(t, "PUT", fmt.Sprintf("/api/v4/projects/%d", app.ID), map[string]any{"default_branch": "develop"})
 	wantStatus(t, resp, keep(b), http.StatusOK)
 	if got := decode[api.Project](t, b); got.DefaultBranch != "develop" || got.Name != "My App" || got.RepoURL != want.RepoURL {
 		t.Errorf("after PUT default_branch: %+v", got)
 	}
-	resp, b = admin(t, inst, "PUT", fmt.Sprintf("/api/v4/projects/%d", app.ID),
+	resp, b = inst.Do(t, "PUT", fmt.Sprintf("/api/v4/projects/%d", app.ID),
 		map[string]any{"repo_url": "http://" + remoteUser + ":" + remotePassword + "@10.0.0.1/app.git"})
 	wantStatus(t, resp, keep(b), http.StatusOK)
 	if got := decode[api.Project](t, b); got.RepoURL != "http://*****:*****@10.0.0.1/app.git" {
@@ -112,22 +112,22 @@ func TestProjectsCRUD(t *testing.T) {
 
 	// A project with an unfinished pipeline cannot go; once it is finished, it can.
 	p := inst.CreatePipeline(t, app.ID, []string{"test"}, jobapitest.Job{"name": "unit", "script": "true"})
-	resp, b = admin(t, inst, "DELETE", fmt.Sprintf("/api/v4/projects/%d", app.ID), nil)
+	resp, b = inst.Do(t, "DELETE", fmt.Sprintf("/api/v4/projects/%d", app.ID), nil)
 	if msg := wantJSONError(t, resp, b, http.StatusConflict); !strings.Contains(msg, "unfinished pipelines") {
 		t.Errorf("409 message %q does not say why", msg)
 	}
-	inst.MustDo(t, http.StatusOK, "POST", pipelinePath(p)+"/cancel", nil, nil)
-	resp, b = admin(t, inst, "DELETE", fmt.Sprintf("/api/v4/projects/%d", app.ID), nil)
+	inst.MustDo(t, http.StatusOK, "POST", jobapitest.PipelinePath(p.ProjectID, p.ID)+"/cancel", nil, nil)
+	resp, b = inst.Do(t, "DELETE", fmt.Sprintf("/api/v4/projects/%d", app.ID), nil)
 	wantStatus(t, resp, b, http.StatusNoContent)
 	for _, m := range []string{"GET", "PUT", "DELETE"} {
-		resp, b = admin(t, inst, m, fmt.Sprintf("/api/v4/projects/%d", app.ID), map[string]any{"name": "x"})
+		resp, b = inst.Do(t, m, fmt.Sprintf("/api/v4/projects/%d", app.ID), map[string]any{"name": "x"})
 		wantJSONError(t, resp, b, http.StatusNotFound)
 	}
 	// Its pipeline stays readable, as an implicit project's.
-	inst.MustDo(t, http.StatusOK, "GET", pipelinePath(p), nil, nil)
+	inst.MustDo(t, http.StatusOK, "GET", jobapitest.PipelinePath(p.ProjectID, p.ID), nil, nil)
 
 	// The audit log names every change, without the credentials.
-	resp, b = admin(t, inst, "GET", "/api/v4/admin/events?per_page=100", nil)
+	resp, b = inst.Do(t, "GET", "/api/v4/admin/events?per_page=100", nil)
 	wantStatus(t, resp, keep(b), http.StatusOK)
 	actions := map[string]int{}
 	for _, e := range decode[[]api.AuditEvent](t, b) {
@@ -149,7 +149,7 @@ func TestProjectsCRUD(t *testing.T) {
 			t.Errorf("the server log shows %q", secret)
 		}
 	}
-	if rows := queryInt(t, inst, `SELECT count(*) FROM projects WHERE repo_url LIKE '%' || $1 || '%'`, remotePassword); rows != 1 {
+	if rows := jobapitest.QueryInt(t, inst.Pool, `SELECT count(*) FROM projects WHERE repo_url LIKE '%' || $1 || '%'`, remotePassword); rows != 1 {
 		t.Errorf("%d stored remotes hold the credentials, want 1 (the token one): the runner needs them", rows)
 	}
 }
@@ -158,7 +158,7 @@ func TestProjectsCRUD(t *testing.T) {
 // and nothing is written.
 func TestProjectsBadInput(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	var p api.Project
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "taken"}, &p)
 	bad := []struct {
@@ -189,25 +189,25 @@ func TestProjectsBadInput(t *testing.T) {
 		{"bad masked", "POST", fmt.Sprintf("/api/v4/projects/%d/variables", p.ID), map[string]any{"key": "A", "value": "v", "masked": "perhaps"}, "true or false"},
 		{"environment", "POST", fmt.Sprintf("/api/v4/projects/%d/variables", p.ID), map[string]any{"key": "A", "value": "v", "environment_scope": "prod"}, "environment_scope"},
 	}
-	before := queryInt(t, inst, `SELECT (SELECT count(*) FROM projects) * 1000 + (SELECT count(*) FROM project_variables)`)
+	before := jobapitest.QueryInt(t, inst.Pool, `SELECT (SELECT count(*) FROM projects) * 1000 + (SELECT count(*) FROM project_variables)`)
 	for _, tc := range bad {
-		resp, b := admin(t, inst, tc.method, tc.path, tc.body)
+		resp, b := inst.Do(t, tc.method, tc.path, tc.body)
 		msg := wantJSONError(t, resp, b, http.StatusBadRequest)
 		if !strings.Contains(msg, tc.want) {
 			t.Errorf("%s: message %q does not mention %q", tc.name, msg, tc.want)
 		}
 	}
-	if after := queryInt(t, inst, `SELECT (SELECT count(*) FROM projects) * 1000 + (SELECT count(*) FROM project_variables)`); after != before {
+	if after := jobapitest.QueryInt(t, inst.Pool, `SELECT (SELECT count(*) FROM projects) * 1000 + (SELECT count(*) FROM project_variables)`); after != before {
 		t.Errorf("rejected requests wrote rows: %d → %d", before, after)
 	}
 	// A taken key, then a key change through PUT.
 	inst.MustDo(t, http.StatusCreated, "POST", fmt.Sprintf("/api/v4/projects/%d/variables", p.ID), map[string]any{"key": "A", "value": "1"}, nil)
-	resp, b := admin(t, inst, "POST", fmt.Sprintf("/api/v4/projects/%d/variables", p.ID), map[string]any{"key": "A", "value": "2"})
+	resp, b := inst.Do(t, "POST", fmt.Sprintf("/api/v4/projects/%d/variables", p.ID), map[string]any{"key": "A", "value": "2"})
 	wantJSONError(t, resp, b, http.StatusBadRequest)
-	resp, b = admin(t, inst, "PUT", fmt.Sprintf("/api/v4/projects/%d/variables/A", p.ID), map[string]any{"key": "B"})
+	resp, b = inst.Do(t, "PUT", fmt.Sprintf("/api/v4/projects/%d/variables/A", p.ID), map[string]any{"key": "B"})
 	wantJSONError(t, resp, b, http.StatusBadRequest)
 	// Masking an existing short value is refused as on create.
-	resp, b = admin(t, inst, "PUT", fmt.Sprintf("/api/v4/projects/%d/variables/A", p.ID), map[string]any{"masked": true})
+	resp, b = inst.Do(t, "PUT", fmt.Sprintf("/api/v4/projects/%d/variables/A", p.ID), map[string]any{"masked": true})
 	wantJSONError(t, resp, b, http.StatusBadRequest)
 	// Unknown project or key: 404.
 	for _, c := range []struct{ method, path string }{
@@ -215,18 +215,18 @@ func TestProjectsBadInput(t *testing.T) {
 		{"GET", fmt.Sprintf("/api/v4/projects/%d/variables/NOPE", p.ID)}, {"PUT", fmt.Sprintf("/api/v4/projects/%d/variables/NOPE", p.ID)},
 		{"DELETE", fmt.Sprintf("/api/v4/projects/%d/variables/NOPE", p.ID)},
 	} {
-		resp, b := admin(t, inst, c.method, c.path, map[string]any{"key": "NOPE", "value": "v"})
+		resp, b := inst.Do(t, c.method, c.path, map[string]any{"key": "NOPE", "value": "v"})
 		wantJSONError(t, resp, b, http.StatusNotFound)
 	}
 	// Without the admin token, nothing.
-	resp, b = send(t, inst.URL, "GET", "/api/v4/projects", nil)
+	resp, b = jobapitest.Send(t, inst.URL, "GET", "/api/v4/projects", nil)
 	wantJSONError(t, resp, b, http.StatusUnauthorized)
 }
 
 // TestProjectVariablesCRUD: GitLab's variable API shapes, paging, and changes.
 func TestProjectVariablesCRUD(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	var p api.Project
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "vars"}, &p)
 	base := fmt.Sprintf("/api/v4/projects/%d/variables", p.ID)
@@ -237,12 +237,12 @@ func TestProjectVariablesCRUD(t *testing.T) {
 		VariableType: "env_var", EnvironmentScope: "*"}) {
 		t.Errorf("created %+v", v)
 	}
-	resp, b := admin(t, inst, "POST", base, url.Values{"key": {"KUBECONFIG"}, "value": {"apiVersion: v1\nkind: Config\n"},
+	resp, b := inst.Do(t, "POST", base, url.Values{"key": {"KUBECONFIG"}, "value": {"apiVersion: v1\nkind: Config\n"},
 		"variable_type": {"file"}}.Encode(), "Content-Type", "application/x-www-form-urlencoded")
 	wantStatus(t, resp, b, http.StatusCreated)
 	inst.MustDo(t, http.StatusCreated, "POST", base, map[string]any{"key": "A_FIRST", "value": ""}, nil)
 
-	resp, b = admin(t, inst, "GET", base+"?per_page=2", nil)
+	resp, b = inst.Do(t, "GET", base+"?per_page=2", nil)
 	wantStatus(t, resp, b, http.StatusOK)
 	page := decode[[]api.ProjectVariable](t, b)
 	if len(page) != 2 || page[0].Key != "A_FIRST" || page[1].Key != "DEPLOY_TOKEN" ||
@@ -259,13 +259,13 @@ func TestProjectVariablesCRUD(t *testing.T) {
 		t.Errorf("after PUT = %+v, want the new value, still masked, no longer protected", v)
 	}
 	inst.MustDo(t, http.StatusNoContent, "DELETE", base+"/A_FIRST", nil, nil)
-	resp, _ = admin(t, inst, "GET", base, nil)
+	resp, _ = inst.Do(t, "GET", base, nil)
 	if resp.Header.Get("X-Total") != "2" {
 		t.Errorf("after DELETE X-Total = %q, want 2", resp.Header.Get("X-Total"))
 	}
 	// Deleting the project takes its variables.
 	inst.MustDo(t, http.StatusNoContent, "DELETE", fmt.Sprintf("/api/v4/projects/%d", p.ID), nil, nil)
-	if n := queryInt(t, inst, `SELECT count(*) FROM project_variables`); n != 0 {
+	if n := jobapitest.QueryInt(t, inst.Pool, `SELECT count(*) FROM project_variables`); n != 0 {
 		t.Errorf("%d variables outlived their project", n)
 	}
 }
@@ -283,7 +283,7 @@ func variables(job api.Job) map[string]api.JobVariable {
 // none gets in git_info and its variables, with JOBAPI_EXTERNAL_URL as the base of URLs.
 func TestJobPayloadProjects(t *testing.T) {
 	t.Parallel()
-	inst := start(t, func(c *server.Config) { c.ExternalURL = "https://ci.example.com" })
+	inst := jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) { c.ExternalURL = "https://ci.example.com" }})
 	_, token := createRunner(t, inst, []string{"linux", "docker"}, true)
 	const sha = "0123456789abcdef0123456789abcdef01234567"
 
@@ -420,7 +420,7 @@ func TestJobPayloadProjects(t *testing.T) {
 		if p.GitStrategy != "none" {
 			t.Errorf("pipeline git_strategy %q, want none", p.GitStrategy)
 		}
-		if got := getPipeline(t, inst, p).GitStrategy; got != "none" {
+		if got := inst.Pipeline(t, p).GitStrategy; got != "none" {
 			t.Errorf("GET pipeline git_strategy %q, want none", got)
 		}
 		if v := variables(job)["GIT_STRATEGY"]; v.Value != "none" {
@@ -451,7 +451,7 @@ func TestJobPayloadProjects(t *testing.T) {
 // as a job's own masked variables are.
 func TestProjectMaskedVariableInTrace(t *testing.T) {
 	t.Parallel()
-	inst := start(t, nil)
+	inst := jobapitest.Start(t, jobapitest.Options{})
 	_, token := createRunner(t, inst, nil, true)
 	var p api.Project
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "masked"}, &p)
@@ -469,7 +469,7 @@ func TestProjectMaskedVariableInTrace(t *testing.T) {
 	replica := inst.Replica(t, jobapitest.Options{})
 	resp, b = patchTrace(t, replica.URL, job.ID, job.Token, len(line), line)
 	wantStatus(t, resp, b, http.StatusAccepted)
-	resp, b = admin(t, inst, "GET", fmt.Sprintf("/api/v4/projects/%d/jobs/%d/trace", p.ID, job.ID), nil)
+	resp, b = inst.Do(t, "GET", fmt.Sprintf("/api/v4/projects/%d/jobs/%d/trace", p.ID, job.ID), nil)
 	wantStatus(t, resp, b, http.StatusOK)
 	if want := strings.Repeat("the secret is "+strings.Repeat("x", len(secret))+"\n", 2); string(b) != want {
 		t.Errorf("trace = %q, want %q", b, want)
