@@ -116,6 +116,9 @@ type Store interface {
 	DeleteRunner(ctx context.Context, id int64) error
 	// DeleteManager removes one manager of a runner. ErrNotFound when there is none.
 	DeleteManager(ctx context.Context, runnerID int64, systemID string) error
+	// DeleteStaleManagers removes up to limit managers last seen before the given time and
+	// returns how many it removed. Safe on every replica at once (SKIP LOCKED).
+	DeleteStaleManagers(ctx context.Context, before time.Time, limit int) (int, error)
 	// SetRunnerToken replaces a runner's token hash: the old token stops working.
 	// ErrNotFound when there is no such runner.
 	SetRunnerToken(ctx context.Context, id int64, tokenHash []byte) error

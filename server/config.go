@@ -42,6 +42,8 @@ type Config struct {
 	// RateLimitJobTokenFailures: PUTs and trace PATCHes with a wrong job token, per client address.
 	RateLimitJobTokenFailures int
 	RateLimitRunnerVerify     int
+	// StaleManagerAfter removes runner managers not seen for this long (0: never).
+	StaleManagerAfter time.Duration
 	// RunnerRegistrationToken lets gitlab-runner register with POST /runners ("": off).
 	RunnerRegistrationToken string
 	// MaxManagersPerRunner caps the system_ids one runner token may register (0: no cap).
@@ -176,6 +178,8 @@ var Settings = []Setting{
 			c.MaxManagersPerRunner = n
 			return nil
 		}},
+	{"JOBAPI_STALE_MANAGER_AFTER", "168h", "runner managers not seen for this long are removed, as GitLab does after 7 days (0: never)",
+		duration(func(c *Config) *time.Duration { return &c.StaleManagerAfter })},
 	{"JOBAPI_RUNNER_REGISTRATION_TOKEN", "", "registration token for gitlab-runner register with POST /runners (unset: such registration answers 403)",
 		func(c *Config, v string) error { c.RunnerRegistrationToken = v; return nil }},
 	{"JOBAPI_EXTERNAL_URL", "", "base URL runners and jobs reach jobapi at: CI_SERVER_URL, CI_API_V4_URL, job and pipeline URLs (default: from the request's Host)",

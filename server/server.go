@@ -121,7 +121,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 		workers = append(workers, fl.pg.Run)
 	}
 	if !opts.DisableSweeper {
-		workers = append(workers, d.sweeper.Run, d.reaper.Run, d.stuck.Run)
+		workers = append(workers, d.sweeper.Run, d.reaper.Run, d.stuck.Run, d.staleManagers.Run)
 	}
 	s := &Server{URL: "http://" + ln.Addr().String(), Service: d.svc, Sweeper: d.sweeper, Reaper: d.reaper,
 		Stuck: d.stuck, Pool: be.pool, Redis: be.rdb}
@@ -220,6 +220,9 @@ func startFlags(cfg Config, opts Options, pool *pgxpool.Pool, log *slog.Logger) 
 	return fl
 }
 
+// staleManagerInterval: managers go stale over days; a pass every few minutes is plenty.
+const staleManagerInterval = 5 * time.Minute
+
 // domain is the build service and the maintenance loops that act on the same stores.
 type domain struct {
 	store   *pgstore.Store
@@ -228,6 +231,8 @@ type domain struct {
 	sweeper *retry.Sweeper
 	reaper  *reaper.Reaper
 	stuck   *reaper.StuckStages
+	// staleManagers removes managers not seen for JOBAPI_STALE_MANAGER_AFTER.
+	staleManagers *reaper.StaleManagers
 }
 
 func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics, log *slog.Logger) domain {
@@ -247,6 +252,8 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 			Pending: cfg.PendingTimeout, Canceling: cfg.CancelingTimeout, Policy: policy}}
 	d.stuck = &reaper.StuckStages{Store: d.store, Queue: d.rs, Timeout: cfg.StuckStageTimeout, Interval: cfg.MaintenanceInterval,
 		Now: opts.Now, Log: log, Notify: d.svc.NotifyPipelines, OnCheck: m.stuck}
+	d.staleManagers = &reaper.StaleManagers{Store: d.store, After: cfg.StaleManagerAfter,
+		Interval: staleManagerInterval, Now: opts.Now, Log: log}
 	return d
 }
 

@@ -239,3 +239,18 @@ func (s *Store) SetRunnerToken(ctx context.Context, id int64, tokenHash []byte) 
 	}
 	return err
 }
+
+const deleteStaleManagers = `
+DELETE FROM runner_managers WHERE id IN (
+    SELECT id FROM runner_managers WHERE contacted_at < $1
+    ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)`
+
+// DeleteStaleManagers removes up to limit managers not seen since before; builds they ran
+// keep their history (runner_manager_id ON DELETE SET NULL).
+func (s *Store) DeleteStaleManagers(ctx context.Context, before time.Time, limit int) (int, error) {
+	tag, err := s.pool.Exec(ctx, deleteStaleManagers, before, limit)
+	if err != nil {
+		return 0, err
+	}
+	return int(tag.RowsAffected()), nil
+}
