@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobapi/jobapi/e2e/jobapitest"
 	"github.com/jobapi/jobapi/runnerclient"
+	"github.com/jobapi/jobapi/testenv"
 )
 
 // fleet is a set of two-phase runners polling one or more replicas, the way gitlab-runner
@@ -202,6 +203,29 @@ func (f *fleet) openWindow() func() *codes {
 		f.window.CompareAndSwap(w, nil)
 		return w
 	}
+}
+
+// underLoad is the common start of the "backend restarts under load" tests: jobs two-phase
+// jobs in two pipelines of project 1, eight runners working on a until ctx ends (keepalive is
+// the share of assignments kept alive before the ack), and a fifth of the jobs done.
+func underLoad(ctx context.Context, t *testing.T, a *jobapitest.Instance, jobs int, keepalive float64) *fleet {
+	t.Helper()
+	a.EnableTwoPhase(t, 1)
+	for p := 0; p < 2; p++ {
+		defs := make([]jobapitest.Job, jobs/2)
+		for i := range defs {
+			defs[i] = jobapitest.Job{"name": "job" + string(rune('a'+i%26)) + string(rune('a'+i/26)), "stage": "test", "script": []string{"true"}}
+		}
+		a.CreatePipeline(t, 1, []string{"test"}, defs...)
+	}
+
+	f := newFleet(t, a.Pool)
+	f.Keepalive = keepalive
+	f.start(ctx, 8, a)
+	testenv.Eventually(t, time.Minute, "a fifth of the jobs done before the fault", func() bool {
+		return jobapitest.QueryInt(t, a.Pool, "SELECT count(*) FROM builds WHERE status = 'success'") >= jobs/5
+	})
+	return f
 }
 
 // windowCount is how many answers of code the open window has counted for endpoint.

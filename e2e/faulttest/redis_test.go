@@ -153,23 +153,9 @@ func TestRedisRestartUnderLoad(t *testing.T) {
 	fillForLoading(t, own)
 	a := jobapitest.Start(t, jobapitest.Options{Sweeper: true,
 		Configure: onRedis(own, func(c *server.Config) { c.AckTTL = 10 * time.Second })})
-	a.EnableTwoPhase(t, 1)
-	for p := 0; p < 2; p++ {
-		defs := make([]jobapitest.Job, jobs/2)
-		for i := range defs {
-			defs[i] = jobapitest.Job{"name": "job" + string(rune('a'+i%26)) + string(rune('a'+i/26)), "stage": "test", "script": []string{"true"}}
-		}
-		a.CreatePipeline(t, 1, []string{"test"}, defs...)
-	}
-
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	f := newFleet(t, a.Pool)
-	f.Keepalive = 0.5
-	f.start(ctx, 8, a)
-	testenv.Eventually(t, time.Minute, "a fifth of the jobs done before the fault", func() bool {
-		return jobapitest.QueryInt(t, a.Pool, "SELECT count(*) FROM builds WHERE status = 'success'") >= jobs/5
-	})
+	f := underLoad(ctx, t, a, jobs, 0.5)
 
 	// The fault: Redis restarts and stays LOADING until what the test checks was seen.
 	closeWindow := f.openWindow()
