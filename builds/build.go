@@ -121,13 +121,35 @@ type Build struct {
 
 // Payload is what the runner needs beyond the columns: it is copied to a retry unchanged.
 type Payload struct {
-	Script       []string   `json:"script"`
-	AfterScript  []string   `json:"after_script,omitempty"`
-	Variables    []Variable `json:"variables,omitempty"`
-	Image        string     `json:"image,omitempty"`
-	Services     []string   `json:"services,omitempty"`
-	Retry        RetryRule  `json:"retry"`
-	AllowFailure bool       `json:"allow_failure,omitempty"`
+	BeforeScript          []string    `json:"before_script,omitempty"`
+	Script                []string    `json:"script"`
+	AfterScript           []string    `json:"after_script,omitempty"`
+	Variables             []Variable  `json:"variables,omitempty"`
+	Image                 Image       `json:"image,omitzero"`
+	Services              []Image     `json:"services,omitempty"`
+	Retry                 RetryRule   `json:"retry"`
+	AllowFailure          bool        `json:"allow_failure,omitempty"`
+	AllowFailureExitCodes []int       `json:"allow_failure_exit_codes,omitempty"`
+	When                  string      `json:"when,omitempty"`
+	StartInSeconds        int         `json:"start_in_seconds,omitempty"`
+	Needs                 []Need      `json:"needs,omitempty"`
+	NeedsDeclared         bool        `json:"needs_declared,omitempty"`
+	Dependencies          []string    `json:"dependencies,omitempty"`
+	DependenciesDeclared  bool        `json:"dependencies_declared,omitempty"`
+	Artifacts             []Artifacts `json:"artifacts,omitempty"`
+	Cache                 []Cache     `json:"cache,omitempty"`
+	NodeIndex             int         `json:"node_index,omitempty"`
+	NodeTotal             int         `json:"node_total,omitempty"`
+}
+
+// PayloadOf is what the store keeps of a job definition beyond its columns.
+func PayloadOf(j JobDefinition) Payload {
+	return Payload{BeforeScript: j.BeforeScript, Script: j.Script, AfterScript: j.AfterScript,
+		Variables: j.Variables, Image: j.Image, Services: j.Services, Retry: j.Retry,
+		AllowFailure: j.AllowFailure, AllowFailureExitCodes: j.AllowFailureExitCodes,
+		When: j.When, StartInSeconds: j.StartInSeconds, Needs: j.Needs, NeedsDeclared: j.NeedsDeclared,
+		Dependencies: j.Dependencies, DependenciesDeclared: j.DependenciesDeclared,
+		Artifacts: j.Artifacts, Cache: j.Cache, NodeIndex: j.NodeIndex, NodeTotal: j.NodeTotal}
 }
 
 // Variable is a job variable as the operator defined it.
@@ -140,8 +162,9 @@ type Variable struct {
 
 // RetryRule is the job's own `retry: {max, when}` from .gitlab-ci.yml.
 type RetryRule struct {
-	Max  int      `json:"max"`
-	When []string `json:"when,omitempty"`
+	Max       int      `json:"max"`
+	When      []string `json:"when,omitempty"`
+	ExitCodes []int    `json:"exit_codes,omitempty"`
 }
 
 // Event is one entry of a build's append-only history.

@@ -51,6 +51,7 @@ type PipelineDefinition struct {
 type JobDefinition struct {
 	Name           string
 	Stage          string
+	BeforeScript   []string
 	Script         []string
 	AfterScript    []string
 	Tags           []string
@@ -58,8 +59,29 @@ type JobDefinition struct {
 	TimeoutSeconds int
 	Retry          RetryRule
 	AllowFailure   bool
-	Image          string
-	Services       []string
+	// AllowFailureExitCodes: `allow_failure: {exit_codes: [...]}`, the job's failure is
+	// allowed only with one of these exit codes.
+	AllowFailureExitCodes []int
+	Image                 Image
+	Services              []Image
+
+	// When is one of the When* constants; "" means on_success. StartInSeconds is
+	// `start_in` of a delayed job.
+	When           string
+	StartInSeconds int
+	// Needs makes the job part of a DAG: it waits for these jobs only, not for earlier
+	// stages. NeedsDeclared distinguishes `needs: []` (start at once) from no `needs`.
+	Needs         []Need
+	NeedsDeclared bool
+	// Dependencies: whose artifacts the job downloads. Without DependenciesDeclared, GitLab's
+	// default: the needed jobs (with artifacts: true), else every job of earlier stages.
+	Dependencies         []string
+	DependenciesDeclared bool
+	Artifacts            []Artifacts
+	Cache                []Cache
+	// NodeIndex and NodeTotal: the job's place among `parallel:` copies (1-based), 0 when
+	// the job is not parallel.
+	NodeIndex, NodeTotal int
 }
 
 // Limits on a definition, so that one request cannot flood the database.

@@ -211,7 +211,7 @@ func (h *Handler) jobPayload(r *http.Request, a builds.Assignment) api.Job {
 	}
 	services := make([]api.Image, 0, len(b.Payload.Services))
 	for _, s := range b.Payload.Services {
-		services = append(services, api.Image{Name: s, Command: []string{}, Entrypoint: []string{}, Ports: []any{}})
+		services = append(services, api.Image{Name: s.Name, Command: []string{}, Entrypoint: []string{}, Ports: []any{}})
 	}
 	var inQueue float64
 	if b.QueuedAt != nil && b.AssignedAt != nil {
@@ -225,7 +225,7 @@ func (h *Handler) jobPayload(r *http.Request, a builds.Assignment) api.Job {
 		RunnerInfo: api.JobRunnerInfo{Timeout: b.TimeoutSeconds},
 		Variables:  vars.list,
 		Steps:      steps,
-		Image:      api.Image{Name: b.Payload.Image, Command: []string{}, Entrypoint: []string{}, Ports: []any{}},
+		Image:      api.Image{Name: b.Payload.Image.Name, Command: []string{}, Entrypoint: []string{}, Ports: []any{}},
 		Services:   services,
 		Artifacts:  []any{}, Cache: []any{}, Credentials: []any{}, Dependencies: []any{}, Hooks: []any{},
 		Secrets: map[string]any{},

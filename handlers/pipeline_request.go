@@ -52,7 +52,10 @@ func (p pipelineRequest) definition(projectID int64) builds.PipelineDefinition {
 		}
 		d.Jobs[i] = builds.JobDefinition{Name: j.Name, Stage: j.Stage, Script: j.Script, AfterScript: j.AfterScript,
 			Tags: j.Tags, Variables: vars, TimeoutSeconds: int(j.Timeout), Retry: builds.RetryRule(j.Retry),
-			AllowFailure: j.AllowFailure, Image: j.Image, Services: j.Services}
+			AllowFailure: j.AllowFailure, Image: builds.Image{Name: j.Image}}
+		for _, s := range j.Services {
+			d.Jobs[i].Services = append(d.Jobs[i].Services, builds.Image{Name: s})
+		}
 	}
 	return d
 }

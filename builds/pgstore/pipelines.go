@@ -36,8 +36,7 @@ func (s *Store) CreatePipeline(ctx context.Context, d builds.PipelineDefinition,
 			if tags == nil {
 				tags = []string{}
 			}
-			payload := builds.Payload{Script: j.Script, AfterScript: j.AfterScript, Variables: j.Variables,
-				Image: j.Image, Services: j.Services, Retry: j.Retry, AllowFailure: j.AllowFailure}
+			payload := builds.PayloadOf(j)
 			rows[i] = []any{d.ProjectID, id, j.Stage, idx, j.Name, string(status), tags, payload,
 				j.TimeoutSeconds, j.AllowFailure, queuedAt, now, now}
 		}

@@ -1,0 +1,78 @@
+package builds
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// The parts of a job definition that .gitlab-ci.yml gives and the runner's payload carries
+// (issue 12). The YAML compiler (package ciconfig) fills them; the store keeps them in the
+// build's payload; handlers turn them into gitlab-runner's JobResponse.
+
+// When values of a job (.gitlab-ci.yml `when`).
+const (
+	WhenOnSuccess = "on_success"
+	WhenOnFailure = "on_failure"
+	WhenAlways    = "always"
+	WhenManual    = "manual"
+	WhenDelayed   = "delayed"
+	WhenNever     = "never" // only inside rules: the job is left out of the pipeline
+)
+
+// Image is `image:` or one entry of `services:` in its object form; the string form is
+// {Name}. Stored payloads from before issue 12 hold a plain string, which UnmarshalJSON
+// still reads.
+type Image struct {
+	Name       string     `json:"name"`
+	Entrypoint []string   `json:"entrypoint,omitempty"`
+	Command    []string   `json:"command,omitempty"`
+	Alias      string     `json:"alias,omitempty"`
+	PullPolicy []string   `json:"pull_policy,omitempty"`
+	Variables  []Variable `json:"variables,omitempty"`
+}
+
+// UnmarshalJSON reads the object form and the plain string older payloads hold.
+func (im *Image) UnmarshalJSON(b []byte) error {
+	var name string
+	if err := json.Unmarshal(b, &name); err == nil {
+		*im = Image{Name: name}
+		return nil
+	}
+	type plain Image
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return fmt.Errorf("image must be a name or an object with a name: %w", err)
+	}
+	*im = Image(p)
+	return nil
+}
+
+// Need is one entry of `needs:`: a job of the same pipeline that must finish first.
+type Need struct {
+	Job       string `json:"job"`
+	Artifacts bool   `json:"artifacts"` // default true in YAML
+	Optional  bool   `json:"optional,omitempty"`
+}
+
+// Artifacts is one entry of the runner's `artifacts` array: the archive (ArtifactType
+// "archive", format "zip") or a report (junit: type "junit", format "gzip").
+type Artifacts struct {
+	Name           string   `json:"name,omitempty"`
+	Untracked      bool     `json:"untracked,omitempty"`
+	Paths          []string `json:"paths,omitempty"`
+	Exclude        []string `json:"exclude,omitempty"`
+	When           string   `json:"when,omitempty"` // on_success (default), on_failure, always
+	ArtifactType   string   `json:"artifact_type"`
+	ArtifactFormat string   `json:"artifact_format"`
+	ExpireIn       string   `json:"expire_in,omitempty"`
+}
+
+// Cache is one entry of `cache:` (a job may list several).
+type Cache struct {
+	Key          string   `json:"key"`
+	Untracked    bool     `json:"untracked,omitempty"`
+	Policy       string   `json:"policy,omitempty"` // pull-push (default), pull, push
+	Paths        []string `json:"paths,omitempty"`
+	When         string   `json:"when,omitempty"` // on_success (default), on_failure, always
+	FallbackKeys []string `json:"fallback_keys,omitempty"`
+}
