@@ -23,8 +23,9 @@ type VerifyRequest struct {
 	Info     RunnerInfo `json:"info"`
 }
 
-// VerifyResponse must carry a non-zero id (gitlab-runner register panics on 0) and a null
-// expiry (a date makes the runner rotate its token).
+// VerifyResponse must carry a non-zero id (gitlab-runner register panics on 0). The expiry
+// is null unless tokens expire (JOBAPI_RUNNER_TOKEN_EXPIRES_IN): a date makes the runner
+// reset its token at 75 % of the lifetime.
 type VerifyResponse struct {
 	ID             int64   `json:"id"`
 	Token          string  `json:"token"`

@@ -197,10 +197,11 @@ const (
 	EventTraceExceeded   = "trace_size_exceeded"
 	EventDroppedStuck    = "dropped_stuck"
 	EventStuckStage      = "stuck_stage"
+	EventRunnerDeleted   = "runner_deleted"
 )
 
 // AllEvents lists every event type.
 var AllEvents = []string{EventCreated, EventQueued, EventAssigned, EventKeepalive, EventAcknowledged,
 	EventDeclined, EventAckTimeout, EventRetried, EventRetryExhausted, EventStarted, EventFinished,
 	EventCancelRequested, EventCanceled, EventSkipped, EventReopened, EventTraceExceeded,
-	EventDroppedStuck, EventStuckStage}
+	EventDroppedStuck, EventStuckStage, EventRunnerDeleted}

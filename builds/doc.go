@@ -44,10 +44,12 @@
 //	running, canceling                   | trace over the size limit                     | failed    | trace_size_exceeded | trace_size_exceeded
 //	running                              | reaper: running without updates               | failed    | dropped_stuck       | no_updates_running
 //	running                              | reaper: running past timeout + grace          | failed    | dropped_stuck       | job_execution_timeout
+//	waiting, running                     | its runner deleted (operator or unregister)   | failed    | runner_deleted      | runner_system_failure
 //	running                              | operator cancels the job or pipeline          | canceling | cancel_requested    | -
 //	canceling                            | final update (PUT success or failed)          | canceled  | finished            | -
 //	canceling                            | reaper: canceling without updates             | canceled  | dropped_stuck       | -
 //	canceling                            | stuck stage, pessimistic                      | canceled  | stuck_stage         | -
+//	canceling                            | its runner deleted                            | canceled  | runner_deleted      | -
 //	failed                               | auto-retry allowed (new attempt queued)       | (same)    | retried             | -
 //	failed                               | auto-retry limit reached                      | (same)    | retry_exhausted     | -
 //	success, failed, canceled            | operator retry (new attempt queued)           | (same)    | retried             | -

@@ -1,13 +1,18 @@
 package builds
 
-import "context"
+import (
+	"context"
+	"errors"
+	"time"
+)
 
 // A runner's life as gitlab-runner drives it (unregister, unregister one manager, reset its
 // token) and as an operator does (delete, reset). Each forgets what this replica cached about
 // the runner and bumps the queue version, so that no idle poll is answered from an entry
 // older than the change; other replicas stop accepting an old token within RunnerCacheTTL.
 
-// UnregisterRunner deletes the runner whose token is presented (gitlab-runner unregister).
+// UnregisterRunner deletes the runner whose token is presented (gitlab-runner unregister
+// of a runner registered with a registration token: DELETE /runners).
 func (s *Service) UnregisterRunner(ctx context.Context, token string) error {
 	r, err := s.authenticateRunner(ctx, token, false)
 	if err != nil {
@@ -16,20 +21,42 @@ func (s *Service) UnregisterRunner(ctx context.Context, token string) error {
 	return s.DeleteRunner(ctx, r.ID, runnerTarget(r.ID))
 }
 
-// DeleteRunner removes runner id and its managers for actor. Its pending builds stay for
-// other runners; builds it holds keep their job tokens.
+// DeleteRunner removes runner id and its managers for actor. The builds its machines hold
+// end in the same transaction (RunnerDeletion.Finish): the runner's next update or trace
+// gets 403 with Job-Status failed, and the retry policy queues their next attempts. Its
+// pending builds stay for other runners.
 func (s *Service) DeleteRunner(ctx context.Context, id int64, actor string) error {
-	if err := s.store.DeleteRunner(ctx, id); err != nil {
+	res, err := s.store.DeleteRunner(ctx, RunnerDeletion{RunnerID: id, Actor: actor, Now: s.now(), Policy: s.cfg.Policy})
+	if err != nil {
 		return err
 	}
 	s.runners.forgetRunner(id)
+	ended := make([]int64, 0, len(res.Finished))
+	for _, f := range res.Finished {
+		s.forgetJob(f.Build.ID)
+		ended = append(ended, f.Build.ID)
+		// A waiting build's ack key would only expire; the sweeper reads Postgres anyway.
+		if err := s.leases.Release(ctx, f.Build.ID); err != nil {
+			s.log.WarnContext(ctx, "ack key of a build of a deleted runner not released", "build_id", f.Build.ID, "error", err)
+		}
+	}
+	// The version bump also sends every runner's next poll to Postgres, so a cached entry
+	// of this runner answers no idle poll.
 	s.bumpQueue(ctx)
-	s.audit(ctx, actor, "runner_deleted", runnerTarget(id), nil)
+	for _, f := range res.Finished {
+		s.notifyPipelines(ctx, f.Build.PipelineID)
+	}
+	detail := map[string]any(nil)
+	if len(ended) > 0 {
+		detail = map[string]any{"ended_builds": ended}
+	}
+	s.audit(ctx, actor, "runner_deleted", runnerTarget(id), detail)
 	return nil
 }
 
 // UnregisterManager removes one manager (system_id) of the runner whose token is presented
-// (gitlab-runner unregister of a glrt- runner).
+// (gitlab-runner unregister of a glrt- runner: DELETE /runners/managers). The runner stays,
+// as in GitLab: other machines may use its token, and an operator created it.
 func (s *Service) UnregisterManager(ctx context.Context, token, systemID string) error {
 	r, err := s.authenticateRunner(ctx, token, false)
 	if err != nil {
@@ -44,24 +71,58 @@ func (s *Service) UnregisterManager(ctx context.Context, token, systemID string)
 }
 
 // ResetRunnerToken gives the runner whose token is presented a new token (gitlab-runner
-// reset-token); the old one stops working. The new token is returned once.
-func (s *Service) ResetRunnerToken(ctx context.Context, token string) (Runner, string, error) {
+// reset-token, and run's own rotation before expiry), shown once. The presented token keeps
+// working for RunnerTokenRotationGrace, never past its own expiry: requests already under
+// way with it still count, and a runner whose answer was lost can reset again with it.
+func (s *Service) ResetRunnerToken(ctx context.Context, token string) (RunnerToken, error) {
 	r, err := s.authenticateRunner(ctx, token, false)
 	if err != nil {
-		return Runner{}, "", err
+		return RunnerToken{}, err
 	}
-	newToken, err := s.ResetRunnerTokenByID(ctx, r.ID, runnerTarget(r.ID))
-	return r, newToken, err
+	now := s.now()
+	issued := s.newRunnerToken(r)
+	rot := TokenRotation{RunnerID: r.ID, Presented: HashToken(token), New: HashToken(issued.Token),
+		ExpiresAt: issued.ExpiresAt, Now: now}
+	if s.cfg.RunnerTokenRotationGrace > 0 {
+		until := now.Add(s.cfg.RunnerTokenRotationGrace).UTC().Truncate(time.Second)
+		rot.PreviousUntil = &until
+	}
+	if err := s.store.RotateRunnerToken(ctx, rot); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			// Replaced or expired since this replica read it.
+			return RunnerToken{}, ErrRunnerForbidden
+		}
+		return RunnerToken{}, err
+	}
+	s.tokenChanged(ctx, r.ID, runnerTarget(r.ID), issued, rot.PreviousUntil)
+	return issued, nil
 }
 
-// ResetRunnerTokenByID gives runner id a new token for actor; the old one stops working.
-func (s *Service) ResetRunnerTokenByID(ctx context.Context, id int64, actor string) (string, error) {
-	token := NewToken(RunnerTokenPrefix)
-	if err := s.store.SetRunnerToken(ctx, id, HashToken(token)); err != nil {
-		return "", err
+// ResetRunnerTokenByID gives runner id a new token for actor (an operator, or gitlab-runner
+// reset-token --pat). It revokes: every earlier token stops working at once.
+func (s *Service) ResetRunnerTokenByID(ctx context.Context, id int64, actor string) (RunnerToken, error) {
+	r, _, err := s.store.Runner(ctx, id, Page{Page: 1, PerPage: 1})
+	if err != nil {
+		return RunnerToken{}, err
 	}
+	issued := s.newRunnerToken(r)
+	if err := s.store.SetRunnerToken(ctx, id, HashToken(issued.Token), issued.ExpiresAt); err != nil {
+		return RunnerToken{}, err
+	}
+	s.tokenChanged(ctx, id, actor, issued, nil)
+	return issued, nil
+}
+
+// tokenChanged forgets the runner's cached tokens, bumps the queue version and audits.
+func (s *Service) tokenChanged(ctx context.Context, id int64, actor string, issued RunnerToken, previousUntil *time.Time) {
 	s.runners.forgetRunner(id)
 	s.bumpQueue(ctx)
-	s.audit(ctx, actor, "runner_token_reset", runnerTarget(id), nil)
-	return token, nil
+	detail := map[string]any{}
+	if issued.ExpiresAt != nil {
+		detail["token_expires_at"] = issued.ExpiresAt.Format(time.RFC3339)
+	}
+	if previousUntil != nil {
+		detail["grace_until"] = previousUntil.Format(time.RFC3339)
+	}
+	s.audit(ctx, actor, "runner_token_reset", runnerTarget(id), detail)
 }

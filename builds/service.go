@@ -23,6 +23,12 @@ type Config struct {
 	RunnerCacheTTL time.Duration
 	// MaxManagersPerRunner caps the system_ids one runner token may register (0: no cap).
 	MaxManagersPerRunner int
+	// RunnerTokenExpiresIn is the lifetime of a runner token issued from now on (0: tokens
+	// never expire).
+	RunnerTokenExpiresIn time.Duration
+	// RunnerTokenRotationGrace is how long a token a runner replaced with its own reset keeps
+	// working (0: it stops at once, as GitLab's does).
+	RunnerTokenRotationGrace time.Duration
 }
 
 // TwoPhaseGate evaluates the allow_runner_job_acknowledgement flag for one candidate.
@@ -115,15 +121,18 @@ func (s *Service) Now() time.Time { return s.now() }
 // Config returns the service configuration.
 func (s *Service) Config() Config { return s.cfg }
 
-// RegisterRunner creates a runner for actor and returns its token (shown once).
+// RegisterRunner creates a runner for actor and returns its token (shown once); the
+// runner's TokenExpiresAt says when the token expires. r.RegistrationToken chooses the
+// token's prefix.
 func (s *Service) RegisterRunner(ctx context.Context, r Runner, actor string) (Runner, string, error) {
-	token := NewToken(RunnerTokenPrefix)
-	created, err := s.store.CreateRunner(ctx, r, HashToken(token))
+	token := s.newRunnerToken(r)
+	r.TokenExpiresAt = token.ExpiresAt
+	created, err := s.store.CreateRunner(ctx, r, HashToken(token.Token))
 	if err != nil {
 		return Runner{}, "", err
 	}
 	s.audit(ctx, actor, "runner_created", runnerTarget(created.ID), runnerDetail(created))
-	return created, token, nil
+	return created, token.Token, nil
 }
 
 // UpdateRunner changes a runner's settings for actor and makes every runner poll Postgres
@@ -146,17 +155,24 @@ func (s *Service) authenticateRunner(ctx context.Context, token string, idle boo
 		return Runner{}, ErrRunnerForbidden
 	}
 	hash := HashToken(token)
-	if r, ok := s.runners.get(hash, s.now(), idle); ok {
-		return r, nil
+	now := s.now()
+	r, ok := s.runners.get(hash, now, idle)
+	if !ok {
+		var err error
+		r, err = s.store.RunnerByTokenHash(ctx, hash)
+		if errors.Is(err, ErrNotFound) {
+			return Runner{}, ErrRunnerForbidden
+		}
+		if err != nil {
+			return Runner{}, err
+		}
+		s.runners.put(hash, r, now)
 	}
-	r, err := s.store.RunnerByTokenHash(ctx, hash)
-	if errors.Is(err, ErrNotFound) {
-		return Runner{}, ErrRunnerForbidden
+	// Checked on every request, cached or not: an expired token is refused like an
+	// unknown one, on every runner endpoint.
+	if tokenExpired(r.TokenExpiresAt, now) {
+		return Runner{}, fmt.Errorf("runner %d: token expired at %s: %w", r.ID, r.TokenExpiresAt.Format(time.RFC3339), ErrRunnerForbidden)
 	}
-	if err != nil {
-		return Runner{}, err
-	}
-	s.runners.put(hash, r, s.now())
 	return r, nil
 }
 

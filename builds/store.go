@@ -101,7 +101,10 @@ type Page struct {
 
 // Store is the state of record (Postgres).
 type Store interface {
+	// CreateRunner stores a runner with its token's hash and r.TokenExpiresAt.
 	CreateRunner(ctx context.Context, r Runner, tokenHash []byte) (Runner, error)
+	// RunnerByTokenHash finds the runner of a current or previous token; TokenExpiresAt is
+	// that token's. ErrNotFound when no runner has it.
 	RunnerByTokenHash(ctx context.Context, hash []byte) (Runner, error)
 	// Runner returns a runner with one page of its managers (oldest first) and their total.
 	Runner(ctx context.Context, id int64, managers Page) (Runner, int, error)
@@ -111,17 +114,24 @@ type Store interface {
 	// ErrTooManyManagers when the runner has maxManagers others already (0: no cap);
 	// concurrent first contacts may overshoot the cap by their number.
 	UpsertManager(ctx context.Context, runnerID int64, systemID string, info ManagerInfo, now time.Time, maxManagers int) (Manager, error)
-	// DeleteRunner removes a runner and its managers; its builds keep their rows (runner
-	// unset). ErrNotFound when there is no such runner.
-	DeleteRunner(ctx context.Context, id int64) error
+	// DeleteRunner removes a runner and its managers in one transaction with the builds it
+	// holds: each waiting, running or canceling one is finished as d.Finish says (its retry
+	// and its pipeline's advancement included). Builds keep their rows (runner unset).
+	// ErrNotFound when there is no such runner.
+	DeleteRunner(ctx context.Context, d RunnerDeletion) (RunnerDeleted, error)
 	// DeleteManager removes one manager of a runner. ErrNotFound when there is none.
 	DeleteManager(ctx context.Context, runnerID int64, systemID string) error
 	// DeleteStaleManagers removes up to limit managers last seen before the given time and
 	// returns how many it removed. Safe on every replica at once (SKIP LOCKED).
 	DeleteStaleManagers(ctx context.Context, before time.Time, limit int) (int, error)
-	// SetRunnerToken replaces a runner's token hash: the old token stops working.
-	// ErrNotFound when there is no such runner.
-	SetRunnerToken(ctx context.Context, id int64, tokenHash []byte) error
+	// SetRunnerToken replaces a runner's token (an operator's reset): every earlier token,
+	// a previous one in its grace included, stops working. ErrNotFound when there is no
+	// such runner.
+	SetRunnerToken(ctx context.Context, id int64, tokenHash []byte, expiresAt *time.Time) error
+	// RotateRunnerToken applies a runner's reset of its own token (see TokenRotation), a
+	// compare-and-set on the presented token. ErrNotFound when that token is no longer
+	// valid (replaced, expired, or the runner is gone).
+	RotateRunnerToken(ctx context.Context, r TokenRotation) error
 
 	CreatePipeline(ctx context.Context, d PipelineDefinition, now time.Time) (Pipeline, error)
 	Pipeline(ctx context.Context, projectID, id int64) (Pipeline, error)

@@ -7,10 +7,13 @@ import (
 )
 
 // Token prefixes as GitLab issues them; gitlab-runner crashes on glrt- tokens under 14
-// characters, ours have 5 + 32.
+// characters, ours have 5 + 32. A runner registered with a registration token gets glrtr-
+// tokens (GitLab's REGISTRATION_RUNNER_TOKEN_PREFIX): gitlab-runner treats only glrt- as a
+// "created runner" token, so its unregister deletes such a runner instead of one manager.
 const (
-	RunnerTokenPrefix = "glrt-"
-	JobTokenPrefix    = "glcbt-"
+	RunnerTokenPrefix           = "glrt-"
+	RegisteredRunnerTokenPrefix = "glrtr-"
+	JobTokenPrefix              = "glcbt-"
 )
 
 const tokenAlphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-"

@@ -3,6 +3,7 @@ package handlers
 import (
 	"crypto/subtle"
 	"net/http"
+	"time"
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
@@ -44,12 +45,26 @@ func (h *Handler) registerRunner(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	created, newToken, err := h.svc.RegisterRunner(r.Context(), newRunner(u), "registration token (request "+RequestID(r.Context())+")")
+	// Registered with a registration token: its tokens are glrtr-, as GitLab's, so that
+	// gitlab-runner unregister deletes it (DELETE /runners) rather than one manager.
+	runner := newRunner(u)
+	runner.RegistrationToken = true
+	created, newToken, err := h.svc.RegisterRunner(r.Context(), runner, "registration token (request "+RequestID(r.Context())+")")
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, api.RunnerCreated{ID: created.ID, Token: newToken})
+	writeJSON(w, http.StatusCreated, api.RunnerCreated{ID: created.ID, Token: newToken, TokenExpiresAt: expiryJSON(created.TokenExpiresAt)})
 	return nil
+}
+
+// expiryJSON is a token's token_expires_at: RFC 3339 in UTC, as GitLab, or null for a
+// token that never expires (gitlab-runner then never rotates it).
+func expiryJSON(at *time.Time) *string {
+	if at == nil {
+		return nil
+	}
+	s := at.UTC().Format(time.RFC3339)
+	return &s
 }
 
 // runnerTokenRequest is the body of DELETE /runners, DELETE /runners/managers and POST
@@ -101,21 +116,22 @@ func (h *Handler) unregisterManager(w http.ResponseWriter, r *http.Request) erro
 }
 
 // resetRunnerToken answers POST /runners/reset_authentication_token: 201 with the new
-// token, shown once; the old one stops working.
+// token, shown once; the old one keeps working for JOBAPI_RUNNER_TOKEN_ROTATION_GRACE.
 func (h *Handler) resetRunnerToken(w http.ResponseWriter, r *http.Request) error {
 	req, err := h.decodeRunnerToken(r)
 	if err != nil {
 		return err
 	}
-	_, token, err := h.svc.ResetRunnerToken(r.Context(), req.Token)
+	token, err := h.svc.ResetRunnerToken(r.Context(), req.Token)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, api.TokenReset{Token: token})
+	writeJSON(w, http.StatusCreated, api.TokenReset{Token: token.Token, TokenExpiresAt: expiryJSON(token.ExpiresAt)})
 	return nil
 }
 
-// deleteRunner answers the operator's DELETE /runners/:id: 204.
+// deleteRunner answers the operator's DELETE /runners/:id: 204; the builds its machines
+// hold have failed (see builds.RunnerDeletion).
 func (h *Handler) deleteRunner(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "runner_id")
 	if err != nil {
@@ -129,7 +145,8 @@ func (h *Handler) deleteRunner(w http.ResponseWriter, r *http.Request) error {
 }
 
 // resetRunnerTokenByID answers the operator's POST /runners/:id/reset_authentication_token
-// (also gitlab-runner reset-token --pat): 201 with the new token, shown once.
+// (also gitlab-runner reset-token --pat): 201 with the new token, shown once; every earlier
+// token stops working (a revocation).
 func (h *Handler) resetRunnerTokenByID(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "runner_id")
 	if err != nil {
@@ -139,6 +156,6 @@ func (h *Handler) resetRunnerTokenByID(w http.ResponseWriter, r *http.Request) e
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, api.TokenReset{Token: token})
+	writeJSON(w, http.StatusCreated, api.TokenReset{Token: token.Token, TokenExpiresAt: expiryJSON(token.ExpiresAt)})
 	return nil
 }

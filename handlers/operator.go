@@ -176,7 +176,7 @@ func (h *Handler) createRunner(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, api.RunnerCreated{ID: created.ID, Token: token})
+	writeJSON(w, http.StatusCreated, api.RunnerCreated{ID: created.ID, Token: token, TokenExpiresAt: expiryJSON(created.TokenExpiresAt)})
 	return nil
 }
 

@@ -80,7 +80,7 @@ func (h *Handler) verifyRunner(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.VerifyResponse{ID: runner.ID, Token: token})
+	writeJSON(w, http.StatusOK, api.VerifyResponse{ID: runner.ID, Token: token, TokenExpiresAt: expiryJSON(runner.TokenExpiresAt)})
 	return nil
 }
 

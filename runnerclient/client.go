@@ -44,6 +44,13 @@ type Client struct {
 	SystemID string // s_... or r_...; omitted from requests when empty
 	Info     Info   // sent with verify, jobs/request and every job update
 
+	// ID, TokenObtainedAt and TokenExpiresAt are what config.toml keeps beside the token
+	// (common.RunnerCredentials): RegisterCommand and ResetToken set them, and
+	// NextTokenReset reads them as gitlab-runner run does. A zero expiry: never.
+	ID              int64
+	TokenObtainedAt time.Time
+	TokenExpiresAt  time.Time
+
 	UserAgent string
 
 	// MaxWait, when > 0, caps every wait RunJob makes: the trace period

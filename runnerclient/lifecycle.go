@@ -4,13 +4,77 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 )
 
 // A runner's life cycle, as network/gitlab.go drives it: RegisterRunner (register with a
 // registration token), UnregisterRunner and UnregisterRunnerManager (unregister),
 // ResetToken and ResetTokenWithPAT (reset-token). Each call succeeds on exactly one status,
-// as the runner's doJSON expects; anything else is a *StatusError.
+// as the runner's doJSON expects; anything else is a *StatusError. RegisterCommand,
+// UnregisterCommand and NextTokenReset choose among them as gitlab-runner v17.9's commands
+// do (commands/register.go, unregister.go, multi.go).
+
+// createdRunnerTokenPrefix is network.createdRunnerTokenPrefix.
+const createdRunnerTokenPrefix = "glrt-"
+
+// TokenIsCreatedRunnerToken is network.TokenIsCreatedRunnerToken: only glrt- marks a token
+// of a runner created in GitLab (by an operator here). Any other token, glrtr- included,
+// belongs to a runner registered with a registration token.
+func TokenIsCreatedRunnerToken(token string) bool {
+	return strings.HasPrefix(token, createdRunnerTokenPrefix)
+}
+
+// TokenResetIntervalFactor is common.TokenResetIntervalFactor: gitlab-runner run resets a
+// token when this share of its lifetime has passed.
+const TokenResetIntervalFactor = 0.75
+
+// RegisterCommand does what `gitlab-runner register --non-interactive` does with token
+// (commands/register.go askRunner): a glrt- token is verified (POST /runners/verify, and
+// an id of 0 would panic the runner), any other token is a registration token for POST
+// /runners, whose answer gives the runner's own token. Either way the client then holds
+// what config.toml would: ID, Token, TokenObtainedAt (whole seconds) and TokenExpiresAt.
+func (c *Client) RegisterCommand(ctx context.Context, token string, p RegisterParameters) error {
+	obtained := time.Now().UTC().Truncate(time.Second)
+	if TokenIsCreatedRunnerToken(token) {
+		c.Token = token
+		res, err := c.Verify(ctx)
+		if err != nil {
+			return err
+		}
+		c.ID, c.TokenObtainedAt, c.TokenExpiresAt = res.ID, obtained, res.TokenExpiresAt
+		return nil
+	}
+	res, err := c.Register(ctx, token, p)
+	if err != nil {
+		return err
+	}
+	c.ID, c.Token, c.TokenObtainedAt, c.TokenExpiresAt = res.ID, res.Token, obtained, res.TokenExpiresAt
+	return nil
+}
+
+// UnregisterCommand does what `gitlab-runner unregister` does for a runner of its config
+// (commands/unregister.go unregisterRunner): DELETE /runners/managers with its system_id
+// for a glrt- token, DELETE /runners (the whole runner) for any other.
+func (c *Client) UnregisterCommand(ctx context.Context) error {
+	if TokenIsCreatedRunnerToken(c.Token) {
+		return c.UnregisterManager(ctx)
+	}
+	return c.Unregister(ctx)
+}
+
+// NextTokenReset is when gitlab-runner run resets the client's token itself
+// (commands/multi.go nextRunnerToReset): TokenResetIntervalFactor of the way from
+// TokenObtainedAt to TokenExpiresAt. ok is false for a token that never expires. A time in
+// the past (a runner started after it) means at once, and a token already expired then
+// gets 403 and stays expired.
+func (c *Client) NextTokenReset() (at time.Time, ok bool) {
+	if c.TokenExpiresAt.IsZero() {
+		return time.Time{}, false
+	}
+	lifetime := c.TokenExpiresAt.Sub(c.TokenObtainedAt)
+	return c.TokenObtainedAt.Add(time.Duration(TokenResetIntervalFactor * float64(lifetime.Nanoseconds()))), true
+}
 
 // RegisterParameters mirrors common.RegisterRunnerParameters: Tags is the comma-separated
 // tag_list the runner sends.
@@ -65,14 +129,15 @@ type unregisterRunnerRequest struct {
 	SystemID string `json:"system_id,omitempty"`
 }
 
-// Unregister calls DELETE /runners with the client's token, as `gitlab-runner unregister`
-// does for a runner registered with a registration token: 204 means it is gone.
+// Unregister calls DELETE /runners with the client's token (network UnregisterRunner), as
+// `gitlab-runner unregister` does for a token that is not glrt-: 204 means it is gone.
 func (c *Client) Unregister(ctx context.Context) error {
 	return c.deleteNoContent(ctx, "runners", unregisterRunnerRequest{Token: c.Token})
 }
 
-// UnregisterManager calls DELETE /runners/managers with the client's token and system id,
-// as `gitlab-runner unregister` does for a glrt- runner: 204 means this manager is gone.
+// UnregisterManager calls DELETE /runners/managers with the client's token and system id
+// (network UnregisterRunnerManager), as `gitlab-runner unregister` does for a glrt- token:
+// 204 means this manager is gone.
 func (c *Client) UnregisterManager(ctx context.Context) error {
 	return c.deleteNoContent(ctx, "runners/managers", unregisterRunnerRequest{Token: c.Token, SystemID: c.SystemID})
 }
@@ -117,7 +182,8 @@ func (c *Client) resetToken(ctx context.Context, path string, auth http.Header, 
 	if rep.code != http.StatusCreated {
 		return res, rep.statusError()
 	}
+	// common.ResetToken: the runner keeps the new token and its times in config.toml.
 	res.TokenObtainedAt = time.Now().UTC()
-	c.Token = res.Token
+	c.Token, c.TokenObtainedAt, c.TokenExpiresAt = res.Token, res.TokenObtainedAt, res.TokenExpiresAt
 	return res, nil
 }

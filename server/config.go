@@ -48,6 +48,10 @@ type Config struct {
 	RunnerRegistrationToken string
 	// MaxManagersPerRunner caps the system_ids one runner token may register (0: no cap).
 	MaxManagersPerRunner int
+	// RunnerTokenExpiresIn is the lifetime of runner tokens issued from now on (0: never).
+	RunnerTokenExpiresIn time.Duration
+	// RunnerTokenRotationGrace keeps a token a runner reset itself valid this long (0: none).
+	RunnerTokenRotationGrace time.Duration
 	// ExternalURL is the base of CI_SERVER_URL and the job and pipeline URLs ("": the
 	// request's own scheme and Host).
 	ExternalURL string
@@ -180,6 +184,21 @@ var Settings = []Setting{
 		}},
 	{"JOBAPI_STALE_MANAGER_AFTER", "168h", "runner managers not seen for this long are removed, as GitLab does after 7 days (0: never)",
 		duration(func(c *Config) *time.Duration { return &c.StaleManagerAfter })},
+	{"JOBAPI_RUNNER_TOKEN_EXPIRES_IN", "", "lifetime of runner tokens issued from then on, at least 1m (unset: tokens never expire); gitlab-runner resets its token at 75 % of it",
+		func(c *Config, v string) error {
+			if v == "" {
+				return nil
+			}
+			if err := duration(func(c *Config) *time.Duration { return &c.RunnerTokenExpiresIn })(c, v); err != nil {
+				return err
+			}
+			if c.RunnerTokenExpiresIn != 0 && c.RunnerTokenExpiresIn < time.Minute {
+				return fmt.Errorf("want at least 1m (or 0: never), got %q", v)
+			}
+			return nil
+		}},
+	{"JOBAPI_RUNNER_TOKEN_ROTATION_GRACE", "10m", "after a runner resets its own token, the old one keeps working this long, never past its expiry (0: stops at once, as GitLab); an operator's reset revokes at once",
+		duration(func(c *Config) *time.Duration { return &c.RunnerTokenRotationGrace })},
 	{"JOBAPI_RUNNER_REGISTRATION_TOKEN", "", "registration token for gitlab-runner register with POST /runners (unset: such registration answers 403)",
 		func(c *Config, v string) error { c.RunnerRegistrationToken = v; return nil }},
 	{"JOBAPI_EXTERNAL_URL", "", "base URL runners and jobs reach jobapi at: CI_SERVER_URL, CI_API_V4_URL, job and pipeline URLs (default: from the request's Host)",

@@ -242,7 +242,8 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 		TwoPhase: fl.flags.TwoPhaseCommit, Observer: m, Audit: d.store, Projects: d.store, Now: opts.Now, Log: log,
 		Config: builds.Config{AckTTL: cfg.AckTTL, MaxProvisioningWait: cfg.MaxProvisioningWait,
 			TraceLimit: cfg.TraceLimit, LongPoll: cfg.LongPoll, Policy: policy,
-			MaxManagersPerRunner: cfg.MaxManagersPerRunner}})
+			MaxManagersPerRunner: cfg.MaxManagersPerRunner, RunnerTokenExpiresIn: cfg.RunnerTokenExpiresIn,
+			RunnerTokenRotationGrace: cfg.RunnerTokenRotationGrace}})
 	d.sweeper = &retry.Sweeper{Store: d.store, Leases: d.rs, Queue: d.rs, Policy: policy,
 		Interval: cfg.SweepInterval, MaxWait: cfg.MaxProvisioningWait, Now: opts.Now, Log: log, OnSweep: m.sweep,
 		Notify: d.svc.NotifyPipelines}

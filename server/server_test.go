@@ -29,9 +29,18 @@ func TestLoadConfigDefaultsAndErrors(t *testing.T) {
 		cfg.LongPoll != 0 || cfg.ListenAddr != ":8080" || cfg.MaintenanceInterval != cfg.SweepInterval {
 		t.Errorf("defaults differ from SPEC §10: %+v", cfg)
 	}
+	if cfg.RunnerTokenExpiresIn != 0 || cfg.RunnerTokenRotationGrace != 10*time.Minute {
+		t.Errorf("runner tokens expire in %v with a grace of %v, want never and 10m", cfg.RunnerTokenExpiresIn, cfg.RunnerTokenRotationGrace)
+	}
+	if cfg, err := server.LoadConfig(func(k string) string {
+		return map[string]string{"JOBAPI_RUNNER_TOKEN_EXPIRES_IN": "720h", "JOBAPI_RUNNER_TOKEN_ROTATION_GRACE": "0"}[k]
+	}); err != nil || cfg.RunnerTokenExpiresIn != 720*time.Hour || cfg.RunnerTokenRotationGrace != 0 {
+		t.Errorf("runner token settings 720h and 0: %v %v %v", cfg.RunnerTokenExpiresIn, cfg.RunnerTokenRotationGrace, err)
+	}
 	for env, bad := range map[string]string{
 		"JOBAPI_ACK_TTL": "soon", "JOBAPI_AUTO_RETRY_MAX": "-1", "JOBAPI_TRACE_LIMIT": "4 potatoes",
 		"JOBAPI_AUTO_MIGRATE": "maybe", "JOBAPI_SWEEP_INTERVAL": "1ns", "JOBAPI_RATE_LIMIT_JOBS_REQUEST": "many",
+		"JOBAPI_RUNNER_TOKEN_EXPIRES_IN": "30s", "JOBAPI_RUNNER_TOKEN_ROTATION_GRACE": "-1m",
 	} {
 		_, err := server.LoadConfig(func(k string) string {
 			if k == env {

@@ -12,30 +12,41 @@ import (
 	"github.com/jobapi/jobapi/builds"
 )
 
-const runnerCols = `r.id, r.description, r.tags, r.run_untagged, r.paused, r.created_at, r.contacted_at`
+// runnerCols ends with the runner's current token expiry; runnerByTokenHash puts the
+// presented token's in its place.
+const runnerCols = `r.id, r.description, r.tags, r.run_untagged, r.paused, r.created_at, r.contacted_at,
+    r.registration_type = 'registration_token', r.token_expires_at`
 
 func scanRunner(row pgx.Row) (builds.Runner, error) {
 	var r builds.Runner
-	err := row.Scan(&r.ID, &r.Description, &r.Tags, &r.RunUntagged, &r.Paused, &r.CreatedAt, &r.ContactedAt)
+	err := row.Scan(&r.ID, &r.Description, &r.Tags, &r.RunUntagged, &r.Paused, &r.CreatedAt, &r.ContactedAt,
+		&r.RegistrationToken, &r.TokenExpiresAt)
 	return r, err
 }
 
 const createRunner = `
-INSERT INTO runners AS r (token_hash, description, tags, run_untagged, paused)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO runners AS r (token_hash, description, tags, run_untagged, paused, registration_type, token_expires_at)
+VALUES ($1, $2, $3, $4, $5, CASE WHEN $6 THEN 'registration_token' ELSE 'authenticated_user' END, $7)
 RETURNING ` + runnerCols
 
-// CreateRunner stores a runner with its token hash.
+// CreateRunner stores a runner with its token hash and expiry.
 func (s *Store) CreateRunner(ctx context.Context, r builds.Runner, tokenHash []byte) (builds.Runner, error) {
 	if r.Tags == nil {
 		r.Tags = []string{}
 	}
-	return scanRunner(s.pool.QueryRow(ctx, createRunner, tokenHash, r.Description, r.Tags, r.RunUntagged, r.Paused))
+	return scanRunner(s.pool.QueryRow(ctx, createRunner, tokenHash, r.Description, r.Tags, r.RunUntagged, r.Paused,
+		r.RegistrationToken, r.TokenExpiresAt))
 }
 
-const runnerByTokenHash = `SELECT ` + runnerCols + ` FROM runners r WHERE r.token_hash = $1`
+// runnerByTokenHash finds a current token or a previous one (in its rotation grace or past
+// it: the service compares the expiry with its clock), each through its unique index.
+const runnerByTokenHash = `
+SELECT r.id, r.description, r.tags, r.run_untagged, r.paused, r.created_at, r.contacted_at,
+       r.registration_type = 'registration_token',
+       CASE WHEN r.token_hash = $1 THEN r.token_expires_at ELSE r.previous_token_expires_at END
+FROM runners r WHERE r.token_hash = $1 OR r.previous_token_hash = $1`
 
-// RunnerByTokenHash finds the runner a token belongs to.
+// RunnerByTokenHash finds the runner a token belongs to, with that token's expiry.
 func (s *Store) RunnerByTokenHash(ctx context.Context, hash []byte) (builds.Runner, error) {
 	r, err := scanRunner(s.pool.QueryRow(ctx, runnerByTokenHash, hash))
 	return r, notFound(err, "runner")
@@ -88,7 +99,8 @@ func (s *Store) Runners(ctx context.Context, p builds.Page) ([]builds.Runner, in
 	var total int
 	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (builds.Runner, error) {
 		var r builds.Runner
-		err := row.Scan(&r.ID, &r.Description, &r.Tags, &r.RunUntagged, &r.Paused, &r.CreatedAt, &r.ContactedAt, &total)
+		err := row.Scan(&r.ID, &r.Description, &r.Tags, &r.RunUntagged, &r.Paused, &r.CreatedAt, &r.ContactedAt,
+			&r.RegistrationToken, &r.TokenExpiresAt, &total)
 		return r, err
 	})
 	if err != nil {
@@ -206,16 +218,65 @@ func (s *Store) UpsertManager(ctx context.Context, runnerID int64, systemID stri
 	return m, err
 }
 
+// lockRunner takes the runner's row first: a claim assigning a build to it (whose foreign
+// key check shares that row) then waits, and fails once the runner is gone, instead of
+// handing out a build after the runner's builds were ended.
+const lockRunner = `SELECT id FROM runners WHERE id = $1 FOR UPDATE`
+
+// heldBuilds are the builds on the runner's machines, through builds_status_idx (few: at
+// most the fleet's concurrency), locked in the order every finisher uses: pipeline, build.
+const heldBuilds = `
+SELECT b.id, b.status, COALESCE(m.system_id, '') FROM builds b
+LEFT JOIN runner_managers m ON m.id = b.runner_manager_id
+WHERE b.status IN ('waiting_for_runner_ack', 'running', 'canceling') AND b.runner_id = $1
+ORDER BY b.pipeline_id, b.id
+FOR UPDATE OF b`
+
 const deleteRunner = `DELETE FROM runners WHERE id = $1`
 
-// DeleteRunner removes a runner; its managers go with it (ON DELETE CASCADE) and its builds
-// keep their history with the runner unset (ON DELETE SET NULL).
-func (s *Store) DeleteRunner(ctx context.Context, id int64) error {
-	tag, err := s.pool.Exec(ctx, deleteRunner, id)
-	if err == nil && tag.RowsAffected() == 0 {
-		err = fmt.Errorf("runner %d: %w", id, builds.ErrNotFound)
-	}
-	return err
+// DeleteRunner removes a runner in one transaction with the builds it holds: each ends as
+// d.Finish says, with its auto-retry, and each pipeline advances once, after its last
+// build. Its managers go with it (ON DELETE CASCADE) and its builds keep their history with
+// the runner unset (ON DELETE SET NULL).
+func (s *Store) DeleteRunner(ctx context.Context, d builds.RunnerDeletion) (builds.RunnerDeleted, error) {
+	var res builds.RunnerDeleted
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		res = builds.RunnerDeleted{}
+		var id int64
+		if err := tx.QueryRow(ctx, lockRunner, d.RunnerID).Scan(&id); err != nil {
+			return notFound(err, fmt.Sprintf("runner %d", d.RunnerID))
+		}
+		rows, err := tx.Query(ctx, heldBuilds, d.RunnerID)
+		if err != nil {
+			return err
+		}
+		held, err := pgx.CollectRows(rows, pgx.RowToStructByPos[builds.HeldBuild])
+		if err != nil {
+			return err
+		}
+		var pipelines []int64
+		for _, b := range held {
+			f, err := finishBuildTx(ctx, tx, d.Finish(b))
+			if err != nil {
+				return fmt.Errorf("end build %d of runner %d: %w", b.ID, d.RunnerID, err)
+			}
+			res.Finished = append(res.Finished, f)
+			res.Queued = res.Queued || f.Queued
+			if n := len(pipelines); n == 0 || pipelines[n-1] != f.Build.PipelineID {
+				pipelines = append(pipelines, f.Build.PipelineID) // held is in pipeline order
+			}
+		}
+		for _, p := range pipelines {
+			queued, err := advance(ctx, tx, p, d.Now)
+			if err != nil {
+				return fmt.Errorf("advance pipeline %d: %w", p, err)
+			}
+			res.Queued = res.Queued || queued
+		}
+		_, err = tx.Exec(ctx, deleteRunner, d.RunnerID)
+		return err
+	})
+	return res, err
 }
 
 const deleteManager = `DELETE FROM runner_managers WHERE runner_id = $1 AND system_id = $2`
@@ -229,13 +290,41 @@ func (s *Store) DeleteManager(ctx context.Context, runnerID int64, systemID stri
 	return err
 }
 
-const setRunnerToken = `UPDATE runners SET token_hash = $2 WHERE id = $1`
+const setRunnerToken = `
+UPDATE runners SET token_hash = $2, token_expires_at = $3, previous_token_hash = NULL, previous_token_expires_at = NULL
+WHERE id = $1`
 
-// SetRunnerToken replaces a runner's token hash.
-func (s *Store) SetRunnerToken(ctx context.Context, id int64, tokenHash []byte) error {
-	tag, err := s.pool.Exec(ctx, setRunnerToken, id, tokenHash)
+// SetRunnerToken replaces a runner's token and forgets its previous one (an operator's reset
+// revokes).
+func (s *Store) SetRunnerToken(ctx context.Context, id int64, tokenHash []byte, expiresAt *time.Time) error {
+	tag, err := s.pool.Exec(ctx, setRunnerToken, id, tokenHash, expiresAt)
 	if err == nil && tag.RowsAffected() == 0 {
 		err = fmt.Errorf("runner %d: %w", id, builds.ErrNotFound)
+	}
+	return err
+}
+
+// rotateRunnerToken is builds.TokenRotation as one compare-and-set on the presented token
+// ($2), valid at $6. Presented as the current token, it becomes the previous one until $5
+// or its own expiry (LEAST skips a NULL), or is dropped when $5 is NULL; presented as the
+// previous one, the current token (never received) is replaced and the previous kept.
+const rotateRunnerToken = `
+UPDATE runners SET
+    previous_token_hash = CASE WHEN token_hash <> $2 THEN previous_token_hash
+                               WHEN $5::timestamptz IS NULL THEN NULL ELSE token_hash END,
+    previous_token_expires_at = CASE WHEN token_hash <> $2 THEN previous_token_expires_at
+                                     WHEN $5::timestamptz IS NULL THEN NULL ELSE LEAST($5, token_expires_at) END,
+    token_hash = $3, token_expires_at = $4
+WHERE id = $1
+  AND (token_hash = $2 AND (token_expires_at IS NULL OR token_expires_at > $6)
+       OR previous_token_hash = $2 AND previous_token_expires_at > $6)`
+
+// RotateRunnerToken applies a runner's reset of its own token; ErrNotFound when the
+// presented token is not valid any more.
+func (s *Store) RotateRunnerToken(ctx context.Context, r builds.TokenRotation) error {
+	tag, err := s.pool.Exec(ctx, rotateRunnerToken, r.RunnerID, r.Presented, r.New, r.ExpiresAt, r.PreviousUntil, r.Now)
+	if err == nil && tag.RowsAffected() == 0 {
+		err = fmt.Errorf("token of runner %d: %w", r.RunnerID, builds.ErrNotFound)
 	}
 	return err
 }

@@ -2,7 +2,6 @@ package apitest_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/e2e/jobapitest"
-	"github.com/jobapi/jobapi/runnerclient"
 	"github.com/jobapi/jobapi/server"
 )
 
@@ -446,109 +444,5 @@ func TestManagersPerRunnerCapped(t *testing.T) {
 	wantStatus(t, resp, b, http.StatusNoContent)
 	if n := jobapitest.QueryInt(t, inst.Pool, "SELECT count(*) FROM runner_managers WHERE runner_id = $1", id); n != 3 {
 		t.Errorf("%d manager rows, want 3", n)
-	}
-}
-
-// A runner's life cycle through runnerclient, which mirrors gitlab-runner's calls: register
-// with a registration token, verify, unregister one manager, reset the token (itself and
-// by the operator), unregister; the operator deletes a runner. Every change is audited and
-// an old token stops working at once on this replica.
-func TestRunnerLifecycle(t *testing.T) {
-	t.Parallel()
-	inst := jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) { c.RunnerRegistrationToken = "reg-secret-token" }})
-	ctx := context.Background()
-	var se *runnerclient.StatusError
-	wantCode := func(err error, code int, what string) {
-		t.Helper()
-		if !errors.As(err, &se) || se.Code != code {
-			t.Fatalf("%s: %v, want %d", what, err, code)
-		}
-	}
-
-	reg := runnerclient.New(inst.URL, "", "")
-	_, err := reg.Register(ctx, "wrong", runnerclient.RegisterParameters{})
-	wantCode(err, http.StatusForbidden, "register with a wrong registration token")
-	created, err := reg.Register(ctx, "reg-secret-token", runnerclient.RegisterParameters{
-		Description: "registered", Tags: "docker, linux", RunUntagged: false})
-	if err != nil || created.ID == 0 || !strings.HasPrefix(created.Token, "glrt-") || !created.TokenExpiresAt.IsZero() {
-		t.Fatalf("register: %+v %v, want an id, a glrt- token and no expiry", created, err)
-	}
-	var rn api.Runner
-	inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("/api/v4/runners/%d", created.ID), nil, &rn)
-	if rn.Description != "registered" || !slices.Equal(rn.TagList, []string{"docker", "linux"}) || rn.RunUntagged || rn.Paused {
-		t.Errorf("registered runner %+v", rn)
-	}
-
-	a := runnerclient.New(inst.URL, created.Token, "s_lifecycle_a")
-	b := runnerclient.New(inst.URL, created.Token, "s_lifecycle_b")
-	for _, c := range []*runnerclient.Client{a, b} {
-		if _, err := c.Verify(ctx); err != nil {
-			t.Fatalf("verify %s: %v", c.SystemID, err)
-		}
-	}
-	if err := b.UnregisterManager(ctx); err != nil {
-		t.Fatalf("unregister manager: %v", err)
-	}
-	wantCode(b.UnregisterManager(ctx), http.StatusNotFound, "unregister the same manager again")
-	inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("/api/v4/runners/%d", created.ID), nil, &rn)
-	if len(rn.Managers) != 1 || rn.Managers[0].SystemID != "s_lifecycle_a" {
-		t.Errorf("managers after unregistering s_lifecycle_b: %+v", rn.Managers)
-	}
-
-	old := a.Token
-	reset, err := a.ResetToken(ctx)
-	if err != nil || reset.Token == old || !strings.HasPrefix(reset.Token, "glrt-") || a.Token != reset.Token {
-		t.Fatalf("reset token: %+v %v", reset, err)
-	}
-	_, err = runnerclient.New(inst.URL, old, "s_lifecycle_a").Verify(ctx)
-	wantCode(err, http.StatusForbidden, "verify with the token before the reset")
-	if _, err := a.Verify(ctx); err != nil {
-		t.Fatalf("verify with the new token: %v", err)
-	}
-	_, err = a.ResetTokenWithPAT(ctx, created.ID, "not-the-admin-token")
-	wantCode(err, http.StatusForbidden, "operator reset with a wrong admin token")
-	old = a.Token
-	if _, err := a.ResetTokenWithPAT(ctx, created.ID, jobapitest.AdminToken); err != nil || a.Token == old {
-		t.Fatalf("operator reset: %v", err)
-	}
-	_, err = runnerclient.New(inst.URL, old, "s_lifecycle_a").Verify(ctx)
-	wantCode(err, http.StatusForbidden, "verify with the token before the operator's reset")
-
-	if err := a.Unregister(ctx); err != nil {
-		t.Fatalf("unregister: %v", err)
-	}
-	_, err = a.Verify(ctx)
-	wantCode(err, http.StatusForbidden, "verify after unregister")
-	wantCode(a.Unregister(ctx), http.StatusForbidden, "unregister again")
-	resp, body := inst.Do(t, "GET", fmt.Sprintf("/api/v4/runners/%d", created.ID), nil)
-	wantJSONError(t, resp, body, http.StatusNotFound)
-
-	// The operator deletes a runner; its pending job stays for another runner.
-	id, token := createRunner(t, inst, nil, true)
-	p := inst.CreatePipeline(t, 3, []string{"test"}, jobapitest.Job{"name": "a", "stage": "test", "script": "true"})
-	resp, body = inst.Do(t, "DELETE", fmt.Sprintf("/api/v4/runners/%d", id), nil)
-	wantStatus(t, resp, body, http.StatusNoContent)
-	resp, body = inst.Do(t, "DELETE", fmt.Sprintf("/api/v4/runners/%d", id), nil)
-	wantJSONError(t, resp, body, http.StatusNotFound)
-	resp, body = requestJob(t, inst.URL, token, "s_gone", "")
-	wantJSONError(t, resp, body, http.StatusForbidden)
-	_, other := createRunner(t, inst, nil, true)
-	if job := takeJob(t, inst.URL, other); job.ID != p.Jobs[0].ID {
-		t.Errorf("another runner got job %d, want %d", job.ID, p.Jobs[0].ID)
-	}
-
-	resp, body = inst.Do(t, "GET", "/api/v4/admin/events?per_page=100", nil)
-	wantStatus(t, resp, body, http.StatusOK)
-	var actions []string
-	for _, e := range decode[[]map[string]any](t, body) {
-		actions = append(actions, fmt.Sprint(e["action"]))
-	}
-	for _, want := range []string{"runner_created", "runner_manager_deleted", "runner_token_reset", "runner_deleted"} {
-		if !slices.Contains(actions, want) {
-			t.Errorf("audit log %v has no %s", actions, want)
-		}
-	}
-	if strings.Contains(string(body), "glrt-") {
-		t.Error("the audit log shows a runner token")
 	}
 }
