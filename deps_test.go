@@ -40,6 +40,10 @@ var layerRules = []layerRule{
 		why: "flag keys and getters know OpenFeature only; the Postgres provider is pgflags"},
 	{pkgs: "./handlers/...", forbidden: []string{"github.com/jackc/pgx/v5/...", "github.com/redis/go-redis/v9/..."},
 		why: "handlers speak HTTP and call builds; storage errors reach them as builds' sentinels"},
+	{pkgs: "./ciconfig/...", allowed: []string{"./builds", "./ciconfig/...", "go.yaml.in/yaml/v3"}, forbidden: []string{"net/http", "database/sql"},
+		why: "the .gitlab-ci.yml compiler is pure: text in, builds' job definitions out, with a YAML parser; no storage, no transport"},
+	{pkgs: "./ciconfig/expr", allowed: []string{},
+		why: "the rules:if expression language uses only the standard library"},
 	{pkgs: "./...", forbidden: []string{"./cmd/..."},
 		why: "commands are leaves: what two of them share belongs in a package of its own"},
 }

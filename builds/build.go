@@ -158,6 +158,8 @@ type Variable struct {
 	Value  string `json:"value"`
 	Masked bool   `json:"masked,omitempty"`
 	File   bool   `json:"file,omitempty"`
+	// Raw: `expand: false` in .gitlab-ci.yml; the runner does not expand $VARS in it.
+	Raw bool `json:"raw,omitempty"`
 }
 
 // RetryRule is the job's own `retry: {max, when}` from .gitlab-ci.yml.

@@ -159,7 +159,7 @@ func (d *PipelineDefinition) Normalize() error {
 		}
 		names[d.Jobs[i].Name] = true
 	}
-	return nil
+	return ValidateNeeds(d.Stages, d.Jobs)
 }
 
 func checkName(what, s string) error {

@@ -1,0 +1,273 @@
+package ciconfig
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jobapi/jobapi/builds"
+)
+
+// Context is what rules and workflow:rules see about the pipeline being created.
+type Context struct {
+	Ref           string // branch or tag name ("main", "v1.2.0"), never "refs/..."
+	RefIsTag      bool
+	SHA           string
+	DefaultBranch string
+	Source        string // CI_PIPELINE_SOURCE: "api" (default), "push", "web", "trigger", "schedule", "merge_request_event"
+	// Variables visible to rules:if and workflow:rules (predefined, project, pipeline; a
+	// later entry wins). Compile adds CI_COMMIT_BRANCH/CI_COMMIT_TAG/CI_COMMIT_REF_NAME/
+	// CI_PIPELINE_SOURCE/CI_DEFAULT_BRANCH/CI_COMMIT_SHA from the fields above when absent.
+	// They win over the file's variables in rules, as project and pipeline variables do
+	// in GitLab.
+	Variables []builds.Variable
+}
+
+// Result is the pipeline a configuration gives for one Context.
+type Result struct {
+	// Stages: the stages that have jobs, in the file's order (.pre first, .post last), as
+	// GitLab shows a pipeline's stages.
+	Stages []string
+	// Jobs: hidden jobs dropped, extends/default/!reference merged, rules applied (when:
+	// never removes), parallel expanded, global variables under job variables; in stage
+	// order, then file order. Needs and Dependencies name only jobs of this list.
+	Jobs       []builds.JobDefinition
+	Warnings   []string
+	MergedYAML string // the config after anchors, extends and !reference, as GitLab's lint shows it
+}
+
+// Compile turns .gitlab-ci.yml text into the jobs of a pipeline, as GitLab would for the
+// Context. Every error about what the user wrote is an *Error; ErrFilteredOut when
+// workflow:rules let no pipeline run, ErrNoJobs when rules left no job.
+func Compile(src []byte, c Context) (Result, error) {
+	cfg, err := load(src)
+	if err != nil {
+		return Result{}, err
+	}
+	return cfg.pipeline(c)
+}
+
+// lookupTable is the Context's variables with the ref's variables filled in.
+func (c Context) lookupTable() map[string]string {
+	m := make(map[string]string, len(c.Variables)+8)
+	source := c.Source
+	if source == "" {
+		source = "api"
+	}
+	defaults := []builds.Variable{
+		{Key: "CI_PIPELINE_SOURCE", Value: source},
+		{Key: "CI_COMMIT_REF_NAME", Value: c.Ref},
+		{Key: "CI_COMMIT_SHA", Value: c.SHA},
+		{Key: "CI_DEFAULT_BRANCH", Value: c.DefaultBranch},
+	}
+	if c.RefIsTag {
+		defaults = append(defaults, builds.Variable{Key: "CI_COMMIT_TAG", Value: c.Ref})
+	} else {
+		defaults = append(defaults, builds.Variable{Key: "CI_COMMIT_BRANCH", Value: c.Ref})
+	}
+	for _, v := range defaults {
+		if v.Value != "" {
+			m[v.Key] = v.Value
+		}
+	}
+	for _, v := range c.Variables {
+		m[v.Key] = v.Value
+	}
+	return m
+}
+
+// varSet is an ordered set of variables where a later value of a key replaces the earlier
+// one in its place.
+type varSet struct {
+	list []builds.Variable
+	at   map[string]int
+}
+
+func (s *varSet) add(vs ...yamlVar) {
+	if s.at == nil {
+		s.at = make(map[string]int, len(vs))
+	}
+	for _, v := range vs {
+		bv := builds.Variable{Key: v.key, Value: v.value, Raw: v.raw}
+		if i, ok := s.at[v.key]; ok {
+			s.list[i] = bv
+			continue
+		}
+		s.at[v.key] = len(s.list)
+		s.list = append(s.list, bv)
+	}
+}
+
+func (cfg *config) pipeline(c Context) (Result, error) {
+	ctx := c.lookupTable()
+	// Global variables, with workflow:rules' variables over them.
+	globals := slices.Clone(cfg.globals)
+	globalAt := func(name string) (string, bool) {
+		for i := len(globals) - 1; i >= 0; i-- {
+			if globals[i].key == name {
+				return globals[i].value, true
+			}
+		}
+		return "", false
+	}
+	if cfg.hasWorkflow {
+		r := match(cfg.workflow, func(name string) (string, bool) {
+			if v, ok := ctx[name]; ok {
+				return v, true
+			}
+			return globalAt(name)
+		})
+		if r == nil || r.when == builds.WhenNever {
+			return Result{}, ErrFilteredOut
+		}
+		globals = append(globals, r.vars...)
+	}
+	var globalSet varSet
+	globalSet.add(globals...)
+	globalMap := make(map[string]string, len(globalSet.list))
+	for _, v := range globalSet.list {
+		globalMap[v.Key] = v.Value
+	}
+
+	type included struct {
+		spec  *jobSpec
+		def   builds.JobDefinition
+		needs []needSpec
+	}
+	var kept []included
+	present := make(map[string]bool, len(cfg.jobs))
+	for _, j := range cfg.jobs {
+		def := j.def
+		needs := j.needs
+		var ruleVars []yamlVar
+		if j.hasRules {
+			lookup := func(name string) (string, bool) {
+				if v, ok := ctx[name]; ok {
+					return v, true
+				}
+				for i := len(j.vars) - 1; i >= 0; i-- {
+					if j.vars[i].key == name {
+						return j.vars[i].value, true
+					}
+				}
+				switch name {
+				case "CI_JOB_NAME":
+					return j.name, true
+				case "CI_JOB_STAGE":
+					return j.def.Stage, true
+				}
+				if j.inheritVars == nil || j.inheritVars[name] {
+					v, ok := globalMap[name]
+					return v, ok
+				}
+				return "", false
+			}
+			r := match(j.rules, lookup)
+			if r == nil || r.when == builds.WhenNever {
+				continue
+			}
+			def.When = j.staticWhen
+			if r.when != "" {
+				def.When = r.when
+			}
+			def.StartInSeconds = 0
+			if def.When == builds.WhenDelayed {
+				def.StartInSeconds = r.startIn
+			}
+			if r.allowFailure != nil {
+				def.AllowFailure = *r.allowFailure
+				def.AllowFailureExitCodes = nil
+			}
+			if r.hasNeeds {
+				needs = r.needs
+				def.NeedsDeclared = true
+			}
+			ruleVars = r.vars
+		}
+		var vars varSet
+		for _, g := range globals {
+			if j.inheritVars == nil || j.inheritVars[g.key] {
+				vars.add(g)
+			}
+		}
+		vars.add(j.vars...)
+		vars.add(ruleVars...)
+		if len(vars.list) > builds.MaxVariables {
+			return Result{}, &Error{Line: j.line, Job: j.name, Key: "variables",
+				Message: fmt.Sprintf("the job has %d variables with the global ones; at most %d are accepted", len(vars.list), builds.MaxVariables)}
+		}
+		def.Variables = vars.list
+		kept = append(kept, included{spec: j, def: def, needs: needs})
+		present[j.name] = true
+	}
+	if len(kept) == 0 {
+		return Result{}, ErrNoJobs
+	}
+
+	// Stage order, then file order.
+	stageIndex := make(map[string]int, len(cfg.stages))
+	for i, s := range cfg.stages {
+		stageIndex[s] = i
+	}
+	slices.SortStableFunc(kept, func(a, b included) int {
+		return stageIndex[a.def.Stage] - stageIndex[b.def.Stage]
+	})
+	names := make([]string, len(kept))
+	for i, k := range kept {
+		names[i] = k.def.Name
+	}
+
+	res := Result{Warnings: slices.Clone(cfg.warnings), MergedYAML: cfg.merged}
+	res.Jobs = make([]builds.JobDefinition, len(kept))
+	firstOfStage := 0
+	for i, k := range kept {
+		def := k.def
+		if i > 0 && def.Stage != kept[i-1].def.Stage {
+			firstOfStage = i
+			res.Stages = append(res.Stages, def.Stage)
+		} else if i == 0 {
+			res.Stages = append(res.Stages, def.Stage)
+		}
+		def.Needs = nil
+		for _, n := range k.needs {
+			if !present[n.job] {
+				if n.optional {
+					continue
+				}
+				return Result{}, &Error{Line: n.line, Job: def.Name, Key: "needs",
+					Message: fmt.Sprintf("'%s' job needs '%s' job, but '%s' is not in any previous stage", def.Name, n.job, n.job)}
+			}
+			def.Needs = append(def.Needs, builds.Need{Job: n.job, Artifacts: n.artifacts, Optional: n.optional})
+		}
+		switch {
+		case k.spec.def.DependenciesDeclared:
+			def.Dependencies = nil
+			for _, d := range k.spec.deps {
+				if present[d] {
+					def.Dependencies = append(def.Dependencies, d)
+				}
+			}
+		case def.NeedsDeclared:
+			def.Dependencies = nil
+			for _, n := range def.Needs {
+				if n.Artifacts {
+					def.Dependencies = append(def.Dependencies, n.Job)
+				}
+			}
+		default:
+			// Every job of the earlier stages: a prefix of names, shared (capacity
+			// capped so that nobody's append can write into it).
+			def.Dependencies = names[:firstOfStage:firstOfStage]
+		}
+		def.DependenciesDeclared = true
+		res.Jobs[i] = def
+	}
+	if err := builds.ValidateNeeds(res.Stages, res.Jobs); err != nil {
+		var ve *builds.ValidationError
+		if errors.As(err, &ve) {
+			return Result{}, &Error{Message: ve.Msg}
+		}
+		return Result{}, err
+	}
+	return res, nil
+}

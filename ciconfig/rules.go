@@ -1,0 +1,157 @@
+package ciconfig
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/ciconfig/expr"
+)
+
+var (
+	ruleWhen         = []string{builds.WhenOnSuccess, builds.WhenOnFailure, builds.WhenAlways, builds.WhenNever, builds.WhenManual, builds.WhenDelayed}
+	workflowRuleWhen = []string{builds.WhenAlways, builds.WhenNever}
+	ruleUnsupported  = map[string]string{
+		"changes":       ": jobapi creates pipelines from the API, without the pushed diff to compare",
+		"exists":        ": jobapi does not read the repository's files when it creates a pipeline",
+		"interruptible": " (auto-cancel)",
+	}
+	workflowRuleUnsupported = map[string]string{
+		"changes":     ruleUnsupported["changes"],
+		"exists":      ruleUnsupported["exists"],
+		"auto_cancel": " (auto-cancel)",
+	}
+)
+
+// parseRules reads `rules:` (a list of hashes, lists nested by !reference flattened up
+// to 10 levels) of a job, or of the workflow when workflow is set.
+func parseRules(v *val, job, key string, workflow bool) ([]rule, error) {
+	if v.kind != vSeq {
+		return nil, errAt(v, job, key, "config should be an array of hashes")
+	}
+	var items []*val
+	var flatten func(s *val, level int) error
+	flatten = func(s *val, level int) error {
+		if level > maxScriptNesting {
+			return errAt(s, job, key, "config should be an array of hashes nested at most %d levels", maxScriptNesting)
+		}
+		for _, item := range s.vals {
+			switch item.kind {
+			case vSeq:
+				if err := flatten(item, level+1); err != nil {
+					return err
+				}
+			case vMap:
+				items = append(items, item)
+			default:
+				return errAt(item, job, key, "config should be an array of hashes")
+			}
+		}
+		return nil
+	}
+	if err := flatten(v, 1); err != nil {
+		return nil, err
+	}
+	out := make([]rule, 0, len(items))
+	for _, item := range items {
+		r, err := parseRule(item, job, key+":rule", workflow)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func parseRule(v *val, job, key string, workflow bool) (rule, error) {
+	allowed := []string{"if", "when", "allow_failure", "variables", "start_in", "needs"}
+	unsupported, whens := ruleUnsupported, ruleWhen
+	if workflow {
+		allowed, unsupported, whens = []string{"if", "when", "variables"}, workflowRuleUnsupported, workflowRuleWhen
+	}
+	if err := checkKeys(v, job, key, allowed, unsupported); err != nil {
+		return rule{}, err
+	}
+	r := rule{line: v.line}
+	var err error
+	if x := v.get("if"); x != nil && x.kind != vNull {
+		if x.kind != vString {
+			return rule{}, errAt(x, job, key, "if should be a string")
+		}
+		if r.cond, err = expr.Parse(x.text); err != nil {
+			return rule{}, errAt(x, job, key, "if invalid expression syntax (%s)", strings.TrimPrefix(err.Error(), "invalid expression syntax: "))
+		}
+	}
+	if x := v.get("when"); x != nil && x.kind != vNull {
+		w, err := stringValue(x, job, key+":when")
+		if err != nil || !slices.Contains(whens, w) {
+			return rule{}, errAt(x, job, key, "when unknown value: %s (one of: %s)", x.text, strings.Join(whens, ", "))
+		}
+		r.when = w
+	}
+	if x := v.get("allow_failure"); x != nil && x.kind != vNull {
+		b, err := boolValue(x, job, key+":allow_failure")
+		if err != nil {
+			return rule{}, err
+		}
+		r.allowFailure = &b
+	}
+	if x := v.get("variables"); x != nil && x.kind != vNull {
+		if r.vars, err = parseVariables(x, job, key+":variables", false); err != nil {
+			return rule{}, err
+		}
+	}
+	startIn := v.get("start_in")
+	switch {
+	case r.when == builds.WhenDelayed:
+		if startIn == nil || startIn.kind == vNull {
+			return rule{}, errAt(v, job, key, "start_in should be a duration when when: delayed")
+		}
+		if r.startIn, err = durationSeconds(startIn, job, key+":start_in", maxStartIn, "1 week"); err != nil {
+			return rule{}, err
+		}
+	case startIn != nil && startIn.kind != vNull:
+		return rule{}, errAt(startIn, job, key, "start_in should be blank unless when: delayed")
+	}
+	if x := v.get("needs"); x != nil && x.kind != vNull {
+		if r.needs, err = parseNeeds(x, job, key+":needs"); err != nil {
+			return rule{}, err
+		}
+		r.hasNeeds = true
+	}
+	return r, nil
+}
+
+// readWorkflow reads workflow: {rules}.
+func (cfg *config) readWorkflow(v *val) error {
+	if v == nil || v.kind == vNull {
+		return nil
+	}
+	if v.kind != vMap {
+		return errAt(v, "", "workflow", "config should be a hash")
+	}
+	if err := checkKeys(v, "", "workflow", []string{"rules"}, map[string]string{
+		"name":        " (pipeline names)",
+		"auto_cancel": " (auto-cancel)",
+	}); err != nil {
+		return err
+	}
+	if x := v.get("rules"); x != nil && x.kind != vNull {
+		rules, err := parseRules(x, "", "workflow:rules", true)
+		if err != nil {
+			return err
+		}
+		cfg.workflow, cfg.hasWorkflow = rules, true
+	}
+	return nil
+}
+
+// match returns the first rule whose if holds, or nil.
+func match(rules []rule, vars expr.Lookup) *rule {
+	for i := range rules {
+		if rules[i].cond == nil || rules[i].cond.Eval(vars) {
+			return &rules[i]
+		}
+	}
+	return nil
+}
