@@ -136,6 +136,7 @@ type Payload struct {
 	NeedsDeclared         bool        `json:"needs_declared,omitempty"`
 	Dependencies          []string    `json:"dependencies,omitempty"`
 	DependenciesDeclared  bool        `json:"dependencies_declared,omitempty"`
+	DependsOnStages       bool        `json:"depends_on_stages,omitempty"` // see JobDefinition
 	Artifacts             []Artifacts `json:"artifacts,omitempty"`
 	Cache                 []Cache     `json:"cache,omitempty"`
 	NodeIndex             int         `json:"node_index,omitempty"`
@@ -148,7 +149,7 @@ func PayloadOf(j JobDefinition) Payload {
 		Variables: j.Variables, Image: j.Image, Services: j.Services, Retry: j.Retry,
 		AllowFailure: j.AllowFailure, AllowFailureExitCodes: j.AllowFailureExitCodes,
 		When: j.When, StartInSeconds: j.StartInSeconds, Needs: j.Needs, NeedsDeclared: j.NeedsDeclared,
-		Dependencies: j.Dependencies, DependenciesDeclared: j.DependenciesDeclared,
+		Dependencies: j.Dependencies, DependenciesDeclared: j.DependenciesDeclared, DependsOnStages: j.DependsOnStages,
 		Artifacts: j.Artifacts, Cache: j.Cache, NodeIndex: j.NodeIndex, NodeTotal: j.NodeTotal}
 }
 

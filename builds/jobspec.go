@@ -75,4 +75,6 @@ type Cache struct {
 	Paths        []string `json:"paths,omitempty"`
 	When         string   `json:"when,omitempty"` // on_success (default), on_failure, always
 	FallbackKeys []string `json:"fallback_keys,omitempty"`
+	// Unprotect: the key gets GitLab's -non_protected suffix even on a protected ref.
+	Unprotect bool `json:"unprotect,omitempty"`
 }

@@ -26,8 +26,12 @@ const (
 type Pipeline struct {
 	ID              int64
 	ProjectID       int64
+	IID             int64 // numbers the project's pipelines 1, 2, … (CI_PIPELINE_IID)
 	Ref             string
 	SHA             string
+	BeforeSHA       string
+	Source          string     // what started the pipeline (CI_PIPELINE_SOURCE)
+	Variables       []Variable // the pipeline's own (API) variables
 	Stages          []string
 	TimeoutStrategy string
 	Status          string
@@ -42,6 +46,9 @@ type PipelineDefinition struct {
 	ProjectID       int64
 	Ref             string
 	SHA             string
+	BeforeSHA       string     // the ref's previous tip; zeros when there is none (API pipelines)
+	Source          string     // a Source* value; "" means SourceAPI
+	Variables       []Variable // the pipeline's own variables, above project and job ones
 	Stages          []string
 	TimeoutStrategy string
 	Jobs            []JobDefinition
@@ -77,6 +84,7 @@ type JobDefinition struct {
 	// default: the needed jobs (with artifacts: true), else every job of earlier stages.
 	Dependencies         []string
 	DependenciesDeclared bool
+	DependsOnStages      bool // the stage default, which Normalize sets (defaultDependencies)
 	Artifacts            []Artifacts
 	Cache                []Cache
 	// NodeIndex and NodeTotal: the job's place among `parallel:` copies (1-based), 0 when
@@ -122,6 +130,9 @@ func (d *PipelineDefinition) Normalize() error {
 	if !shaPattern.MatchString(d.SHA) {
 		return invalid("sha must be 40 lowercase hex characters")
 	}
+	if err := d.normalizeOrigin(); err != nil {
+		return err
+	}
 	switch d.TimeoutStrategy {
 	case "":
 		d.TimeoutStrategy = TimeoutPessimistic
@@ -159,7 +170,11 @@ func (d *PipelineDefinition) Normalize() error {
 		}
 		names[d.Jobs[i].Name] = true
 	}
-	return ValidateNeeds(d.Stages, d.Jobs)
+	if err := ValidateNeeds(d.Stages, d.Jobs); err != nil {
+		return err
+	}
+	d.defaultDependencies()
+	return nil
 }
 
 func checkName(what, s string) error {

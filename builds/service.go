@@ -238,6 +238,9 @@ type Assignment struct {
 	// Runner took the build; Project is its project as of the assignment.
 	Runner  Runner
 	Project JobProject
+	// Pipeline and Dependencies: what the payload needs of the build's pipeline.
+	Pipeline     JobPipeline
+	Dependencies []Dependency
 }
 
 // RequestJob hands out the oldest matching build, or returns *NoJobError.
@@ -294,7 +297,8 @@ func (s *Service) RequestJob(ctx context.Context, req JobRequest) (Assignment, e
 		// The flag is per project, so it is evaluated for the locked candidate.
 		claim.TwoPhase = func(projectID int64) bool { return s.gate(ctx, projectID, r.ID, systemID) }
 	}
-	b, err := s.store.Claim(ctx, claim)
+	claimed, err := s.store.Claim(ctx, claim)
+	b := claimed.Build
 	if errors.Is(err, ErrNoBuild) {
 		return Assignment{}, &NoJobError{LastUpdate: version}
 	}
@@ -321,7 +325,8 @@ func (s *Service) RequestJob(ctx context.Context, req JobRequest) (Assignment, e
 			}
 		}
 	}
-	return Assignment{Build: b, JobToken: jobToken, LastUpdate: version, Runner: r, Project: project}, nil
+	return Assignment{Build: b, JobToken: jobToken, LastUpdate: version, Runner: r, Project: project,
+		Pipeline: claimed.Pipeline, Dependencies: claimed.Dependencies}, nil
 }
 
 // ackTTL is the TTL to grant now for a build assigned at assignedAt, never reaching past

@@ -34,6 +34,15 @@ type Claim struct {
 	AckDeadline time.Time
 }
 
+// Claimed is a claimed build with what its job payload needs beyond the build row, read in
+// the claim's own statement.
+type Claimed struct {
+	Build
+	Pipeline JobPipeline
+	// Dependencies are resolved from the payload's Dependencies and DependsOnStages.
+	Dependencies []Dependency
+}
+
 // Finish moves a build to an end state in one transaction: the compare-and-set, its event,
 // the automatic retry the policy allows, and the pipeline's stage advancement.
 type Finish struct {
@@ -137,7 +146,7 @@ type Store interface {
 	Pipeline(ctx context.Context, projectID, id int64) (Pipeline, error)
 	CancelPipeline(ctx context.Context, projectID, id int64, now time.Time) (Pipeline, error)
 
-	Claim(ctx context.Context, c Claim) (Build, error)
+	Claim(ctx context.Context, c Claim) (Claimed, error)
 	Build(ctx context.Context, id int64) (Build, error)
 	BuildsByStatus(ctx context.Context, status Status, p Page) ([]Build, int, error)
 	Events(ctx context.Context, buildID int64, p Page) ([]Event, int, error)

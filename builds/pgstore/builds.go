@@ -24,14 +24,54 @@ const buildJoins = ` JOIN pipelines p ON p.id = b.pipeline_id LEFT JOIN runner_m
 func scanBuild(row pgx.Row) (builds.Build, error) {
 	var b builds.Build
 	var status string
-	err := row.Scan(&b.ID, &b.ProjectID, &b.PipelineID, &b.Stage, &b.StageIdx, &b.Name, &status, &b.TokenHash,
+	err := row.Scan(buildDests(&b, &status)...)
+	b.Status = builds.Status(status)
+	return b, err
+}
+
+// buildDests are the scan destinations of buildCols.
+func buildDests(b *builds.Build, status *string) []any {
+	return []any{&b.ID, &b.ProjectID, &b.PipelineID, &b.Stage, &b.StageIdx, &b.Name, status, &b.TokenHash,
 		&b.Tags, &b.Payload, &b.TimeoutSeconds, &b.AllowFailure, &b.RunnerID,
 		&b.RunnerManagerID, &b.RunnerSystemID, &b.Attempt, &b.RetryOf,
 		&b.RetriedBy, &b.TwoPhase, &b.CancelRequested, &b.FailureReason, &b.ExitCode,
 		&b.RunnerFinalState, &b.TraceSize, &b.CreatedAt, &b.QueuedAt, &b.AssignedAt,
-		&b.AckDeadline, &b.StartedAt, &b.FinishedAt, &b.UpdatedAt, &b.Ref, &b.SHA)
-	b.Status = builds.Status(status)
-	return b, err
+		&b.AckDeadline, &b.StartedAt, &b.FinishedAt, &b.UpdatedAt, &b.Ref, &b.SHA}
+}
+
+// claimedCols is buildCols and what the job payload needs beyond the build (builds.Claimed),
+// so that a claim stays one statement: the pipeline's iid, source, before_sha, creation
+// time and variables, and the build's dependencies.
+const claimedCols = buildCols + `, p.iid, p.source, p.before_sha, p.created_at, p.variables, ` + claimedDependencies
+
+// claimedDependencies resolves a claimed build's dependencies to the latest attempt of each
+// job in its pipeline: those its payload names, and with depends_on_stages every earlier
+// stage's job that declares artifacts. The CASE runs the subquery only for a build that has
+// dependencies (payload keys are omitted when empty), so other claims pay nothing for it.
+const claimedDependencies = `
+CASE WHEN b.payload ? 'dependencies' OR b.payload ? 'depends_on_stages' THEN (
+    SELECT coalesce(jsonb_agg(jsonb_build_object('id', d.id, 'name', d.name,
+                                                 'artifacts_file', ` + dependencyArtifactsFile + `)
+                              ORDER BY d.stage_idx, d.id), '[]')
+    FROM builds d
+    WHERE d.pipeline_id = b.pipeline_id AND d.retried_by IS NULL AND d.id <> b.id
+      AND (d.name IN (SELECT jsonb_array_elements_text(b.payload->'dependencies'))
+           OR (b.payload ? 'depends_on_stages' AND d.stage_idx < b.stage_idx AND d.payload ? 'artifacts'))
+) END`
+
+// dependencyArtifactsFile is a dependency d's stored archive as the payload shows it,
+// {filename, size}, or NULL while it has none. Nothing stores artifacts yet: the artifacts
+// work (issue 14) replaces this NULL with its lookup of d's archive; until then the runner
+// gets no artifacts_file and skips the dependency, as it does one whose artifacts expired.
+const dependencyArtifactsFile = `NULL::jsonb`
+
+func scanClaimed(row pgx.Row) (builds.Claimed, error) {
+	var c builds.Claimed
+	var status string
+	err := row.Scan(append(buildDests(&c.Build, &status), &c.Pipeline.IID, &c.Pipeline.Source,
+		&c.Pipeline.BeforeSHA, &c.Pipeline.CreatedAt, &c.Pipeline.Variables, &c.Dependencies)...)
+	c.Status = builds.Status(status)
+	return c, err
 }
 
 func collectBuilds(rows pgx.Rows) ([]builds.Build, error) {
@@ -155,7 +195,7 @@ WITH b AS (
 ), pl AS (
     ` + startPipeline + `
 )
-SELECT ` + buildCols + ` FROM b` + buildJoins
+SELECT ` + claimedCols + ` FROM b` + buildJoins
 
 // assignOldest does the claim in one statement when the two-phase decision cannot depend on
 // the build (the runner did not declare the capability): one round trip per job request.
@@ -183,10 +223,10 @@ const assignCandidate = `
 ), pl AS (
     ` + startPipeline + `
 )
-SELECT ` + buildCols + ` FROM b` + buildJoins
+SELECT ` + claimedCols + ` FROM b` + buildJoins
 
 // Claim hands the oldest matching pending build to a runner manager.
-func (s *Store) Claim(ctx context.Context, c builds.Claim) (builds.Build, error) {
+func (s *Store) Claim(ctx context.Context, c builds.Claim) (builds.Claimed, error) {
 	tags := c.Runner.Tags
 	if tags == nil {
 		tags = []string{}
@@ -194,20 +234,20 @@ func (s *Store) Claim(ctx context.Context, c builds.Claim) (builds.Build, error)
 	candidate, oldest := claimCandidate, assignOldest
 	if len(tags) == 0 {
 		if !c.Runner.RunUntagged {
-			return builds.Build{}, builds.ErrNoBuild // it may run neither tagged nor untagged builds
+			return builds.Claimed{}, builds.ErrNoBuild // it may run neither tagged nor untagged builds
 		}
 		candidate, oldest = claimUntaggedCandidate, assignOldestUntagged
 	}
 	if c.TwoPhase == nil {
-		b, err := scanBuild(s.pool.QueryRow(ctx, oldest, tags, c.Runner.RunUntagged, c.TokenHash,
+		b, err := scanClaimed(s.pool.QueryRow(ctx, oldest, tags, c.Runner.RunUntagged, c.TokenHash,
 			c.Runner.ID, c.ManagerID, c.Now, c.SystemID))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return builds.Build{}, builds.ErrNoBuild
+			return builds.Claimed{}, builds.ErrNoBuild
 		}
 		return b, err
 	}
 	// Two round trips: BEGIN with the candidate's lock, then the assignment with COMMIT.
-	var b builds.Build
+	var b builds.Claimed
 	err := s.inPipeTx(ctx, func(tx *pipeTx) error {
 		var id, projectID int64
 		if err := tx.QueryRow(ctx, candidate, tags, c.Runner.RunUntagged).Scan(&id, &projectID); err != nil {
@@ -222,7 +262,7 @@ func (s *Store) Claim(ctx context.Context, c builds.Claim) (builds.Build, error)
 			return err
 		}
 		return tx.queryRowAndCommit(ctx, func(row pgx.Row) (err error) {
-			b, err = scanBuild(row)
+			b, err = scanClaimed(row)
 			return err
 		}, assignBuild, id, string(status), c.TokenHash, c.Runner.ID,
 			c.ManagerID, c.Now, c.AckDeadline, twoPhase, c.SystemID)

@@ -10,9 +10,18 @@ import (
 	"github.com/jobapi/jobapi/builds"
 )
 
+// insertPipeline numbers the pipeline in its project (pipeline_iids: the upsert's row lock
+// holds a concurrent creation for the same project until this transaction ends, so no two
+// share an iid) and stores it.
 const insertPipeline = `
-INSERT INTO pipelines (project_id, ref, sha, stages, timeout_strategy, status, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, 'pending', $6, $6)
+WITH n AS (
+    INSERT INTO pipeline_iids AS c (project_id, last_iid) VALUES ($1, 1)
+    ON CONFLICT (project_id) DO UPDATE SET last_iid = c.last_iid + 1
+    RETURNING last_iid
+)
+INSERT INTO pipelines (project_id, ref, sha, stages, timeout_strategy, status, created_at, updated_at,
+    iid, source, before_sha, variables)
+SELECT $1, $2, $3, $4, $5, 'pending', $6, $6, n.last_iid, $7, $8, $9 FROM n
 RETURNING id`
 
 // CreatePipeline stores a normalized definition: jobs of the first stage that has any are
@@ -22,7 +31,8 @@ func (s *Store) CreatePipeline(ctx context.Context, d builds.PipelineDefinition,
 	first := d.FirstStage()
 	var id int64
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, insertPipeline, d.ProjectID, d.Ref, d.SHA, d.Stages, d.TimeoutStrategy, now).Scan(&id); err != nil {
+		if err := tx.QueryRow(ctx, insertPipeline, d.ProjectID, d.Ref, d.SHA, d.Stages, d.TimeoutStrategy, now,
+			d.Source, d.BeforeSHA, nonNilVariables(d.Variables)).Scan(&id); err != nil {
 			return err
 		}
 		rows := make([][]any, len(d.Jobs))
@@ -60,7 +70,8 @@ FROM builds WHERE pipeline_id = $1`, id, now)
 }
 
 const pipelineByID = `
-SELECT id, project_id, ref, sha, stages, timeout_strategy, status, created_at, updated_at, finished_at
+SELECT id, project_id, ref, sha, stages, timeout_strategy, status, created_at, updated_at, finished_at,
+    iid, source, before_sha, variables
 FROM pipelines WHERE id = $1 AND project_id = $2`
 
 const buildsOfPipeline = `SELECT ` + buildCols + ` FROM builds b` + buildJoins + `WHERE b.pipeline_id = $1 ORDER BY b.stage_idx, b.id`
@@ -69,7 +80,8 @@ const buildsOfPipeline = `SELECT ` + buildCols + ` FROM builds b` + buildJoins +
 func (s *Store) Pipeline(ctx context.Context, projectID, id int64) (builds.Pipeline, error) {
 	var p builds.Pipeline
 	err := s.pool.QueryRow(ctx, pipelineByID, id, projectID).Scan(&p.ID, &p.ProjectID, &p.Ref, &p.SHA, &p.Stages,
-		&p.TimeoutStrategy, &p.Status, &p.CreatedAt, &p.UpdatedAt, &p.FinishedAt)
+		&p.TimeoutStrategy, &p.Status, &p.CreatedAt, &p.UpdatedAt, &p.FinishedAt,
+		&p.IID, &p.Source, &p.BeforeSHA, &p.Variables)
 	if err != nil {
 		return builds.Pipeline{}, notFound(err, fmt.Sprintf("pipeline %d", id))
 	}
@@ -119,4 +131,12 @@ func (s *Store) CancelPipeline(ctx context.Context, projectID, id int64, now tim
 		return builds.Pipeline{}, err
 	}
 	return s.Pipeline(ctx, projectID, id)
+}
+
+// nonNilVariables stores no variables as [] rather than null.
+func nonNilVariables(v []builds.Variable) []builds.Variable {
+	if v == nil {
+		return []builds.Variable{}
+	}
+	return v
 }

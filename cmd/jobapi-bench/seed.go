@@ -34,14 +34,24 @@ type seedSpec struct {
 // seedChunk bounds one statement, so progress shows and no transaction grows unbounded.
 const seedChunk = 100_000
 
+// seededIIDs numbers seeded pipelines by their id (unique, so unique within each project
+// too) and moves the projects' counters past them, so that pipelines created later through
+// the API get fresh iids. It follows a CTE p of the new pipelines.
+const seededIIDs = `
+), i AS (
+    INSERT INTO pipeline_iids AS c (project_id, last_iid)
+    SELECT project_id, max(iid) FROM p GROUP BY project_id
+    ON CONFLICT (project_id) DO UPDATE SET last_iid = greatest(c.last_iid, excluded.last_iid)`
+
 const seedBuilds = `
 WITH p AS (
-    INSERT INTO pipelines (project_id, ref, sha, stages, status, created_at, updated_at, finished_at)
-    SELECT 1 + g % 100, 'main', '` + benchSHA + `', '{test}',
+    INSERT INTO pipelines (id, iid, project_id, ref, sha, stages, status, created_at, updated_at, finished_at)
+    SELECT n.id, n.id, 1 + n.g % 100, 'main', '` + benchSHA + `', '{test}',
            CASE $1::text WHEN 'pending' THEN 'pending' WHEN 'success' THEN 'success' ELSE 'running' END,
            now(), now(), CASE WHEN $1::text = 'success' THEN now() END
-    FROM generate_series(1, $2::int) g
-    RETURNING id, project_id
+    FROM (SELECT nextval('pipelines_id_seq') AS id, g FROM generate_series(1, $2::int) g) n
+    RETURNING id, iid, project_id
+` + seededIIDs + `
 ), b AS (
     INSERT INTO builds (project_id, pipeline_id, stage, stage_idx, name, status, tags, payload, timeout_seconds,
         queued_at, created_at, updated_at, assigned_at, ack_deadline, started_at, finished_at,
@@ -120,9 +130,14 @@ func (e *env) seedAssigned(ctx context.Context, n, perPipeline int, rs []*runner
 	}
 	pipelines := (n + perPipeline - 1) / perPipeline
 	rows, err := e.db.Query(ctx, `
-INSERT INTO pipelines (project_id, ref, sha, stages, status)
-SELECT 1 + g % 100, 'main', '`+benchSHA+`', '{test}', 'running' FROM generate_series(1, $1::int) g
-RETURNING id, project_id`, pipelines)
+WITH p AS (
+    INSERT INTO pipelines (id, iid, project_id, ref, sha, stages, status)
+    SELECT n.id, n.id, 1 + n.g % 100, 'main', '`+benchSHA+`', '{test}', 'running'
+    FROM (SELECT nextval('pipelines_id_seq') AS id, g FROM generate_series(1, $1::int) g) n
+    RETURNING id, iid, project_id
+`+seededIIDs+`
+)
+SELECT id, project_id FROM p`, pipelines)
 	if err != nil {
 		return nil, err
 	}

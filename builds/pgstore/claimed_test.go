@@ -1,0 +1,202 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/testenv"
+)
+
+// claimer is a runner manager that takes any untagged build, one phase.
+type claimer struct {
+	store *Store
+	claim builds.Claim
+}
+
+func newClaimer(t *testing.T, store *Store) *claimer {
+	t.Helper()
+	ctx := t.Context()
+	r, err := store.CreateRunner(ctx, builds.Runner{RunUntagged: true}, builds.HashToken(builds.NewToken("glrt-")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := store.UpsertManager(ctx, r.ID, "s_claimed", builds.ManagerInfo{}, time.Now(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &claimer{store: store, claim: builds.Claim{Runner: r, ManagerID: m.ID, SystemID: "s_claimed"}}
+}
+
+func (c *claimer) take(t *testing.T) builds.Claimed {
+	t.Helper()
+	cl := c.claim
+	cl.TokenHash, cl.Now = builds.HashToken(builds.NewToken(builds.JobTokenPrefix)), time.Now()
+	got, err := c.store.Claim(t.Context(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func (c *claimer) succeed(t *testing.T, id int64) {
+	t.Helper()
+	_, err := c.store.Finish(t.Context(), builds.Finish{BuildID: id, From: []builds.Status{builds.StatusRunning},
+		To: builds.StatusSuccess, Event: builds.EventFinished, Now: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func createPipeline(t *testing.T, store *Store, d builds.PipelineDefinition) builds.Pipeline {
+	t.Helper()
+	if err := d.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := store.CreatePipeline(t.Context(), d, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func archive(path string) []builds.Artifacts {
+	return []builds.Artifacts{{Paths: []string{path}, ArtifactType: "archive", ArtifactFormat: "zip"}}
+}
+
+// TestClaimResolvesDependencies: the claim's own statement resolves a build's dependencies
+// to the latest attempt of each job in its pipeline: the stage default (earlier stages'
+// jobs with artifacts), the needs default (needed jobs with artifacts: true and artifacts),
+// declared names, and none; and it carries the pipeline's own fields.
+func TestClaimResolvesDependencies(t *testing.T) {
+	t.Parallel()
+	store := New(testenv.Pool(t))
+	c := newClaimer(t, store)
+	script := []string{"true"}
+	createPipeline(t, store, builds.PipelineDefinition{ProjectID: 5, Ref: "main", Source: builds.SourcePush,
+		BeforeSHA: "1111111111111111111111111111111111111111",
+		Variables: []builds.Variable{{Key: "DEPLOY_ENV", Value: "staging"}, {Key: "CONF", Value: "a: 1", File: true}},
+		Stages:    []string{"build", "test"}, Jobs: []builds.JobDefinition{
+			{Name: "compile", Stage: "build", Script: script, Artifacts: archive("bin/")},
+			{Name: "lint", Stage: "build", Script: script},
+			{Name: "package", Stage: "build", Script: script, Artifacts: archive("dist/")},
+			{Name: "unit", Stage: "test", Script: script},
+			{Name: "dag", Stage: "test", Script: script, NeedsDeclared: true, Needs: []builds.Need{
+				{Job: "compile", Artifacts: true}, {Job: "lint", Artifacts: true}, {Job: "package", Artifacts: false}}},
+			{Name: "explicit", Stage: "test", Script: script, DependenciesDeclared: true, Dependencies: []string{"lint", "package"}},
+			{Name: "none", Stage: "test", Script: script, DependenciesDeclared: true},
+		}})
+
+	ids := map[string]int64{}
+	for range 3 {
+		b := c.take(t)
+		if b.Dependencies != nil {
+			t.Errorf("%s (first stage) has dependencies %+v", b.Name, b.Dependencies)
+		}
+		want := builds.JobPipeline{IID: 1, Source: "push", BeforeSHA: "1111111111111111111111111111111111111111",
+			CreatedAt: b.Pipeline.CreatedAt, Variables: []builds.Variable{{Key: "DEPLOY_ENV", Value: "staging"}, {Key: "CONF", Value: "a: 1", File: true}}}
+		if fmt.Sprint(b.Pipeline) != fmt.Sprint(want) || b.Pipeline.CreatedAt.IsZero() {
+			t.Errorf("%s: pipeline %+v, want %+v", b.Name, b.Pipeline, want)
+		}
+		ids[b.Name] = b.ID
+	}
+	// compile runs twice: its dependents get the second attempt.
+	c.succeed(t, ids["compile"])
+	retry, err := store.RetryBuild(t.Context(), ids["compile"], time.Now(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again := c.take(t); again.ID != retry.ID {
+		t.Fatalf("claimed %d (%s), want the retry %d", again.ID, again.Name, retry.ID)
+	}
+	ids["compile"] = retry.ID
+	for _, name := range []string{"compile", "lint", "package"} {
+		c.succeed(t, ids[name])
+	}
+
+	want := map[string][]string{
+		"unit":     {"package", "compile"}, // by stage, then id: the retry is the newest build
+		"dag":      {"compile"},
+		"explicit": {"lint", "package"},
+		"none":     nil,
+	}
+	for range len(want) {
+		b := c.take(t)
+		var got []string
+		for _, d := range b.Dependencies {
+			if d.ID != ids[d.Name] {
+				t.Errorf("%s: dependency %s is build %d, want its latest attempt %d", b.Name, d.Name, d.ID, ids[d.Name])
+			}
+			if d.ArtifactsFile != nil {
+				t.Errorf("%s: dependency %s has artifacts_file %+v before any is stored", b.Name, d.Name, d.ArtifactsFile)
+			}
+			got = append(got, d.Name)
+		}
+		w, ok := want[b.Name]
+		if !ok || !slices.Equal(got, w) {
+			t.Errorf("%s: dependencies %v, want %v", b.Name, got, w)
+		}
+		delete(want, b.Name)
+	}
+}
+
+// TestPipelineIIDsNeverShared: pipelines created at once for the same projects (one with a
+// projects row, one implicit) get the iids 1..n of their project, each once.
+func TestPipelineIIDsNeverShared(t *testing.T) {
+	t.Parallel()
+	store := New(testenv.Pool(t))
+	ctx := context.Background()
+	project, err := store.CreateProject(ctx, builds.Project{Name: "p", Path: "p", DefaultBranch: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const perProject = 12
+	projects := []int64{project.ID, project.ID + 1000}
+	var (
+		mu   sync.Mutex
+		iids = map[int64][]int64{}
+		wg   sync.WaitGroup
+	)
+	for _, pid := range projects {
+		for range perProject {
+			wg.Go(func() {
+				d := builds.PipelineDefinition{ProjectID: pid, Stages: []string{"test"},
+					Jobs: []builds.JobDefinition{{Name: "a", Script: []string{"true"}}}}
+				if err := d.Normalize(); err != nil {
+					t.Error(err)
+					return
+				}
+				p, err := store.CreatePipeline(ctx, d, time.Now())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				iids[pid] = append(iids[pid], p.IID)
+				mu.Unlock()
+			})
+		}
+	}
+	wg.Wait()
+	for _, pid := range projects {
+		got := iids[pid]
+		slices.Sort(got)
+		want := make([]int64, perProject)
+		for i := range want {
+			want[i] = int64(i + 1)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("project %d: iids %v, want %v", pid, got, want)
+		}
+	}
+	p := createPipeline(t, store, builds.PipelineDefinition{ProjectID: projects[1], Stages: []string{"test"},
+		Jobs: []builds.JobDefinition{{Name: "a", Script: []string{"true"}}}})
+	if p.IID != perProject+1 || p.Source != builds.SourceAPI || p.BeforeSHA != builds.ZeroSHA || p.Variables == nil {
+		t.Errorf("next pipeline: iid %d source %q before_sha %q variables %v; want %d, api, zeros, []",
+			p.IID, p.Source, p.BeforeSHA, p.Variables, perProject+1)
+	}
+}
