@@ -55,9 +55,12 @@ type PipelineJob struct {
 // Pipeline is a pipeline with its jobs (every attempt).
 type Pipeline struct {
 	ID              int64         `json:"id"`
+	IID             int64         `json:"iid"`
 	ProjectID       int64         `json:"project_id"`
 	Ref             string        `json:"ref"`
 	Sha             string        `json:"sha"`
+	BeforeSha       string        `json:"before_sha"`
+	Source          string        `json:"source"`
 	Status          string        `json:"status"`
 	Stages          []string      `json:"stages"`
 	TimeoutStrategy string        `json:"timeout_strategy"`
@@ -65,9 +68,18 @@ type Pipeline struct {
 	UpdatedAt       time.Time     `json:"updated_at"`
 	FinishedAt      *time.Time    `json:"finished_at"`
 	Jobs            []PipelineJob `json:"jobs"`
+	// Variables are the pipeline's own, by key and type: their values are not shown, as a
+	// pipeline variable cannot be masked and often carries a secret given at trigger time.
+	Variables []PipelineVariable `json:"variables"`
 	// GitStrategy is "none" when the project has no repository (its jobs get
 	// GIT_STRATEGY=none), "fetch" when it has one; absent where not looked up.
 	GitStrategy string `json:"git_strategy,omitempty"`
+}
+
+// PipelineVariable names a pipeline variable (GitLab's variable_type: env_var or file).
+type PipelineVariable struct {
+	Key          string `json:"key"`
+	VariableType string `json:"variable_type"`
 }
 
 // JobRunner and JobRunnerManager identify who holds a job.

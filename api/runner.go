@@ -41,8 +41,9 @@ type JobRequest struct {
 	Session    json.RawMessage `json:"session,omitempty"`
 }
 
-// Job is the 201 body of a job request (GitLab's JobRequest::Response, the fields the runner
-// reads). Arrays are always present, empty when unused.
+// Job is the 201 body of a job request: GitLab's JobRequest::Response, with the field names
+// and types of gitlab-runner's JobResponse (common/network.go; spec.Job in 19.x), which
+// runnerclient mirrors. Arrays are always present, empty when unused.
 type Job struct {
 	ID            int64          `json:"id"`
 	Token         string         `json:"token"`
@@ -54,16 +55,17 @@ type Job struct {
 	Steps         []Step         `json:"steps"`
 	Image         Image          `json:"image"`
 	Services      []Image        `json:"services"`
-	Artifacts     []any          `json:"artifacts"`
-	Cache         []any          `json:"cache"`
-	Credentials   []any          `json:"credentials"`
-	Dependencies  []any          `json:"dependencies"`
+	Artifacts     []Artifact     `json:"artifacts"`
+	Cache         []Cache        `json:"cache"`
+	Credentials   []Credentials  `json:"credentials"`
+	Dependencies  []Dependency   `json:"dependencies"`
 	Features      JobFeatures    `json:"features"`
-	Hooks         []any          `json:"hooks"`
+	Hooks         []Hook         `json:"hooks"`
 	Secrets       map[string]any `json:"secrets"`
 }
 
-// JobInfo describes the job for the runner's logs and directories.
+// JobInfo describes the job for the runner's logs and directories. ID is GitLab's (and
+// SPEC's); the runner itself reads the top-level id.
 type JobInfo struct {
 	ID                 int64   `json:"id"`
 	Name               string  `json:"name"`
@@ -104,7 +106,8 @@ type JobVariable struct {
 	Raw    bool   `json:"raw"`
 }
 
-// Step is a script or after_script step.
+// Step is a script or after_script step. GitLab's script step is before_script + script,
+// when on_success; after_script is its own step, when always, allow_failure true.
 type Step struct {
 	Name         string   `json:"name"`
 	Script       []string `json:"script"`
@@ -113,13 +116,74 @@ type Step struct {
 	AllowFailure bool     `json:"allow_failure"`
 }
 
-// Image is a container image reference (empty for shell executors).
+// Image is the job's image or one of its services (empty name: none, as for shell
+// executors). The runner's own omitempty fields are left out when empty.
 type Image struct {
-	Name       string   `json:"name"`
-	Alias      string   `json:"alias"`
-	Command    []string `json:"command"`
-	Entrypoint []string `json:"entrypoint"`
-	Ports      []any    `json:"ports"`
+	Name       string        `json:"name"`
+	Alias      string        `json:"alias,omitempty"`
+	Command    []string      `json:"command,omitempty"`
+	Entrypoint []string      `json:"entrypoint,omitempty"`
+	Ports      []Port        `json:"ports,omitempty"`
+	Variables  []JobVariable `json:"variables,omitempty"`
+	PullPolicy []string      `json:"pull_policy,omitempty"`
+}
+
+// Port is a port a service exposes.
+type Port struct {
+	Number   int    `json:"number,omitempty"`
+	Protocol string `json:"protocol,omitempty"`
+	Name     string `json:"name,omitempty"`
+}
+
+// Artifact is one upload the runner makes after the job: the archive or a report.
+type Artifact struct {
+	Name           string   `json:"name"`
+	Untracked      bool     `json:"untracked"`
+	Paths          []string `json:"paths"`
+	Exclude        []string `json:"exclude"`
+	When           string   `json:"when"`
+	ArtifactType   string   `json:"artifact_type"`
+	ArtifactFormat string   `json:"artifact_format"`
+	ExpireIn       string   `json:"expire_in"`
+}
+
+// Cache is one cache the runner restores before the job and saves after it.
+type Cache struct {
+	Key          string   `json:"key"`
+	Untracked    bool     `json:"untracked"`
+	Policy       string   `json:"policy"`
+	Paths        []string `json:"paths"`
+	When         string   `json:"when"`
+	FallbackKeys []string `json:"fallback_keys"`
+}
+
+// Credentials log the runner into a registry (jobapi sends none).
+type Credentials struct {
+	Type     string `json:"type"`
+	URL      string `json:"url"`
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+// Dependency is a job whose artifacts the runner downloads before the script, with Token
+// (the downloading job's own, as GitLab sends it). Without ArtifactsFile the runner skips it.
+type Dependency struct {
+	ID            int64                    `json:"id"`
+	Name          string                   `json:"name"`
+	Token         string                   `json:"token"`
+	ArtifactsFile *DependencyArtifactsFile `json:"artifacts_file,omitempty"`
+}
+
+// DependencyArtifactsFile is a dependency's stored archive.
+type DependencyArtifactsFile struct {
+	Filename string `json:"filename"`
+	Size     int64  `json:"size"`
+}
+
+// Hook is a script the runner runs around get_sources (jobapi sends none).
+type Hook struct {
+	Name   string   `json:"name"`
+	Script []string `json:"script"`
 }
 
 // JobFeatures tells the runner which failure reasons it may report.

@@ -311,9 +311,16 @@ func writePage(w http.ResponseWriter, p builds.Page, total int, body any) {
 func projectID(r *http.Request) (int64, error) { return pathID(r, "project_id") }
 
 func pipelineView(p builds.Pipeline) api.Pipeline {
-	out := api.Pipeline{ID: p.ID, ProjectID: p.ProjectID, Ref: p.Ref, Sha: p.SHA, Status: p.Status, Stages: p.Stages,
+	out := api.Pipeline{ID: p.ID, IID: p.IID, ProjectID: p.ProjectID, Ref: p.Ref, Sha: p.SHA, BeforeSha: p.BeforeSHA,
+		Source: p.Source, Status: p.Status, Stages: p.Stages,
 		TimeoutStrategy: p.TimeoutStrategy, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, FinishedAt: p.FinishedAt,
-		Jobs: make([]api.PipelineJob, len(p.Builds))}
+		Jobs: make([]api.PipelineJob, len(p.Builds)), Variables: make([]api.PipelineVariable, len(p.Variables))}
+	for i, v := range p.Variables {
+		out.Variables[i] = api.PipelineVariable{Key: v.Key, VariableType: builds.VariableEnv}
+		if v.File {
+			out.Variables[i].VariableType = builds.VariableFile
+		}
+	}
 	for i, b := range p.Builds {
 		out.Jobs[i] = api.PipelineJob{ID: b.ID, Name: b.Name, Stage: b.Stage, Status: string(b.Status),
 			Attempt: b.Attempt, RetryOf: nonZero(b.RetryOf), RetriedBy: nonZero(b.RetriedBy)}

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -20,6 +21,21 @@ type pipelineRequest struct {
 	Stages          []string     `json:"stages"`
 	TimeoutStrategy string       `json:"timeout_strategy"`
 	Jobs            []jobRequest `json:"jobs"`
+	pipelineOrigin
+}
+
+// pipelineOrigin is what started a pipeline, in every form of POST …/pipeline: GitLab's
+// `variables` (its API takes only ref and variables), and as jobapi's own additions the
+// `source` (CI_PIPELINE_SOURCE, default api) and `before_sha` (CI_COMMIT_BEFORE_SHA), for a
+// caller that creates pipelines on pushes.
+type pipelineOrigin struct {
+	BeforeSha string            `json:"before_sha"`
+	Source    string            `json:"source"`
+	Variables pipelineVariables `json:"variables"`
+}
+
+func (o pipelineOrigin) apply(d *builds.PipelineDefinition) {
+	d.BeforeSHA, d.Source, d.Variables = o.BeforeSha, o.Source, o.Variables
 }
 
 type jobRequest struct {
@@ -39,6 +55,7 @@ type jobRequest struct {
 func (p pipelineRequest) definition(projectID int64) builds.PipelineDefinition {
 	d := builds.PipelineDefinition{ProjectID: projectID, Ref: p.Ref, SHA: p.Sha, Stages: p.Stages,
 		TimeoutStrategy: p.TimeoutStrategy, Jobs: make([]builds.JobDefinition, len(p.Jobs))}
+	p.pipelineOrigin.apply(&d)
 	for i, j := range p.Jobs {
 		keys := make([]string, 0, len(j.Variables))
 		for k := range j.Variables {
@@ -73,6 +90,63 @@ func (s *stringList) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("script must be a string or a list of strings")
 	}
 	*s = list
+	return nil
+}
+
+// pipelineVariables are a pipeline's own variables: GitLab's list
+// [{"key", "value", "variable_type": "env_var"|"file"}], or a map {"KEY": "value"}.
+type pipelineVariables []builds.Variable
+
+func (pv *pipelineVariables) UnmarshalJSON(b []byte) error {
+	var list []json.RawMessage
+	if err := json.Unmarshal(b, &list); err == nil {
+		out := make(pipelineVariables, 0, len(list))
+		for _, raw := range list {
+			var v struct {
+				Key          *string `json:"key"`
+				Value        *string `json:"value"`
+				VariableType string  `json:"variable_type"`
+			}
+			dec := json.NewDecoder(bytes.NewReader(raw))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&v); err != nil || v.Key == nil || v.Value == nil {
+				return fmt.Errorf("a pipeline variable must be {\"key\": ..., \"value\": ..., \"variable_type\": \"env_var\" or \"file\"}")
+			}
+			switch v.VariableType {
+			case "", builds.VariableEnv, builds.VariableFile:
+			default:
+				return fmt.Errorf("pipeline variable %.60q: variable_type must be env_var or file", *v.Key)
+			}
+			out = append(out, builds.Variable{Key: *v.Key, Value: *v.Value, File: v.VariableType == builds.VariableFile})
+		}
+		*pv = out
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("variables must be a list of {\"key\", \"value\", \"variable_type\"} or an object of names to values")
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make(pipelineVariables, 0, len(keys))
+	for _, k := range keys {
+		var s string
+		var n json.Number
+		switch {
+		case string(bytes.TrimSpace(m[k])) == "null":
+			return fmt.Errorf("pipeline variable %.60q must be a string or a number", k)
+		case json.Unmarshal(m[k], &s) == nil:
+		case json.Unmarshal(m[k], &n) == nil:
+			s = n.String()
+		default:
+			return fmt.Errorf("pipeline variable %.60q must be a string or a number", k)
+		}
+		out = append(out, builds.Variable{Key: k, Value: s})
+	}
+	*pv = out
 	return nil
 }
 

@@ -1,7 +1,9 @@
 package runnerclient
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"runtime"
 	"time"
@@ -156,10 +158,11 @@ type VerifyResult struct {
 	Header         http.Header `json:"-"`
 }
 
-// Job mirrors the part of spec.Job the shell executor uses. Field types are
-// the runner's: a server sending, say, a number where the runner expects a
-// string fails to decode here as it would in gitlab-runner. Unknown fields
-// are ignored and missing ones stay zero, as in the runner.
+// Job mirrors spec.Job (common/network.go JobResponse in 17.x) for every field
+// GitLab's JobRequest::Response sends. Field types are the runner's: a server
+// sending, say, a number where the runner expects a string fails to decode
+// here as it would in gitlab-runner. Unknown fields are ignored and missing
+// ones stay zero, as in the runner; DecodeJobStrict also refuses unknown ones.
 type Job struct {
 	ID            int64          `json:"id"`
 	Token         string         `json:"token"`
@@ -171,7 +174,14 @@ type Job struct {
 	Steps         []Step         `json:"steps"`
 	Image         Image          `json:"image"`
 	Services      []Image        `json:"services"`
+	Artifacts     []Artifact     `json:"artifacts"`
+	Cache         []Cache        `json:"cache"`
+	Credentials   []Credentials  `json:"credentials"`
+	Dependencies  []Dependency   `json:"dependencies"`
 	Features      GitlabFeatures `json:"features"`
+	Hooks         []Hook         `json:"hooks,omitempty"`
+	// Secrets maps a name to the runner's Secret (vault, gcp, azure…); kept raw.
+	Secrets map[string]json.RawMessage `json:"secrets,omitempty"`
 
 	// Raw is the 201 body as received, for assertions on fields this
 	// struct does not mirror.
@@ -233,9 +243,10 @@ type GitInfo struct {
 	Protected        *bool    `json:"protected"`
 }
 
-// RunnerInfo mirrors spec.RunnerInfo; the runner reads only the timeout.
+// RunnerInfo mirrors spec.RunnerInfo.
 type RunnerInfo struct {
-	Timeout int `json:"timeout"`
+	UUID    string `json:"uuid"`
+	Timeout int    `json:"timeout"`
 }
 
 // Variable mirrors spec.Variable.
@@ -277,9 +288,91 @@ type Port struct {
 	Name     string `json:"name,omitempty"`
 }
 
+// Artifact mirrors spec.Artifact: an upload after the job.
+type Artifact struct {
+	Name      string   `json:"name"`
+	Untracked bool     `json:"untracked"`
+	Paths     []string `json:"paths"`
+	Exclude   []string `json:"exclude"`
+	When      string   `json:"when"` // on_success (or empty), on_failure, always
+	Type      string   `json:"artifact_type"`
+	Format    string   `json:"artifact_format"`
+	ExpireIn  string   `json:"expire_in"`
+}
+
+// Cache mirrors spec.Cache.
+type Cache struct {
+	Key          string   `json:"key"`
+	Untracked    bool     `json:"untracked"`
+	Policy       string   `json:"policy"` // pull-push (or empty), pull, push
+	Paths        []string `json:"paths"`
+	When         string   `json:"when"`
+	FallbackKeys []string `json:"fallback_keys"`
+}
+
+// Credentials mirrors spec.Credentials (a registry login).
+type Credentials struct {
+	Type     string `json:"type"`
+	URL      string `json:"url"`
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+// Dependency mirrors spec.Dependency. The runner downloads the artifacts of
+// each entry whose artifacts_file has a filename, with Token, and skips the
+// others (shells/abstract.go jobArtifacts).
+type Dependency struct {
+	ID            int64                   `json:"id"`
+	Token         string                  `json:"token"`
+	Name          string                  `json:"name"`
+	ArtifactsFile DependencyArtifactsFile `json:"artifacts_file"`
+}
+
+// DependencyArtifactsFile mirrors spec.DependencyArtifactsFile.
+type DependencyArtifactsFile struct {
+	Filename string `json:"filename"`
+	Size     int64  `json:"size"`
+}
+
+// Hook mirrors spec.Hook (pre_get_sources_script, post_get_sources_script).
+type Hook struct {
+	Name   string   `json:"name"`
+	Script []string `json:"script"`
+}
+
 // GitlabFeatures mirrors spec.GitlabFeatures.
 type GitlabFeatures struct {
 	TraceSections     bool     `json:"trace_sections"`
 	TokenMaskPrefixes []string `json:"token_mask_prefixes"`
 	FailureReasons    []string `json:"failure_reasons"`
+	// An object in the runner (spec.Tracing); kept raw.
+	Tracing json.RawMessage `json:"tracing,omitempty"`
+}
+
+// DecodeJobStrict decodes a job JSON as gitlab-runner does, and also fails on
+// a field the runner does not know, apart from job_info.id, which GitLab sends
+// and the runner ignores: a check that the server sends nothing the runner
+// would silently drop.
+func DecodeJobStrict(body []byte) (*Job, error) {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return nil, err
+	}
+	if info, ok := doc["job_info"]; ok {
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(info, &fields); err != nil {
+			return nil, fmt.Errorf("job_info: %w", err)
+		}
+		delete(fields, "id")
+		doc["job_info"], _ = json.Marshal(fields)
+	}
+	stripped, _ := json.Marshal(doc)
+	dec := json.NewDecoder(bytes.NewReader(stripped))
+	dec.DisallowUnknownFields()
+	var j Job
+	if err := dec.Decode(&j); err != nil {
+		return nil, err
+	}
+	j.Raw = append(json.RawMessage(nil), body...)
+	return &j, nil
 }

@@ -141,6 +141,25 @@ func TestBadInput(t *testing.T) {
 		`{"stages": ["test"], "jobs": [{"name": "a\u0000", "script": "x"}]}`, nil, false, 400})
 	add(call{"pipeline NUL in variable", "POST", "/api/v4/projects/1/pipeline",
 		`{"stages": ["test"], "jobs": [{"name": "a", "script": "x", "variables": {"A": "\u0000"}}]}`, nil, false, 400})
+	for name, origin := range map[string]string{
+		"source unknown":            `"source": "merge_request_event"`,
+		"source number":             `"source": 1`,
+		"before_sha short":          `"before_sha": "abc"`,
+		"before_sha uppercase":      `"before_sha": "` + strings.Repeat("A", 40) + `"`,
+		"variables string":          `"variables": "A=1"`,
+		"variable without value":    `"variables": [{"key": "A"}]`,
+		"variable unknown field":    `"variables": [{"key": "A", "value": "1", "masked": true}]`,
+		"variable type unknown":     `"variables": [{"key": "A", "value": "1", "variable_type": "secret"}]`,
+		"variable key bad":          `"variables": [{"key": "A-B", "value": "1"}]`,
+		"variable key twice":        `"variables": [{"key": "A", "value": "1"}, {"key": "A", "value": "2"}]`,
+		"variable map null":         `"variables": {"A": null}`,
+		"variable map object":       `"variables": {"A": {"value": "1"}}`,
+		"variable NUL":              `"variables": {"A": "\u0000"}`,
+		"variable value over 64KiB": `"variables": {"A": "` + big(65<<10) + `"}`,
+	} {
+		add(call{"pipeline " + name, "POST", "/api/v4/projects/1/pipeline",
+			`{"stages": ["test"], "jobs": [{"name": "a", "script": "x"}], ` + origin + `}`, nil, false, 400})
+	}
 
 	pp := jobapitest.PipelinePath(p.ProjectID, p.ID)
 	for _, id := range badIDs {

@@ -177,7 +177,7 @@ func finishJob(t testing.TB, base string, job api.Job, state, reason string, exi
 // --- database --------------------------------------------------------------------------
 
 // tables are counted to prove that a rejected request wrote nothing.
-var tables = []string{"runners", "runner_managers", "pipelines", "builds", "build_events", "build_trace_chunks"}
+var tables = []string{"runners", "runner_managers", "pipelines", "pipeline_iids", "builds", "build_events", "build_trace_chunks"}
 
 // rowCounts returns the number of rows of each table in the instance's database.
 func rowCounts(t testing.TB, inst *jobapitest.Instance) map[string]int {

@@ -512,3 +512,66 @@ func TestPipelineJobsArePaged(t *testing.T) {
 		t.Errorf("per_page=0: %d, want 400", res.StatusCode)
 	}
 }
+
+// TestPipelineOrigin: a pipeline's source, before_sha, iid and own variables, over HTTP:
+// iids count per project (a refused definition takes none), the answer names the variables
+// without their values, and the job sees them above project and job variables.
+func TestPipelineOrigin(t *testing.T) {
+	t.Parallel()
+	inst := jobapitest.Start(t, jobapitest.Options{})
+	_, token := createRunner(t, inst, nil, true)
+	var project api.Project
+	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "app"}, &project)
+	inst.MustDo(t, http.StatusCreated, "POST", fmt.Sprintf("/api/v4/projects/%d/variables", project.ID),
+		map[string]any{"key": "TARGET", "value": "project"}, nil)
+	before := strings.Repeat("ab", 20)
+	post := func(projectID int64, body map[string]any) api.Pipeline {
+		t.Helper()
+		body["stages"] = []string{"test"}
+		body["jobs"] = []map[string]any{{"name": "a", "script": "x", "variables": map[string]any{"TARGET": "job", "JOB": "1"}}}
+		var p api.Pipeline
+		inst.MustDo(t, http.StatusCreated, "POST", fmt.Sprintf("/api/v4/projects/%d/pipeline", projectID), body, &p)
+		return p
+	}
+
+	first := post(project.ID, map[string]any{})
+	if first.IID != 1 || first.Source != "api" || first.BeforeSha != strings.Repeat("0", 40) || len(first.Variables) != 0 {
+		t.Errorf("first pipeline: iid %d source %q before_sha %q variables %v", first.IID, first.Source, first.BeforeSha, first.Variables)
+	}
+	resp, b := inst.Do(t, "POST", fmt.Sprintf("/api/v4/projects/%d/pipeline", project.ID),
+		map[string]any{"stages": []string{"test"}, "jobs": []map[string]any{{"name": "a", "script": "x"}}, "source": "cron"})
+	wantJSONError(t, resp, b, http.StatusBadRequest)
+	second := post(project.ID, map[string]any{"source": "push", "before_sha": before,
+		"variables": map[string]any{"TARGET": "pipeline-secret-value", "PORT": 8080}})
+	other := post(project.ID+1, map[string]any{}) // an implicit project counts on its own
+	if second.IID != 2 || other.IID != 1 {
+		t.Errorf("iids %d (second of the project) and %d (first of another), want 2 and 1", second.IID, other.IID)
+	}
+
+	resp, raw := inst.Do(t, "GET", jobapitest.PipelinePath(project.ID, second.ID), nil)
+	wantStatus(t, resp, raw, http.StatusOK)
+	shown := decode[api.Pipeline](t, raw)
+	if shown.Source != "push" || shown.BeforeSha != before || shown.IID != 2 ||
+		fmt.Sprint(shown.Variables) != "[{PORT env_var} {TARGET env_var}]" {
+		t.Errorf("pipeline shows source %q before_sha %q iid %d variables %v", shown.Source, shown.BeforeSha, shown.IID, shown.Variables)
+	}
+	if strings.Contains(string(raw), "pipeline-secret-value") {
+		t.Errorf("the pipeline answer shows a variable's value: %s", raw)
+	}
+
+	takeJob(t, inst.URL, token) // the first pipeline's job
+	job := takeJob(t, inst.URL, token)
+	vars := variables(job)
+	for k, want := range map[string]string{"TARGET": "pipeline-secret-value", "PORT": "8080", "JOB": "1",
+		"CI_PIPELINE_SOURCE": "push", "CI_PIPELINE_IID": "2", "CI_COMMIT_BEFORE_SHA": before} {
+		if vars[k].Value != want {
+			t.Errorf("%s = %q, want %q", k, vars[k].Value, want)
+		}
+	}
+	if v := vars["TARGET"]; v.Public || v.Masked {
+		t.Errorf("pipeline variable TARGET %+v: want neither public nor masked, as GitLab sends them", v)
+	}
+	if job.GitInfo.BeforeSha != before {
+		t.Errorf("git_info.before_sha %q, want %q", job.GitInfo.BeforeSha, before)
+	}
+}

@@ -336,7 +336,7 @@ func TestJobPayloadProjects(t *testing.T) {
 			"CI_API_V4_URL": "https://ci.example.com/api/v4",
 			"CI_PROJECT_ID": fmt.Sprint(https.ID), "CI_PROJECT_NAME": "web", "CI_PROJECT_PATH": "jobapi/web",
 			"CI_PROJECT_URL": "https://ci.example.com/jobapi/web", "CI_DEFAULT_BRANCH": "main",
-			"CI_PIPELINE_ID": fmt.Sprint(p.ID), "CI_PIPELINE_IID": fmt.Sprint(p.ID), "CI_PIPELINE_SOURCE": "api",
+			"CI_PIPELINE_ID": fmt.Sprint(p.ID), "CI_PIPELINE_IID": fmt.Sprint(p.IID), "CI_PIPELINE_SOURCE": "api",
 			"CI_PIPELINE_URL": fmt.Sprintf("https://ci.example.com/jobapi/web/-/pipelines/%d", p.ID),
 			"CI_JOB_ID":       fmt.Sprint(job.ID), "CI_JOB_STAGE": "test",
 			"CI_JOB_URL":   fmt.Sprintf("https://ci.example.com/jobapi/web/-/jobs/%d", job.ID),
@@ -344,8 +344,8 @@ func TestJobPayloadProjects(t *testing.T) {
 			"CI_COMMIT_SHA": sha, "CI_COMMIT_SHORT_SHA": sha[:8], "CI_COMMIT_REF_NAME": "main", "CI_COMMIT_REF_SLUG": "main",
 			"CI_COMMIT_BRANCH": "main", "CI_COMMIT_BEFORE_SHA": strings.Repeat("0", 40),
 			"CI_RUNNER_DESCRIPTION": "apitest", "CI_RUNNER_TAGS": `["linux","docker"]`,
-			// Precedence: predefined < project < job.
-			"CI_JOB_NAME": "project overrides predefined", "LEVEL": "job", "DEPLOY_TOKEN": "project-secret-1234",
+			// GitLab's precedence: predefined < job (YAML) < project.
+			"CI_JOB_NAME": "project overrides predefined", "LEVEL": "project", "DEPLOY_TOKEN": "project-secret-1234",
 			"ONLY_MAIN": "yes", "GIT_DEPTH": "3",
 		}
 		for k, w := range wantVars {
