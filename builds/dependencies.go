@@ -25,35 +25,72 @@ func hasArtifacts(j JobDefinition) bool { return len(j.Artifacts) > 0 }
 // defaultDependencies applies GitLab's default to the jobs that do not declare
 // `dependencies` (Ci::BuildDependencies): a job with `needs` downloads the artifacts of the
 // needed jobs it asks them of (needs:artifacts, true by default); any other job those of
-// every job of an earlier stage. Jobs without artifacts are left out: they have nothing to
-// download, and a job whose dependencies are empty costs its claim nothing.
+// every job of an earlier stage. Jobs without artifacts are left out, of declared lists too:
+// they have nothing to download (the runner would skip them), and a job whose dependencies
+// end up empty costs its claim nothing.
 //
 // The stage default is a flag, not a list of names: in a pipeline of thousands of jobs with
-// artifacts, a name list per job would grow with the square of the pipeline. The claim
-// finds those jobs itself (the latest attempts of earlier stages that declare artifacts).
+// artifacts, a name list per job grows with the square of the pipeline. The claim finds
+// those jobs itself (the latest attempts of earlier stages that declare artifacts). A
+// declared list that names exactly those jobs (the YAML compiler resolves the default so)
+// becomes the flag as well.
 func (d *PipelineDefinition) defaultDependencies() {
-	withArtifacts := make(map[string]bool)
-	firstStage := len(d.Stages) // the earliest stage holding a job with artifacts
+	stageIdx := make(map[string]int, len(d.Stages))
+	for i, st := range d.Stages {
+		stageIdx[st] = i
+	}
+	// The jobs with artifacts, numbered, with their stages; earlier[s] counts those in the
+	// stages before s.
+	type artifactJob struct{ n, stage int }
+	withArtifacts := make(map[string]artifactJob)
+	earlier := make([]int, len(d.Stages)+1)
 	for _, j := range d.Jobs {
 		if hasArtifacts(j) {
-			withArtifacts[j.Name] = true
-			firstStage = min(firstStage, d.StageIndex(j.Stage))
+			withArtifacts[j.Name] = artifactJob{n: len(withArtifacts), stage: stageIdx[j.Stage]}
+			earlier[stageIdx[j.Stage]+1]++
 		}
 	}
+	for s := 1; s < len(earlier); s++ {
+		earlier[s] += earlier[s-1]
+	}
+	// seen[n] == i+1 once job i's list named artifact job n: no allocation per job.
+	seen := make([]int, len(withArtifacts))
 	for i := range d.Jobs {
 		j := &d.Jobs[i]
-		if j.DependenciesDeclared {
+		stage := stageIdx[j.Stage]
+		named := j.Dependencies
+		switch {
+		case j.DependsOnStages: // normalized before
+			j.Dependencies, j.DependsOnStages = nil, earlier[stage] > 0
 			continue
-		}
-		j.Dependencies, j.DependsOnStages = nil, false
-		if j.NeedsDeclared {
+		case j.DependenciesDeclared:
+		case j.NeedsDeclared:
+			named = nil
 			for _, n := range j.Needs {
-				if n.Artifacts && withArtifacts[n.Job] {
-					j.Dependencies = append(j.Dependencies, n.Job)
+				if n.Artifacts {
+					named = append(named, n.Job)
 				}
 			}
+		default:
+			j.Dependencies, j.DependsOnStages = nil, earlier[stage] > 0
 			continue
 		}
-		j.DependsOnStages = d.StageIndex(j.Stage) > firstStage
+		var kept []string
+		distinctEarlier := 0
+		for _, name := range named {
+			a, ok := withArtifacts[name]
+			if !ok || seen[a.n] == i+1 { // no artifacts, or named already (the claim would find it once)
+				continue
+			}
+			seen[a.n] = i + 1
+			kept = append(kept, name)
+			if a.stage < stage {
+				distinctEarlier++
+			}
+		}
+		j.Dependencies, j.DependsOnStages = kept, false
+		if !j.NeedsDeclared && distinctEarlier > 0 && len(kept) == distinctEarlier && distinctEarlier == earlier[stage] {
+			j.Dependencies, j.DependsOnStages = nil, true
+		}
 	}
 }
