@@ -199,6 +199,15 @@ func (cfg *config) readTop(tree *val) error {
 		return err
 	}
 
+	visible := 0
+	for _, name := range tree.keys {
+		if !reservedTop[name] && !isHidden(name) {
+			visible++
+		}
+	}
+	if visible > builds.MaxJobsPerPipeline { // refuse before reading them all
+		return &Error{Message: fmt.Sprintf("the configuration defines %d jobs; at most %d are accepted", visible, builds.MaxJobsPerPipeline)}
+	}
 	for i, name := range tree.keys {
 		if reservedTop[name] || isHidden(name) {
 			continue

@@ -1,0 +1,55 @@
+// Package ciconfig turns .gitlab-ci.yml text into the jobs of a pipeline as GitLab makes
+// them. It is pure: text and a Context in, builds.JobDefinition values out; no storage,
+// no transport. Handlers call Compile to create a pipeline and Lint for /ci/lint.
+//
+// The way through, in GitLab's order (lib/gitlab/ci/config.rb):
+//
+//	parseYAML          text → value tree: YAML 1.1 scalars as Psych reads them, anchors and
+//	                   merge keys applied, repeated keys (the last wins), !reference kept;
+//	                   size, depth and alias expansion bounded
+//	resolveExtends     extends: bases deep-merged in order, the entry on top (≤ 11 levels)
+//	resolveReferences  !reference [a, b] replaced by what it names, after extends
+//	mergedYAML         the result printed, as GitLab's lint shows it (merged_yaml)
+//	readTop, readJob   every key checked and typed; default: and inherit: applied;
+//	                   parallel: expanded into copies; hidden jobs (.name) skipped
+//	checkGraph         needs and dependencies: names, stages, cycles (before any rule)
+//	pipeline           for one Context: workflow:rules, then each job's rules; needs on
+//	                   jobs rules removed; dependencies resolved; stage order
+//
+// Every mistake in the file is an *Error naming the job and key, with the line when the
+// YAML gives one; a key jobapi does not support is such an error too, never dropped.
+//
+// Supported keys (issue 12), and those refused with a 400 naming them (issue 17 and
+// later):
+//
+//	top level   stages, types (old name), default, variables, workflow (rules), image,
+//	            services, before_script, after_script, cache (old globals = default:)
+//	            refused: include, spec (inputs header), workflow:name, workflow:auto_cancel
+//	default     image, services, before_script, after_script, tags, timeout, retry,
+//	            cache, artifacts; refused: interruptible, hooks, id_tokens, identity
+//	job         stage, type, script, before_script, after_script, image, services,
+//	            variables, tags, timeout, retry, allow_failure, when, start_in, needs,
+//	            dependencies, artifacts, cache, rules, parallel, extends, inherit
+//	            refused: only, except, environment, coverage, interruptible, trigger,
+//	            resource_group, release, id_tokens, secrets, pages (the keyword; a job
+//	            named pages is fine), hooks, identity, manual_confirmation, run,
+//	            dast_configuration, publish
+//	rules       if, when, allow_failure, variables, start_in, needs;
+//	            refused: changes, exists, interruptible
+//	artifacts   paths, exclude, name, untracked, when, expire_in, reports (every report
+//	            type GitLab knows, coverage_report included); refused: expose_as,
+//	            public, access
+//	cache       key (a string; key:files refused: it needs the repository), paths,
+//	            policy, when, untracked, fallback_keys, unprotect (no effect: a warning)
+//
+// Limits: 1 MiB of text (GitLab: 2 MB), 100 levels of nesting (GitLab's max_yaml_depth),
+// 500,000 values once aliases, extends and !reference are expanded (a billion-laughs
+// file stops at the alias that crosses it), builds.MaxJobsPerPipeline jobs, GitLab's own
+// limits on keys (retry ≤ 2, parallel ≤ 200, 50 needs, 4 caches, start_in ≤ 1 week).
+//
+// Where jobapi differs from GitLab on purpose: retry:when reasons jobapi never records
+// (api_failure, stale_schedule, archived_failure, unmet_prerequisites,
+// scheduler_failure) are dropped with a warning; variables in rules:if see the
+// Context's variables (predefined, project, pipeline) over the file's, so predefined
+// variables a file redefines keep the Context's value there.
+package ciconfig
