@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -19,7 +20,8 @@ func mustCompile(t *testing.T, src string, ctx Context) Result {
 	if err != nil {
 		t.Fatalf("Compile: %v\n%s", err, src)
 	}
-	def := builds.PipelineDefinition{ProjectID: 1, Stages: res.Stages, Jobs: res.Jobs}
+	// Normalize fills defaults and condenses dependencies: check it accepts a copy.
+	def := builds.PipelineDefinition{ProjectID: 1, Stages: res.Stages, Jobs: slices.Clone(res.Jobs)}
 	if err := def.Normalize(); err != nil {
 		t.Fatalf("Normalize refuses the result: %v", err)
 	}
@@ -686,7 +688,7 @@ some: {script: x, inherit: {default: [tags], variables: [B]}}
 		t.Errorf("own: %+v", own)
 	}
 	none := job(t, res, "none")
-	if none.Image.Name != "" || none.Tags != nil || none.Variables != nil || none.TimeoutSeconds != builds.DefaultTimeout {
+	if none.Image.Name != "" || none.Tags != nil || none.Variables != nil || none.TimeoutSeconds != 0 {
 		t.Errorf("none: %+v", none)
 	}
 	some := job(t, res, "some")
