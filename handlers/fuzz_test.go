@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -70,6 +71,9 @@ func FuzzPipelineDefinition(f *testing.F) {
 	f.Add([]byte(`{"jobs":[{"name":"","script":[]}]}`))
 	f.Add([]byte(`{"jobs":[{"name":"c","script":"x","timeout":-5}]}`))
 	f.Add([]byte(`{"sha":"zz","jobs":null}`))
+	f.Add([]byte(`{"source":"push","before_sha":"0123456789abcdef0123456789abcdef01234567","variables":[{"key":"A","value":"1","variable_type":"file"}],"jobs":[{"name":"a","script":"x"}]}`))
+	f.Add([]byte(`{"variables":{"A":"1","B":2,"A":"3"},"jobs":[{"name":"a","script":"x"}]}`))
+	f.Add([]byte(`{"variables":[{"key":"A"}],"source":"cron","jobs":[{"name":"a","script":"x"}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var req pipelineRequest
 		if err := decodeJSON(jsonRequest(body), &req, true); err != nil {
@@ -95,6 +99,16 @@ func FuzzPipelineDefinition(f *testing.F) {
 			if j.Name == "" || len(j.Script) == 0 || j.TimeoutSeconds <= 0 || d.StageIndex(j.Stage) < 0 {
 				t.Fatalf("accepted an invalid job %+v", j)
 			}
+		}
+		if !slices.Contains(builds.Sources, d.Source) || len(d.BeforeSHA) != 40 || len(d.Variables) > builds.MaxVariables {
+			t.Fatalf("accepted source %q, before_sha %q, %d variables", d.Source, d.BeforeSHA, len(d.Variables))
+		}
+		keys := map[string]bool{}
+		for _, v := range d.Variables {
+			if v.Key == "" || keys[v.Key] || v.Masked {
+				t.Fatalf("accepted pipeline variables %+v", d.Variables)
+			}
+			keys[v.Key] = true
 		}
 	})
 }

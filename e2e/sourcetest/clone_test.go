@@ -71,8 +71,13 @@ func bareRepo(t *testing.T) (bare, first, second string) {
 
 // gitExecutor plays the shell executor's get_sources, then runs no script: it fetches the
 // job's refspecs from git_info.repo_url at git_info.depth into a fresh directory, checks
-// out git_info.sha, and prints VERSION. A failing git command fails the step.
-type gitExecutor struct{ dir string }
+// out git_info.sha, and prints VERSION; with diff, also what changed since
+// CI_COMMIT_BEFORE_SHA, as a script of a push pipeline would. A failing git command fails
+// the step.
+type gitExecutor struct {
+	dir  string
+	diff bool
+}
 
 func (e gitExecutor) Run(ctx context.Context, job *runnerclient.Job, step runnerclient.Step, out io.Writer) error {
 	if step.Name != "script" {
@@ -106,6 +111,19 @@ func (e gitExecutor) Run(ctx context.Context, job *runnerclient.Job, step runner
 		return &runnerclient.ExitError{Code: 1}
 	}
 	fmt.Fprintf(out, "HEAD %s VERSION %s", strings.TrimSpace(string(head)), version)
+	if e.diff {
+		before, _ := job.Variable("CI_COMMIT_BEFORE_SHA")
+		if before != g.BeforeSha {
+			fmt.Fprintf(out, "CI_COMMIT_BEFORE_SHA %s, git_info.before_sha %s\n", before, g.BeforeSha)
+			return &runnerclient.ExitError{Code: 1}
+		}
+		changed, err := exec.Command("git", "-C", dir, "diff", "--name-only", before, g.Sha).CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(out, "%s\n", changed)
+			return &runnerclient.ExitError{Code: 1}
+		}
+		fmt.Fprintf(out, "CHANGED %s\n", strings.Join(strings.Fields(string(changed)), " "))
+	}
 	return nil
 }
 
@@ -164,5 +182,42 @@ func TestJobClonesProjectRepository(t *testing.T) {
 		if j := inst.Job(t, project.ID, job.ID); j.Status != "success" {
 			t.Errorf("%s: job %s, want success", c.ref, j.Status)
 		}
+	}
+}
+
+// TestPushPipelineKnowsTheCommitBefore: a pipeline created for a push (source push,
+// before_sha the ref's previous tip) gives its job a before_sha that git knows after the
+// job's own fetch, so a script can list what the push changed; CI_PIPELINE_SOURCE says push.
+func TestPushPipelineKnowsTheCommitBefore(t *testing.T) {
+	t.Parallel()
+	bare, first, second := bareRepo(t)
+	inst := jobapitest.Start(t, jobapitest.Options{})
+	_, token := inst.CreateRunner(t)
+	var project api.Project
+	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects",
+		map[string]any{"name": "app", "repo_url": "file://" + bare}, &project)
+	inst.MustDo(t, http.StatusCreated, "POST", fmt.Sprintf("/api/v4/projects/%d/pipeline", project.ID), map[string]any{
+		"ref": "main", "sha": second, "before_sha": first, "source": "push", "stages": []string{"build"},
+		"jobs": []map[string]any{{"name": "changes", "stage": "build", "script": "git diff --name-only $CI_COMMIT_BEFORE_SHA $CI_COMMIT_SHA"}}}, nil)
+
+	rc := runnerclient.New(inst.URL, token, "s_0123456789ab")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	job, res, err := rc.RequestJob(ctx)
+	if err != nil || job == nil {
+		t.Fatalf("request job: %v (%+v)", err, res)
+	}
+	if src, _ := job.Variable("CI_PIPELINE_SOURCE"); src != "push" || job.GitInfo.BeforeSha != first {
+		t.Errorf("CI_PIPELINE_SOURCE %q, git_info.before_sha %q; want push and %s", src, job.GitInfo.BeforeSha, first)
+	}
+	if _, err := rc.RunJob(ctx, job, gitExecutor{dir: t.TempDir(), diff: true}); err != nil {
+		t.Fatalf("run job: %v", err)
+	}
+	_, trace := inst.Do(t, "GET", fmt.Sprintf("/api/v4/projects/%d/jobs/%d/trace", project.ID, job.ID), nil)
+	if !bytes.Contains(trace, []byte("CHANGED VERSION\n")) {
+		t.Errorf("trace does not show the push's change to VERSION:\n%s", trace)
+	}
+	if j := inst.Job(t, project.ID, job.ID); j.Status != "success" {
+		t.Errorf("job %s, want success", j.Status)
 	}
 }
