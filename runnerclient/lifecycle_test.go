@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"testing"
+	"time"
 )
 
 // The life-cycle calls put on the wire what network/gitlab.go does: method, path, the
@@ -80,5 +81,62 @@ func TestLifecycleWire(t *testing.T) {
 		if !errors.As(err, &se) || se.Code != http.StatusForbidden {
 			t.Errorf("%s on 403: %v, want a StatusError", tc.name, err)
 		}
+	}
+}
+
+// The commands choose their calls by the token's prefix, as gitlab-runner v17.9's do: only
+// glrt- is a "created runner" token (glrtr-, GitLab's prefix for runners registered with a
+// registration token, is not), and the token reset falls due at 75 % of the lifetime.
+func TestLifecycleCommandsChoose(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		token      string
+		created    bool
+		unregister string
+	}{
+		{"glrt-created-token-123456", true, "/api/v4/runners/managers"},
+		{"glrtr-registered-token-1234", false, "/api/v4/runners"},
+		{"GR1348941legacytoken12345", false, "/api/v4/runners"},
+	} {
+		if got := TokenIsCreatedRunnerToken(tc.token); got != tc.created {
+			t.Errorf("TokenIsCreatedRunnerToken(%.6s…) = %v", tc.token, got)
+		}
+		srv, rec := recordingServer(t, http.StatusNoContent, nil, "")
+		if err := New(srv.URL, tc.token, "s_cmd").UnregisterCommand(ctx); err != nil {
+			t.Errorf("unregister %.6s…: %v", tc.token, err)
+		}
+		if got := rec.last(t); got.method != "DELETE" || got.path != tc.unregister {
+			t.Errorf("unregister %.6s…: %s %s, want DELETE %s", tc.token, got.method, got.path, tc.unregister)
+		}
+	}
+
+	// register with a glrt- token verifies it; with any other, registers with it.
+	expires := "2030-01-02T03:04:05Z"
+	srv, rec := recordingServer(t, http.StatusOK, map[string]string{"Content-Type": "application/json"},
+		`{"id":9,"token":"glrt-created-token-123456","token_expires_at":"`+expires+`"}`)
+	c := New(srv.URL, "", "s_cmd")
+	if err := c.RegisterCommand(ctx, "glrt-created-token-123456", RegisterParameters{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.last(t); got.path != "/api/v4/runners/verify" || c.ID != 9 || c.TokenExpiresAt.Format(time.RFC3339) != expires ||
+		c.TokenObtainedAt.Nanosecond() != 0 {
+		t.Errorf("register --token: %s; client id %d expires %v obtained %v", got.path, c.ID, c.TokenExpiresAt, c.TokenObtainedAt)
+	}
+	srv, rec = recordingServer(t, http.StatusCreated, map[string]string{"Content-Type": "application/json"},
+		`{"id":10,"token":"glrtr-registered-token-1234","token_expires_at":null}`)
+	c = New(srv.URL, "", "s_cmd")
+	if err := c.RegisterCommand(ctx, "registration-secret", RegisterParameters{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.last(t); got.path != "/api/v4/runners" || c.ID != 10 || c.Token != "glrtr-registered-token-1234" || !c.TokenExpiresAt.IsZero() {
+		t.Errorf("register --registration-token: %s; client %+v", got.path, c)
+	}
+	if _, ok := c.NextTokenReset(); ok {
+		t.Error("a token without expiry has a reset scheduled")
+	}
+	c.TokenObtainedAt = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	c.TokenExpiresAt = c.TokenObtainedAt.Add(8 * time.Hour)
+	if at, ok := c.NextTokenReset(); !ok || !at.Equal(c.TokenObtainedAt.Add(6*time.Hour)) {
+		t.Errorf("next reset %v, want 6 h (75 %% of 8 h) after obtaining", at)
 	}
 }
