@@ -392,6 +392,12 @@ func variableDetail(v ProjectVariable) map[string]any {
 	return map[string]any{"key": v.Key, "masked": v.Masked, "protected": v.Protected, "variable_type": v.VariableType}
 }
 
+// ProjectForPipeline is a project with its variables, as a new pipeline's rules see them:
+// an implicit project (no row) has neither.
+func (s *Service) ProjectForPipeline(ctx context.Context, projectID int64) (JobProject, error) {
+	return s.jobProject(ctx, projectID)
+}
+
 // jobProject reads a build's project for its payload and trace masking.
 func (s *Service) jobProject(ctx context.Context, projectID int64) (JobProject, error) {
 	if s.projects == nil {

@@ -341,13 +341,35 @@ func (h *Handler) createPipeline(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if isForm(r) {
-		return &httpError{code: http.StatusUnsupportedMediaType, msg: "a pipeline definition must be sent as JSON"}
+		return &httpError{code: http.StatusUnsupportedMediaType, msg: "a pipeline definition must be sent as JSON, or as .gitlab-ci.yml with Content-Type application/yaml"}
 	}
-	var req pipelineRequest
-	if err := decodeJSON(r, &req, true); err != nil {
-		return err
+	var def builds.PipelineDefinition
+	if isYAML(r) {
+		req, err := yamlRequest(r)
+		if err != nil {
+			return err
+		}
+		if def, _, err = h.compile(r, pid, req); err != nil {
+			return err
+		}
+	} else {
+		var req pipelineRequest
+		if err := decodeJSON(r, &req, true); err != nil {
+			return err
+		}
+		if req.CIConfig != nil {
+			if len(req.Stages) > 0 || len(req.Jobs) > 0 {
+				return badRequest("send either ci_config (.gitlab-ci.yml text) or stages and jobs, not both")
+			}
+			ci := ciRequest{Ref: req.Ref, SHA: req.Sha, Config: []byte(*req.CIConfig), TimeoutStrategy: req.TimeoutStrategy,
+				Origin: req.pipelineOrigin}
+			if def, _, err = h.compile(r, pid, ci); err != nil {
+				return err
+			}
+		} else {
+			def = req.definition(pid)
+		}
 	}
-	def := req.definition(pid)
 	p, err := h.svc.CreatePipeline(r.Context(), def)
 	if err != nil {
 		return err

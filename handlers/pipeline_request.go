@@ -22,6 +22,9 @@ type pipelineRequest struct {
 	TimeoutStrategy string       `json:"timeout_strategy"`
 	Jobs            []jobRequest `json:"jobs"`
 	pipelineOrigin
+	// CIConfig is the .gitlab-ci.yml text: the pipeline is compiled from it instead of
+	// Stages and Jobs.
+	CIConfig *string `json:"ci_config"`
 }
 
 // pipelineOrigin is what started a pipeline, in every form of POST …/pipeline: GitLab's

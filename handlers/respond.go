@@ -51,6 +51,10 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		limited  *rateLimitError
 		managers *builds.ManagerLimitError
 	)
+	if msg, ok := ciConfigError(err); ok {
+		writeError(w, http.StatusBadRequest, msg)
+		return
+	}
 	switch {
 	case errors.As(err, &he):
 		for k, vs := range he.header {

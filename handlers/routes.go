@@ -89,6 +89,7 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 			r.Delete("/features/{name}", h.wrap(h.deleteFeature))
 		})
 		r.With(h.requireAdmin, limitBody(limitPipeline), bodyDeadline(pipelineBodyTimeout)).Post("/projects/{project_id}/pipeline", h.wrap(h.createPipeline))
+		r.With(h.requireAdmin, limitBody(limitPipeline), bodyDeadline(pipelineBodyTimeout)).Post("/projects/{project_id}/ci/lint", h.wrap(h.lint))
 	})
 	r.NotFound(h.wrap(func(w http.ResponseWriter, r *http.Request) error {
 		return &httpError{code: http.StatusNotFound, msg: "404 Not Found"}

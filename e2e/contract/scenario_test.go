@@ -493,4 +493,12 @@ func TestScenario(t *testing.T) {
 	c.do(http.StatusForbidden, "DELETE", "/api/v4/runners", jsonBody(t, map[string]any{"token": reset.Token}))
 	c.do(http.StatusNoContent, "DELETE", path("/api/v4/runners/%d", r2.ID), nil, admin)
 	c.do(http.StatusNotFound, "DELETE", path("/api/v4/runners/%d", r2.ID), nil, admin)
+
+	// ---- .gitlab-ci.yml: lint, then a pipeline from the YAML text and from {"ci_config"}
+	ciYAML := "stages: [build]\nbuild:\n  stage: build\n  script: echo from yaml\n  variables: {GIT_STRATEGY: none}\n"
+	c.do(http.StatusOK, "POST", path("/api/v4/projects/%d/ci/lint", projectID), jsonBody(t, map[string]any{"content": ciYAML}), admin)
+	c.do(http.StatusOK, "POST", path("/api/v4/projects/%d/ci/lint", projectID), &body{contentType: "application/yaml", data: []byte("a: [")}, admin)
+	c.do(http.StatusBadRequest, "POST", path("/api/v4/projects/%d/ci/lint", projectID), jsonBody(t, map[string]any{"ref": "main"}), admin, invalid)
+	c.do(http.StatusCreated, "POST", path("/api/v4/projects/%d/pipeline?ref=main", projectID), &body{contentType: "application/yaml", data: []byte(ciYAML)}, admin)
+	c.do(http.StatusBadRequest, "POST", path("/api/v4/projects/%d/pipeline", projectID), jsonBody(t, map[string]any{"ci_config": "build:\n  script: x\n  frobnicate: 1\n"}), admin)
 }

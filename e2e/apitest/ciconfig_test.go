@@ -1,0 +1,167 @@
+package apitest_test
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jobapi/jobapi/api"
+	"github.com/jobapi/jobapi/e2e/jobapitest"
+)
+
+// pipelineYAML exercises what the HTTP layer adds to the compiler: the ref of the request,
+// the project's variables and default branch reach rules, and both body forms work.
+const pipelineYAML = `
+stages: [build, test, deploy]
+variables:
+  GLOBAL: g
+.base:
+  image: golang:1.22
+  before_script: [echo base]
+build:
+  extends: .base
+  stage: build
+  script: make
+test:
+  stage: test
+  needs: [build]
+  script: [go test ./...]
+  parallel: 2
+deploy:
+  stage: deploy
+  script: ./deploy
+  rules:
+    - if: $DEPLOY_ENABLED == "yes" && $CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH
+      when: manual
+docs:
+  stage: deploy
+  script: ./docs
+  rules:
+    - if: $CI_COMMIT_TAG
+`
+
+func jobNames(p api.Pipeline) []string {
+	var out []string
+	for _, j := range p.Jobs {
+		out = append(out, j.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestPipelineFromYAML: POST …/pipeline with the .gitlab-ci.yml text (as application/yaml,
+// and as {"ci_config": …}) creates the jobs GitLab would for that ref, with rules seeing the
+// project's variables and default branch.
+func TestPipelineFromYAML(t *testing.T) {
+	t.Parallel()
+	inst := jobapitest.Start(t, jobapitest.Options{})
+	var proj api.Project
+	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "app", "default_branch": "trunk"}, &proj)
+	inst.MustDo(t, http.StatusCreated, "POST", projectPath(proj.ID)+"/variables", map[string]any{"key": "DEPLOY_ENABLED", "value": "yes"}, nil)
+
+	resp, b := inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline?ref=trunk", pipelineYAML, "Content-Type", "application/yaml")
+	wantStatus(t, resp, b, http.StatusCreated)
+	p := decode[api.Pipeline](t, b)
+	if got, want := jobNames(p), []string{"build", "deploy", "test 1/2", "test 2/2"}; !slices.Equal(got, want) {
+		t.Errorf("jobs on the default branch: %v, want %v", got, want)
+	}
+	if p.Ref != "trunk" || !slices.Equal(p.Stages, []string{".pre", "build", "test", "deploy", ".post"}) && !slices.Equal(p.Stages, []string{"build", "test", "deploy"}) {
+		t.Errorf("pipeline ref %q stages %v", p.Ref, p.Stages)
+	}
+
+	resp, b = inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline", map[string]any{"ref": "refs/tags/v1.0", "ci_config": pipelineYAML})
+	wantStatus(t, resp, b, http.StatusCreated)
+	p = decode[api.Pipeline](t, b)
+	if got, want := jobNames(p), []string{"build", "docs", "test 1/2", "test 2/2"}; !slices.Equal(got, want) {
+		t.Errorf("jobs on a tag: %v, want %v", got, want)
+	}
+
+	// The runner gets the compiled job: image from the hidden parent, the global variable.
+	r := inst.NewRunner(t)
+	job := r.TakeNamed(t, "build")
+	if job.Image.Name != "golang:1.22" {
+		t.Errorf("build's image %q, want golang:1.22 (from extends: .base)", job.Image.Name)
+	}
+	if v, ok := job.Variable("GLOBAL"); !ok || v != "g" {
+		t.Errorf("build's GLOBAL = %q (%v), want the global variable g", v, ok)
+	}
+}
+
+// TestPipelineFromYAMLBadInput: configuration errors are 400s that name what is wrong (with
+// the line where there is one), and nothing is written.
+func TestPipelineFromYAMLBadInput(t *testing.T) {
+	t.Parallel()
+	inst := jobapitest.Start(t, jobapitest.Options{})
+	path := projectPath(7) + "/pipeline"
+	cases := []struct {
+		name, body, contentType string
+		want                    []string
+	}{
+		{"syntax error", "build:\n  script: [make\n  stage: build\n", "application/yaml", []string{"line"}},
+		{"unknown key", "build:\n  script: make\n  frobnicate: true\n", "application/yaml", []string{"frobnicate", "build"}},
+		{"cycle", "a:\n  script: x\n  needs: [b]\nb:\n  script: y\n  needs: [a]\n", "application/yaml", []string{"a"}},
+		{"filtered out", "workflow:\n  rules:\n    - if: $CI_COMMIT_TAG\nbuild:\n  script: make\n", "application/yaml", []string{"filtered out"}},
+		{"empty body", "", "application/yaml", []string{"empty"}},
+		{"ci_config and jobs", `{"ci_config": "a:\n  script: x\n", "jobs": [{"name": "b", "script": "y"}]}`, "application/json", []string{"either"}},
+	}
+	for _, c := range cases {
+		resp, b := inst.Do(t, "POST", path, c.body, "Content-Type", c.contentType)
+		msg := wantJSONError(t, resp, b, http.StatusBadRequest)
+		for _, w := range c.want {
+			if !strings.Contains(msg, w) {
+				t.Errorf("%s: message %q does not mention %q", c.name, msg, w)
+			}
+		}
+	}
+	if n := jobapitest.QueryInt(t, inst.Pool, "SELECT count(*) FROM pipelines"); n != 0 {
+		t.Errorf("%d pipelines written by refused requests", n)
+	}
+	if n := jobapitest.QueryInt(t, inst.Pool, "SELECT count(*) FROM builds"); n != 0 {
+		t.Errorf("%d builds written by refused requests", n)
+	}
+}
+
+// TestCILint: GitLab's lint answers valid/errors/warnings/merged_yaml/jobs for a valid and an
+// invalid configuration, as JSON {"content"} and as a YAML body, and creates nothing.
+func TestCILint(t *testing.T) {
+	t.Parallel()
+	inst := jobapitest.Start(t, jobapitest.Options{})
+	path := projectPath(3) + "/ci/lint"
+	type lint struct {
+		Valid      bool     `json:"valid"`
+		Errors     []string `json:"errors"`
+		Warnings   []string `json:"warnings"`
+		MergedYAML string   `json:"merged_yaml"`
+		Jobs       []struct {
+			Name   string   `json:"name"`
+			Stage  string   `json:"stage"`
+			Script []string `json:"script"`
+			When   string   `json:"when"`
+		} `json:"jobs"`
+	}
+	var ok lint
+	inst.MustDo(t, http.StatusOK, "POST", path, map[string]any{"content": pipelineYAML}, &ok)
+	if !ok.Valid || len(ok.Errors) != 0 || ok.MergedYAML == "" || len(ok.Jobs) != 3 { // build and two copies of test: no DEPLOY_ENABLED, no tag
+		t.Errorf("valid config linted as %+v", ok)
+	}
+	if !strings.Contains(ok.MergedYAML, "golang:1.22") {
+		t.Errorf("merged_yaml does not show the extended image: %s", ok.MergedYAML)
+	}
+
+	resp, b := inst.Do(t, "POST", path, "build:\n  script: make\n  stage: nowhere\n", "Content-Type", "application/yaml")
+	wantStatus(t, resp, b, http.StatusOK)
+	bad := decode[lint](t, b)
+	if bad.Valid || len(bad.Errors) == 0 || !strings.Contains(strings.Join(bad.Errors, " "), "nowhere") {
+		t.Errorf("a job in an unknown stage linted as %+v", bad)
+	}
+
+	resp, b = inst.Do(t, "POST", path, map[string]any{"ref": "main"})
+	wantJSONError(t, resp, b, http.StatusBadRequest)
+	if n := jobapitest.QueryInt(t, inst.Pool, "SELECT count(*) FROM pipelines"); n != 0 {
+		t.Errorf("lint wrote %d pipelines", n)
+	}
+}
+
+func projectPath(id int64) string { return "/api/v4/projects/" + strconv.FormatInt(id, 10) }

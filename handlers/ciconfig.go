@@ -1,0 +1,175 @@
+package handlers
+
+import (
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/ciconfig"
+)
+
+// yamlMediaTypes are the Content-Types under which POST …/pipeline and …/ci/lint take the
+// .gitlab-ci.yml text itself as the body.
+var yamlMediaTypes = map[string]bool{
+	"application/yaml": true, "application/x-yaml": true, "text/yaml": true, "text/x-yaml": true,
+}
+
+func isYAML(r *http.Request) bool {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return yamlMediaTypes[mt]
+}
+
+// readYAMLBody reads a YAML body whole (limitBody bounds it): the compiler needs all of it.
+func readYAMLBody(r *http.Request) ([]byte, error) {
+	src, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, bodyError(err)
+	}
+	if len(src) == 0 {
+		return nil, badRequest("request body is empty; expected the .gitlab-ci.yml text")
+	}
+	return src, nil
+}
+
+// ciRequest is a pipeline from .gitlab-ci.yml: the JSON form {"ref", "sha", "ci_config",
+// "variables"}, or the YAML text as the body with ref and sha in the query.
+type ciRequest struct {
+	Ref             string
+	SHA             string
+	Config          []byte
+	TimeoutStrategy string
+	Origin          pipelineOrigin
+}
+
+// yamlRequest reads a YAML body with its query: ?ref=…&sha=…&before_sha=…&source=…&
+// timeout_strategy=…. Pipeline variables need the JSON form.
+func yamlRequest(r *http.Request) (ciRequest, error) {
+	src, err := readYAMLBody(r)
+	if err != nil {
+		return ciRequest{}, err
+	}
+	q := r.URL.Query()
+	return ciRequest{Ref: q.Get("ref"), SHA: q.Get("sha"), Config: src, TimeoutStrategy: q.Get("timeout_strategy"),
+		Origin: pipelineOrigin{BeforeSha: q.Get("before_sha"), Source: q.Get("source")}}, nil
+}
+
+// compile turns a ciRequest into a pipeline definition: what rules and workflow:rules see is
+// the pipeline as the runner will (its ref, the project's default branch and variables, the
+// pipeline's variables), so a rule on $CI_COMMIT_BRANCH or on a project variable means the
+// same at creation as in the job.
+func (h *Handler) compile(r *http.Request, pid int64, req ciRequest) (builds.PipelineDefinition, ciconfig.Result, error) {
+	cctx, err := h.ciContext(r, pid, req)
+	if err != nil {
+		return builds.PipelineDefinition{}, ciconfig.Result{}, err
+	}
+	res, err := ciconfig.Compile(req.Config, cctx)
+	if err != nil {
+		return builds.PipelineDefinition{}, res, err
+	}
+	def := builds.PipelineDefinition{ProjectID: pid, Ref: req.Ref, SHA: req.SHA, Stages: res.Stages,
+		TimeoutStrategy: req.TimeoutStrategy, Jobs: res.Jobs}
+	req.Origin.apply(&def)
+	return def, res, nil
+}
+
+// ciContext gathers what the compiler's rules may test.
+func (h *Handler) ciContext(r *http.Request, pid int64, req ciRequest) (ciconfig.Context, error) {
+	jp, err := h.svc.ProjectForPipeline(r.Context(), pid)
+	if err != nil {
+		return ciconfig.Context{}, err
+	}
+	ref := req.Ref
+	if ref == "" {
+		ref = "main"
+		if jp.Project != nil {
+			ref = jp.Project.DefaultBranch
+		}
+	}
+	name, refType := splitRef(ref)
+	source := req.Origin.Source
+	if source == "" {
+		source = "api"
+	}
+	c := ciconfig.Context{Ref: name, RefIsTag: refType == "tag", SHA: req.SHA, DefaultBranch: "main", Source: source}
+	projectName, path := "project-"+strconv.FormatInt(pid, 10), ""
+	path = projectName
+	if jp.Project != nil {
+		c.DefaultBranch, projectName, path = jp.Project.DefaultBranch, jp.Project.Name, jp.Project.Path
+	}
+	base := h.externalBase(r)
+	host := base
+	if u, err := url.Parse(base); err == nil {
+		host = u.Hostname()
+	}
+	predefined := [][2]string{
+		{"CI", "true"}, {"GITLAB_CI", "true"},
+		{"CI_SERVER_URL", base}, {"CI_SERVER_HOST", host}, {"CI_API_V4_URL", base + "/api/v4"},
+		{"CI_PROJECT_ID", strconv.FormatInt(pid, 10)}, {"CI_PROJECT_NAME", projectName},
+		{"CI_PROJECT_PATH", projectNamespace + "/" + path}, {"CI_PROJECT_NAMESPACE", projectNamespace},
+	}
+	for _, p := range predefined {
+		c.Variables = append(c.Variables, builds.Variable{Key: p[0], Value: p[1]})
+	}
+	for _, v := range jp.JobVariables(ref) {
+		c.Variables = append(c.Variables, builds.Variable{Key: v.Key, Value: v.Value, Masked: v.Masked,
+			File: v.VariableType == builds.VariableFile})
+	}
+	// Pipeline variables last: they win over project variables, as in the job.
+	c.Variables = append(c.Variables, req.Origin.Variables...)
+	return c, nil
+}
+
+// lintRequest is GitLab's POST /projects/:id/ci/lint body.
+type lintRequest struct {
+	Content string `json:"content"`
+	Ref     string `json:"ref"`
+	DryRun  bool   `json:"dry_run"`
+	// IncludeJobs is accepted for GitLab's clients; jobs are always listed.
+	IncludeJobs bool `json:"include_jobs"`
+}
+
+// lint answers GitLab's {valid, errors, warnings, merged_yaml, jobs} without creating
+// anything. An invalid configuration is a 200 with valid: false, as in GitLab.
+func (h *Handler) lint(w http.ResponseWriter, r *http.Request) error {
+	pid, err := projectID(r)
+	if err != nil {
+		return err
+	}
+	var req ciRequest
+	if isYAML(r) {
+		if req, err = yamlRequest(r); err != nil {
+			return err
+		}
+	} else {
+		if isForm(r) {
+			return &httpError{code: http.StatusUnsupportedMediaType, msg: "send the configuration as JSON {\"content\": …} or as application/yaml"}
+		}
+		var body lintRequest
+		if err := decodeJSON(r, &body, true); err != nil {
+			return err
+		}
+		if body.Content == "" {
+			return badRequest("content is missing: the .gitlab-ci.yml text to check")
+		}
+		req = ciRequest{Ref: body.Ref, Config: []byte(body.Content)}
+	}
+	cctx, err := h.ciContext(r, pid, req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, ciconfig.Lint(req.Config, cctx))
+	return nil
+}
+
+// ciConfigError is the client message of a compile error.
+func ciConfigError(err error) (string, bool) {
+	var ce *ciconfig.Error
+	if errors.As(err, &ce) {
+		return ce.Error(), true
+	}
+	return "", false
+}
