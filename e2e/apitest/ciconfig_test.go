@@ -78,6 +78,14 @@ func TestPipelineFromYAML(t *testing.T) {
 		t.Errorf("jobs on a tag: %v, want %v", got, want)
 	}
 
+	// A pipeline variable wins over the project's in rules, as in the job.
+	resp, b = inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline", map[string]any{"ref": "trunk", "ci_config": pipelineYAML,
+		"variables": []map[string]string{{"key": "DEPLOY_ENABLED", "value": "no"}}})
+	wantStatus(t, resp, b, http.StatusCreated)
+	if got, want := jobNames(decode[api.Pipeline](t, b)), []string{"build", "test 1/2", "test 2/2"}; !slices.Equal(got, want) {
+		t.Errorf("jobs with DEPLOY_ENABLED=no as a pipeline variable: %v, want %v", got, want)
+	}
+
 	// The runner gets the compiled job: image from the hidden parent, the global variable.
 	r := inst.NewRunner(t)
 	job := r.TakeNamed(t, "build")
