@@ -124,6 +124,28 @@ type JobDetail struct {
 	FinishedAt    *time.Time        `json:"finished_at"`
 	ExitCode      *int64            `json:"exit_code"`
 	TraceSize     int64             `json:"trace_size"`
+	// The job's stored artifacts, archive first, as GitLab's job API lists them; only the
+	// single job's view has them (absent in lists).
+	Artifacts []JobArtifact `json:"artifacts,omitzero"`
+	// ArtifactsFile is the archive ({filename, size}); null when the job has none.
+	ArtifactsFile     *ArtifactsFile `json:"artifacts_file,omitempty"`
+	ArtifactsExpireAt *time.Time     `json:"artifacts_expire_at,omitempty"`
+}
+
+// JobArtifact is one stored artifact of a job.
+type JobArtifact struct {
+	FileType   string     `json:"file_type"`
+	FileFormat string     `json:"file_format"`
+	Filename   string     `json:"filename"`
+	Size       int64      `json:"size"`
+	SHA256     string     `json:"sha256"`
+	ExpireAt   *time.Time `json:"expire_at"`
+}
+
+// ArtifactsFile names a job's archive.
+type ArtifactsFile struct {
+	Filename string `json:"filename"`
+	Size     int64  `json:"size"`
 }
 
 // Event is one entry of a job's history.

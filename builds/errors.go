@@ -49,6 +49,9 @@ const (
 	NotRunning
 	// TraceTooLarge: the trace outgrew the limit; the build failed.
 	TraceTooLarge
+	// NotADependency: an artifact download for a job the token's job does not depend on
+	// (another pipeline's, or one it does not download from).
+	NotADependency
 )
 
 func (c ForbiddenCause) String() string {
@@ -63,6 +66,8 @@ func (c ForbiddenCause) String() string {
 		return "job is not running"
 	case TraceTooLarge:
 		return "trace size exceeded"
+	case NotADependency:
+		return "not a dependency of the token's job"
 	}
 	return fmt.Sprintf("ForbiddenCause(%d)", int(c))
 }

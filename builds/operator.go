@@ -47,18 +47,36 @@ func (s *Service) CancelPipeline(ctx context.Context, projectID, id int64, actor
 type JobView struct {
 	Build
 	AckTTL *time.Duration
+	// Artifacts are the job's stored artifacts, archive first (nil: not read, in lists).
+	Artifacts []Artifact
 }
 
-// Job returns one build of a project.
+// Job returns one build of a project, with its artifacts.
 func (s *Service) Job(ctx context.Context, projectID, id int64) (JobView, error) {
-	b, err := s.store.Build(ctx, id)
+	b, err := s.job(ctx, projectID, id)
 	if err != nil {
 		return JobView{}, err
 	}
-	if b.ProjectID != projectID {
-		return JobView{}, ErrNotFound
+	v := s.view(ctx, b)
+	v.Artifacts = []Artifact{}
+	if s.artifacts != nil {
+		if v.Artifacts, err = s.artifacts.Artifacts(ctx, id); err != nil {
+			return JobView{}, err
+		}
 	}
-	return s.view(ctx, b), nil
+	return v, nil
+}
+
+// job returns one build of a project.
+func (s *Service) job(ctx context.Context, projectID, id int64) (Build, error) {
+	b, err := s.store.Build(ctx, id)
+	if err != nil {
+		return Build{}, err
+	}
+	if b.ProjectID != projectID {
+		return Build{}, ErrNotFound
+	}
+	return b, nil
 }
 
 func (s *Service) view(ctx context.Context, b Build) JobView {
@@ -117,7 +135,7 @@ func (s *Service) Jobs(ctx context.Context, status Status, p Page) ([]JobView, i
 
 // Events returns a build's history, oldest first.
 func (s *Service) Events(ctx context.Context, projectID, id int64, p Page) ([]Event, int, error) {
-	if _, err := s.Job(ctx, projectID, id); err != nil {
+	if _, err := s.job(ctx, projectID, id); err != nil {
 		return nil, 0, err
 	}
 	return s.store.Events(ctx, id, p)
@@ -125,7 +143,7 @@ func (s *Service) Events(ctx context.Context, projectID, id int64, p Page) ([]Ev
 
 // Trace returns a build's log.
 func (s *Service) Trace(ctx context.Context, projectID, id int64) ([]byte, error) {
-	if _, err := s.Job(ctx, projectID, id); err != nil {
+	if _, err := s.job(ctx, projectID, id); err != nil {
 		return nil, err
 	}
 	return s.store.Trace(ctx, id)

@@ -29,6 +29,13 @@ type Config struct {
 	// RunnerTokenRotationGrace is how long a token a runner replaced with its own reset keeps
 	// working (0: it stops at once, as GitLab's does).
 	RunnerTokenRotationGrace time.Duration
+	// MaxArtifactSize caps one uploaded artifact (0: no cap).
+	MaxArtifactSize int64
+	// ArtifactsExpireIn is an artifact's lifetime when the upload names none.
+	ArtifactsExpireIn ExpireIn
+	// ArtifactUploadTimeout is the longest an upload may take: an upload's object that is
+	// not committed by then is garbage.
+	ArtifactUploadTimeout time.Duration
 }
 
 // TwoPhaseGate evaluates the allow_runner_job_acknowledgement flag for one candidate.
@@ -53,6 +60,9 @@ type Service struct {
 	audits   AuditLog
 	hub      *pipelineHub
 	projects ProjectStore
+	// objects and artifacts hold job artifacts (nil: the artifact API answers 503/404).
+	objects   ObjectStore
+	artifacts ArtifactStore
 }
 
 // Observer is told about domain events worth a metric.
@@ -78,7 +88,10 @@ type Deps struct {
 	// Projects holds projects and their variables (nil: every project is implicit, and the
 	// project API answers 404).
 	Projects ProjectStore
-	Config   Config
+	// Objects and Artifacts keep job artifacts: the bytes and the rows (nil: none kept).
+	Objects   ObjectStore
+	Artifacts ArtifactStore
+	Config    Config
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 	// Log receives what the service cannot return (nil: discarded).
@@ -103,8 +116,12 @@ func NewService(d Deps) *Service {
 	if cfg.RunnerCacheTTL == 0 {
 		cfg.RunnerCacheTTL = 5 * time.Second
 	}
+	if cfg.ArtifactUploadTimeout == 0 {
+		cfg.ArtifactUploadTimeout = time.Hour
+	}
 	s := &Service{store: d.Store, leases: d.Leases, queue: d.Queue, gate: d.TwoPhase, cfg: cfg, now: d.Now, log: d.Log,
 		observer: d.Observer, events: d.Events, audits: d.Audit, projects: d.Projects,
+		objects: d.Objects, artifacts: d.Artifacts,
 		runners: newRunnerCache(cfg.RunnerCacheTTL), hub: newPipelineHub(), jobs: newJobCache(jobCacheSize),
 		touches: newRecent[time.Time](jobCacheSize)}
 	s.watchers = newVersionWatcher(d.Queue, d.Log)

@@ -43,6 +43,8 @@ type Deps struct {
 	Limits  RateLimits
 	// ExternalURL is the base of CI_SERVER_URL and job URLs ("": the request's scheme and Host).
 	ExternalURL string
+	// ArtifactUploadTimeout is the time an artifact upload's body may take (0: an hour).
+	ArtifactUploadTimeout time.Duration
 }
 
 // Handler carries the dependencies of every route.
@@ -60,6 +62,7 @@ type Handler struct {
 	limits           RateLimits
 	features         featureSets
 	external         string
+	uploadTimeout    time.Duration
 }
 
 // Trace update intervals sent to runners (GitLab's UPDATE_FREQUENCY_DEFAULT and while watched).
@@ -71,15 +74,19 @@ const (
 // New returns the whole HTTP surface.
 func New(d Deps) http.Handler {
 	h := &Handler{
-		svc:        d.Service,
-		log:        d.Logger,
-		flags:      d.Flags,
-		health:     d.Health,
-		traceWatch: d.TraceWatch,
-		metrics:    newHTTPMetrics(d.Registry),
-		limiter:    d.Limiter,
-		limits:     d.Limits,
-		external:   d.ExternalURL,
+		svc:           d.Service,
+		log:           d.Logger,
+		flags:         d.Flags,
+		health:        d.Health,
+		traceWatch:    d.TraceWatch,
+		metrics:       newHTTPMetrics(d.Registry),
+		limiter:       d.Limiter,
+		limits:        d.Limits,
+		external:      d.ExternalURL,
+		uploadTimeout: d.ArtifactUploadTimeout,
+	}
+	if h.uploadTimeout <= 0 {
+		h.uploadTimeout = time.Hour
 	}
 	if d.AdminToken != "" {
 		h.adminHash = builds.HashToken(d.AdminToken)

@@ -465,6 +465,16 @@ func jobView(v builds.JobView) api.JobDetail {
 	if b.RunnerSystemID != "" {
 		out.RunnerManager = &api.JobRunnerManager{SystemID: b.RunnerSystemID}
 	}
+	if v.Artifacts != nil {
+		out.Artifacts = make([]api.JobArtifact, len(v.Artifacts))
+		for i, a := range v.Artifacts {
+			out.Artifacts[i] = artifactJSON(a)
+			if a.FileType == builds.ArtifactTypeArchive {
+				out.ArtifactsFile = &api.ArtifactsFile{Filename: a.Filename, Size: a.Size}
+				out.ArtifactsExpireAt = a.ExpireAt
+			}
+		}
+	}
 	if b.Status == builds.StatusWaiting {
 		ack := &api.JobAck{Deadline: b.AckDeadline}
 		if v.AckTTL != nil {

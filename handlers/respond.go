@@ -50,6 +50,8 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		tooBig   *http.MaxBytesError
 		limited  *rateLimitError
 		managers *builds.ManagerLimitError
+		tooLarge *builds.ArtifactTooLargeError
+		damaged  *builds.ArchiveError
 	)
 	if msg, ok := ciConfigError(err); ok {
 		writeError(w, http.StatusBadRequest, msg)
@@ -86,6 +88,14 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusBadRequest, verr.Msg)
 	case errors.As(err, &tooBig):
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", tooBig.Limit))
+	case errors.As(err, &tooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, artifactTooLarge(tooLarge))
+	case errors.As(err, &damaged):
+		writeError(w, http.StatusBadRequest, "400 Bad Request - "+damaged.Error())
+	case errors.Is(err, builds.ErrArtifactExists):
+		writeError(w, http.StatusBadRequest, "400 Bad Request - "+builds.ErrArtifactExists.Error())
+	case errors.Is(err, builds.ErrUploadExpired):
+		writeError(w, http.StatusRequestTimeout, "408 Request Timeout - "+builds.ErrUploadExpired.Error()+" (JOBAPI_ARTIFACT_UPLOAD_TIMEOUT)")
 	case errors.Is(err, builds.ErrRunnerForbidden):
 		writeError(w, http.StatusForbidden, "403 Forbidden")
 	case errors.Is(err, builds.ErrNotFound):
@@ -128,6 +138,8 @@ func jobForbiddenMessage(e *builds.JobForbiddenError) string {
 		return fmt.Sprintf("403 Forbidden - job is not running (status %s)", e.Status)
 	case builds.TraceTooLarge:
 		return "403 Forbidden - trace size exceeded"
+	case builds.NotADependency:
+		return "403 Forbidden - the job token's job does not depend on this job"
 	}
 	return "403 Forbidden"
 }

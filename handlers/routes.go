@@ -50,6 +50,9 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 		runnerJSON.Post("/jobs/request", h.wrap(h.requestJob))
 		runnerJSON.Put("/jobs/{job_id}", h.wrap(h.updateJob))
 		r.With(limitBody(limitTrace), bodyDeadline(traceBodyTimeout)).Patch("/jobs/{job_id}/trace", h.wrap(h.patchTrace))
+		// The upload's size limit is the artifact limit, enforced while it streams.
+		r.With(bodyDeadline(h.uploadTimeout)).Post("/jobs/{job_id}/artifacts", h.wrap(h.uploadArtifact))
+		r.Get("/jobs/{job_id}/artifacts", h.wrap(h.downloadArtifact))
 
 		// Operator API: PRIVATE-TOKEN.
 		r.Group(func(r chi.Router) {
@@ -81,6 +84,9 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 			r.Get("/projects/{project_id}/jobs/{job_id}/events", h.wrap(h.getEvents))
 			r.Post("/projects/{project_id}/jobs/{job_id}/cancel", h.wrap(h.cancelJob))
 			r.Post("/projects/{project_id}/jobs/{job_id}/retry", h.wrap(h.retryJob))
+			r.Get("/projects/{project_id}/jobs/{job_id}/artifacts", h.wrap(h.getJobArtifacts))
+			r.Get("/projects/{project_id}/jobs/{job_id}/artifacts/*", h.wrap(h.getJobArtifactFile))
+			r.Delete("/projects/{project_id}/jobs/{job_id}/artifacts", h.wrap(h.deleteJobArtifacts))
 			r.Get("/admin/jobs", h.wrap(h.listJobs))
 			r.Get("/admin/events", h.wrap(h.listAuditEvents))
 

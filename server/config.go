@@ -9,6 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/objectstore"
 )
 
 // Config is SPEC §10's configuration. Env names are contracts.
@@ -55,6 +58,17 @@ type Config struct {
 	// ExternalURL is the base of CI_SERVER_URL and the job and pipeline URLs ("": the
 	// request's own scheme and Host).
 	ExternalURL string
+	// ObjectStore is where job artifacts live: file:///dir or s3://bucket?endpoint=….
+	ObjectStore string
+	// ObjectStoreCredentials sign S3 requests: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
+	// AWS_SESSION_TOKEN, the variables every S3 client reads (empty: ~/.aws, the instance role).
+	ObjectStoreCredentials objectstore.Credentials
+	// MaxArtifactSize caps one uploaded artifact.
+	MaxArtifactSize int64
+	// ArtifactsExpireIn is an artifact's lifetime when its upload names none.
+	ArtifactsExpireIn builds.ExpireIn
+	// ArtifactUploadTimeout bounds one artifact upload.
+	ArtifactUploadTimeout time.Duration
 }
 
 // Setting describes one environment variable: the configuration table in README.md is
@@ -213,6 +227,35 @@ var Settings = []Setting{
 			c.ExternalURL = strings.TrimRight(v, "/")
 			return nil
 		}},
+	{"JOBAPI_OBJECT_STORE", "file:///var/lib/jobapi/objects", "where job artifacts are stored: file:///dir, or s3://bucket?endpoint=http://host:9000&region=… for S3-compatible storage (credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, else the instance role)",
+		func(c *Config, v string) error {
+			u, err := url.Parse(v)
+			if err != nil || (u.Scheme != "file" && u.Scheme != "s3") {
+				return fmt.Errorf("want file:///path or s3://bucket?endpoint=…&region=…, got %q", redactURL(v))
+			}
+			c.ObjectStore = v
+			return nil
+		}},
+	{"JOBAPI_MAX_ARTIFACT_SIZE", "100MB", "largest artifact a job may upload (GitLab's default); a larger upload is refused with 413 while it streams",
+		func(c *Config, v string) error {
+			n, err := ParseBytes(v)
+			if err != nil {
+				return err
+			}
+			c.MaxArtifactSize = n
+			return nil
+		}},
+	{"JOBAPI_DEFAULT_ARTIFACTS_EXPIRE_IN", "30 days", "how long artifacts are kept when the job's expire_in names no time (GitLab's syntax: 30 days, 1 week, never); the latest successful pipeline of each ref keeps its artifacts longer",
+		func(c *Config, v string) error {
+			e, err := builds.ParseExpireIn(v)
+			if err != nil {
+				return err
+			}
+			c.ArtifactsExpireIn = e
+			return nil
+		}},
+	{"JOBAPI_ARTIFACT_UPLOAD_TIMEOUT", "1h", "longest an artifact upload may take; an upload that never finished is removed from the object store after it",
+		duration(func(c *Config) *time.Duration { return &c.ArtifactUploadTimeout })},
 	{"JOBAPI_LOG_LEVEL", "info", "debug, info, warn or error", func(c *Config, v string) error {
 		switch v {
 		case "debug", "info", "warn", "error":
@@ -242,6 +285,11 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	if c.SweepInterval < 10*time.Millisecond {
 		return Config{}, fmt.Errorf("JOBAPI_SWEEP_INTERVAL: must be at least 10ms")
 	}
+	if c.ArtifactUploadTimeout < time.Second {
+		return Config{}, fmt.Errorf("JOBAPI_ARTIFACT_UPLOAD_TIMEOUT: must be at least 1s")
+	}
+	c.ObjectStoreCredentials = objectstore.Credentials{AccessKeyID: getenv("AWS_ACCESS_KEY_ID"),
+		SecretAccessKey: getenv("AWS_SECRET_ACCESS_KEY"), SessionToken: getenv("AWS_SESSION_TOKEN")}
 	if c.MaintenanceInterval == 0 || c.MaintenanceInterval > c.SweepInterval {
 		// Short thresholds must act within seconds: never slower than the sweeper.
 		c.MaintenanceInterval = c.SweepInterval
@@ -268,4 +316,12 @@ func ParseBytes(v string) (int64, error) {
 		return 0, fmt.Errorf("want a size such as 4MiB, got %q", v)
 	}
 	return n * mult, nil
+}
+
+// redactURL hides a password in a URL that is shown in an error.
+func redactURL(v string) string {
+	if u, err := url.Parse(v); err == nil {
+		return u.Redacted()
+	}
+	return "(unparsable URL)"
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/featureflags"
+	"github.com/jobapi/jobapi/reaper"
 	"github.com/jobapi/jobapi/retry"
 )
 
@@ -21,6 +22,12 @@ type metrics struct {
 	stuckStages   *prometheus.CounterVec
 	workerErrors  *prometheus.CounterVec
 	redisErrors   *prometheus.CounterVec
+	// Artifacts pass.
+	artifactsExpired      prometheus.Counter
+	artifactsExpiredBytes prometheus.Counter
+	objectsRemoved        prometheus.Counter
+	artifactsStored       prometheus.Gauge
+	artifactsStoredBytes  prometheus.Gauge
 }
 
 func newMetrics(reg *prometheus.Registry) *metrics {
@@ -56,7 +63,24 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		Name: "jobapi_redis_errors_total",
 		Help: "Failed Redis commands and pipelines (after the client's retries) by kind: loading, clusterdown, failover, refused, reset, timeout, canceled, closed, other.",
 	}, []string{"kind"})
-	reg.MustRegister(m.ackLatency, m.sweeps, m.sweepDuration, m.ackTimeouts, m.retries, m.reaped, m.stuckStages, m.workerErrors, m.redisErrors)
+	m.artifactsExpired = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "jobapi_artifacts_expired_total", Help: "Artifacts deleted by the artifacts pass past their expire_in.",
+	})
+	m.artifactsExpiredBytes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "jobapi_artifacts_expired_bytes_total", Help: "Bytes of the artifacts deleted past their expire_in.",
+	})
+	m.objectsRemoved = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "jobapi_artifact_objects_removed_total",
+		Help: "Objects the artifacts pass removed from the object store: of deleted or expired artifacts, and of uploads that never committed.",
+	})
+	m.artifactsStored = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "jobapi_artifacts_stored", Help: "Job artifacts in the object store, counted by the last artifacts pass.",
+	})
+	m.artifactsStoredBytes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "jobapi_artifacts_stored_bytes", Help: "Bytes of the job artifacts in the object store, counted by the last artifacts pass.",
+	})
+	reg.MustRegister(m.ackLatency, m.sweeps, m.sweepDuration, m.ackTimeouts, m.retries, m.reaped, m.stuckStages, m.workerErrors, m.redisErrors,
+		m.artifactsExpired, m.artifactsExpiredBytes, m.objectsRemoved, m.artifactsStored, m.artifactsStoredBytes)
 	return m
 }
 
@@ -116,5 +140,18 @@ func (m *metrics) stuck(r builds.StuckResult, err error) {
 	}
 	for _, p := range r.Stuck {
 		m.stuckStages.WithLabelValues(p.Strategy).Inc()
+	}
+}
+
+func (m *metrics) artifactsPass(r reaper.ArtifactsPass, err error) {
+	if err != nil {
+		m.workerErrors.WithLabelValues("artifacts").Inc()
+	}
+	m.artifactsExpired.Add(float64(r.Expired))
+	m.artifactsExpiredBytes.Add(float64(r.ExpiredBytes))
+	m.objectsRemoved.Add(float64(r.Removed))
+	if r.TotalsRead {
+		m.artifactsStored.Set(float64(r.Stored))
+		m.artifactsStoredBytes.Set(float64(r.StoredBytes))
 	}
 }

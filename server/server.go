@@ -25,6 +25,7 @@ import (
 	"github.com/jobapi/jobapi/featureflags/pgflags"
 	"github.com/jobapi/jobapi/handlers"
 	"github.com/jobapi/jobapi/migrations"
+	"github.com/jobapi/jobapi/objectstore"
 	"github.com/jobapi/jobapi/ratelimit"
 	"github.com/jobapi/jobapi/reaper"
 	"github.com/jobapi/jobapi/retry"
@@ -41,6 +42,10 @@ type Server struct {
 	Sweeper *retry.Sweeper
 	Reaper  *reaper.Reaper
 	Stuck   *reaper.StuckStages
+	// Artifacts is the artifacts pass (expiry and object cleanup); tests call PassOnce.
+	Artifacts *reaper.Artifacts
+	// Objects is the object store of job artifacts.
+	Objects builds.ObjectStore
 	Pool    *pgxpool.Pool
 	Redis   redis.UniversalClient
 
@@ -121,10 +126,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 		workers = append(workers, fl.pg.Run)
 	}
 	if !opts.DisableSweeper {
-		workers = append(workers, d.sweeper.Run, d.reaper.Run, d.stuck.Run, d.staleManagers.Run)
+		workers = append(workers, d.sweeper.Run, d.reaper.Run, d.stuck.Run, d.staleManagers.Run, d.artifacts.Run)
 	}
 	s := &Server{URL: "http://" + ln.Addr().String(), Service: d.svc, Sweeper: d.sweeper, Reaper: d.reaper,
-		Stuck: d.stuck, Pool: be.pool, Redis: be.rdb}
+		Stuck: d.stuck, Artifacts: d.artifacts, Objects: be.objects, Pool: be.pool, Redis: be.rdb}
 	s.run(ctx, srv, ln, workers, func() {
 		// Rate-limit counts decided locally during the drain, sent before Redis closes.
 		fctx, fcancel := context.WithTimeout(context.Background(), time.Second)
@@ -150,10 +155,11 @@ func prepare(cfg Config) error {
 	return nil
 }
 
-// backends are the replica's connections: Postgres and Redis.
+// backends are the replica's connections: Postgres, Redis and the object store.
 type backends struct {
-	pool *pgxpool.Pool
-	rdb  redis.UniversalClient
+	pool    *pgxpool.Pool
+	rdb     redis.UniversalClient
+	objects builds.ObjectStore
 }
 
 func (b backends) close() {
@@ -181,10 +187,16 @@ func connect(ctx context.Context, cfg Config, opts Options, reg *prometheus.Regi
 		pool.Close()
 		return backends{}, nil, err
 	}
+	objects, err := objectstore.Open(ctx, cfg.ObjectStore, cfg.ObjectStoreCredentials)
+	if err != nil {
+		pool.Close()
+		_ = rdb.Close()
+		return backends{}, nil, fmt.Errorf("JOBAPI_OBJECT_STORE: %w", err)
+	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := newMetrics(reg)
 	rdb.AddHook(redisstore.ErrorHook(m.redisError))
-	return backends{pool: pool, rdb: rdb}, m, nil
+	return backends{pool: pool, rdb: rdb, objects: objects}, m, nil
 }
 
 // flagBackend is where the replica's feature flags come from.
@@ -223,6 +235,11 @@ func startFlags(cfg Config, opts Options, pool *pgxpool.Pool, log *slog.Logger) 
 // staleManagerInterval: managers go stale over days; a pass every few minutes is plenty.
 const staleManagerInterval = 5 * time.Minute
 
+// artifactsInterval: artifacts expire over days, and an orphaned upload's object waits an
+// upload timeout anyway; a pass a minute keeps the store close to what the rows say, and
+// refreshes the stored-bytes gauge.
+const artifactsInterval = time.Minute
+
 // domain is the build service and the maintenance loops that act on the same stores.
 type domain struct {
 	store   *pgstore.Store
@@ -233,6 +250,8 @@ type domain struct {
 	stuck   *reaper.StuckStages
 	// staleManagers removes managers not seen for JOBAPI_STALE_MANAGER_AFTER.
 	staleManagers *reaper.StaleManagers
+	// artifacts expires artifacts and removes objects no row needs.
+	artifacts *reaper.Artifacts
 }
 
 func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics, log *slog.Logger) domain {
@@ -240,10 +259,12 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 	policy := builds.DefaultRetryPolicy(cfg.AutoRetryMax)
 	d.svc = builds.NewService(builds.Deps{Store: d.store, Leases: d.rs, Queue: d.rs, Events: d.rs,
 		TwoPhase: fl.flags.TwoPhaseCommit, Observer: m, Audit: d.store, Projects: d.store, Now: opts.Now, Log: log,
+		Objects: be.objects, Artifacts: d.store,
 		Config: builds.Config{AckTTL: cfg.AckTTL, MaxProvisioningWait: cfg.MaxProvisioningWait,
 			TraceLimit: cfg.TraceLimit, LongPoll: cfg.LongPoll, Policy: policy,
 			MaxManagersPerRunner: cfg.MaxManagersPerRunner, RunnerTokenExpiresIn: cfg.RunnerTokenExpiresIn,
-			RunnerTokenRotationGrace: cfg.RunnerTokenRotationGrace}})
+			RunnerTokenRotationGrace: cfg.RunnerTokenRotationGrace, MaxArtifactSize: cfg.MaxArtifactSize,
+			ArtifactsExpireIn: cfg.ArtifactsExpireIn, ArtifactUploadTimeout: cfg.ArtifactUploadTimeout}})
 	d.sweeper = &retry.Sweeper{Store: d.store, Leases: d.rs, Queue: d.rs, Policy: policy,
 		Interval: cfg.SweepInterval, MaxWait: cfg.MaxProvisioningWait, Now: opts.Now, Log: log, OnSweep: m.sweep,
 		Notify: d.svc.NotifyPipelines}
@@ -255,6 +276,8 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 		Now: opts.Now, Log: log, Notify: d.svc.NotifyPipelines, OnCheck: m.stuck}
 	d.staleManagers = &reaper.StaleManagers{Store: d.store, After: cfg.StaleManagerAfter,
 		Interval: staleManagerInterval, Now: opts.Now, Log: log}
+	d.artifacts = &reaper.Artifacts{Store: d.store, Objects: be.objects, Interval: artifactsInterval, Now: opts.Now,
+		Log: log, OnPass: m.artifactsPass}
 	return d
 }
 
@@ -264,6 +287,7 @@ func newHTTP(cfg Config, opts Options, d domain, fl flagBackend, reg *prometheus
 	h := handlers.New(handlers.Deps{Service: d.svc, AdminToken: cfg.AdminToken, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
 		Flags: fl.admin, Health: health{store: d.store, redis: d.rs},
 		Registry: reg, TraceWatch: d.rs, Limiter: limiter{rl}, ExternalURL: cfg.ExternalURL,
+		ArtifactUploadTimeout: cfg.ArtifactUploadTimeout,
 		Limits: handlers.RateLimits{JobsRequest: cfg.RateLimitJobsRequest, JobUpdates: cfg.RateLimitJobUpdates,
 			JobTokenFailures: cfg.RateLimitJobTokenFailures, RunnerVerify: cfg.RateLimitRunnerVerify}})
 	ln := opts.Listener

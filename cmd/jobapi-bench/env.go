@@ -151,6 +151,12 @@ func (e *env) startServer(prefix string) error {
 	cfg.DatabaseURL = e.dbURL
 	cfg.RedisURL = e.cfg.RedisURL
 	cfg.RedisKeyPrefix = prefix
+	objects, err := os.MkdirTemp("", "jobapi-bench-objects-")
+	if err != nil {
+		return err
+	}
+	e.cleanups = append(e.cleanups, func() { _ = os.RemoveAll(objects) })
+	cfg.ObjectStore = "file://" + objects
 	cfg.AdminToken = "bench-" + randHex(16)
 	cfg.AutoMigrate = true
 	cfg.SweepInterval = e.cfg.SweepInterval

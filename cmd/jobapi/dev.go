@@ -58,6 +58,8 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		dbURL = strings.Replace(dbURL, "/postgres?", "/jobapi?", 1)
 	}
 	env["JOBAPI_DATABASE_URL"] = dbURL
+	// Artifacts go to a folder of the dev instance's own, removed with it.
+	env["JOBAPI_OBJECT_STORE"] = "file://" + dir + "/objects"
 
 	redisURL := getenv("JOBAPI_REDIS_URL")
 	if getenv("JOBAPI_REDIS_CLUSTER_ADDRS") == "" && (redisURL == "" || !localserver.RedisReachable(ctx, redisURL)) {

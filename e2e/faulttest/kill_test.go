@@ -2,18 +2,12 @@ package faulttest_test
 
 import (
 	"context"
-	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jobapi/jobapi/e2e/jobapitest"
 	"github.com/jobapi/jobapi/server"
-	"github.com/jobapi/jobapi/testenv"
 )
 
 // A replica is SIGKILLed in the middle of a sweep of thousands of expired acks: the batch
@@ -31,7 +25,7 @@ func TestReplicaKilledMidSweep(t *testing.T) {
 		perPipeline = 100
 		ttl         = time.Second
 	)
-	bin := buildJobapi(t)
+	bin := jobapitest.BuildJobapi(t)
 	a := jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) { c.AckTTL = ttl }})
 	ids := makeWaiting(t, a, n, perPipeline, ttl)
 	time.Sleep(ttl + 50*time.Millisecond)
@@ -64,7 +58,7 @@ func TestReplicaKilledMidSweep(t *testing.T) {
 			WHERE datname = current_database() AND backend_xid IS NOT NULL AND $1 = ANY(pg_blocking_pids(pid))`, gatePID)
 	}
 
-	victim, logs := startServe(t, bin, a.Config, map[string]string{"JOBAPI_SWEEP_INTERVAL": "100ms"})
+	victim, logs := jobapitest.StartServe(t, bin, a.Config, map[string]string{"JOBAPI_SWEEP_INTERVAL": "100ms"})
 	deadline := time.Now().Add(time.Minute)
 	for blockedWriter() == 0 {
 		if time.Now().After(deadline) {
@@ -111,89 +105,4 @@ func TestReplicaKilledMidSweep(t *testing.T) {
 	t.Logf("victim SIGKILLed with %d of %d expired acks processed and a batch open; its transaction was gone %v later, rolled back whole; the survivor swept the other %d in %v",
 		atKill, n, rolledBack.Round(time.Millisecond), n-atKill, time.Since(start).Round(time.Millisecond))
 	t.Logf("builds: %s", statusLine(byStatus))
-}
-
-// buildJobapi compiles cmd/jobapi into the test's temporary directory, with -race when the
-// test itself runs with it (the packages then come from the test build's cache).
-func buildJobapi(t *testing.T) string {
-	t.Helper()
-	// go test puts its own toolchain first on the test's PATH, so this is the go that runs us.
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("find the go command: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "jobapi")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	cmd := exec.Command(goBin, append(args, "github.com/jobapi/jobapi/cmd/jobapi")...)
-	cmd.Dir = jobapitest.ModuleRoot(t)
-	start := time.Now()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build cmd/jobapi: %v\n%s", err, out)
-	}
-	t.Logf("built jobapi in %v", time.Since(start).Round(time.Millisecond))
-	return bin
-}
-
-// startServe runs `jobapi serve` on cfg's database, Redis and key prefix, with env
-// overriding settings, and returns once it listens. The process is killed when the test
-// ends (and by the kernel if the test binary dies first).
-func startServe(t *testing.T, bin string, cfg server.Config, env map[string]string) (*exec.Cmd, *testenv.Buffer) {
-	t.Helper()
-	vars := map[string]string{
-		"JOBAPI_LISTEN_ADDR":        "127.0.0.1:0",
-		"JOBAPI_DATABASE_URL":       cfg.DatabaseURL,
-		"JOBAPI_REDIS_URL":          cfg.RedisURL,
-		"JOBAPI_REDIS_KEY_PREFIX":   cfg.RedisKeyPrefix,
-		"JOBAPI_ADMIN_TOKEN":        cfg.AdminToken,
-		"JOBAPI_AUTO_MIGRATE":       "false",
-		"JOBAPI_ACK_TTL":            cfg.AckTTL.String(),
-		"JOBAPI_DATABASE_MAX_CONNS": "5",
-	}
-	if len(cfg.RedisClusterAddrs) > 0 {
-		vars["JOBAPI_REDIS_CLUSTER_ADDRS"] = strings.Join(cfg.RedisClusterAddrs, ",")
-	}
-	for k, v := range env {
-		vars[k] = v
-	}
-	var environ []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "JOBAPI_") {
-			environ = append(environ, kv)
-		}
-	}
-	for k, v := range vars {
-		environ = append(environ, k+"="+v)
-	}
-	logs := &testenv.Buffer{}
-	cmd := exec.Command(bin, "serve")
-	cmd.Env = environ
-	cmd.Stdout, cmd.Stderr = logs, logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("jobapi serve log:\n%s", logs)
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(logs.String(), "jobapi listening") {
-		if time.Now().After(deadline) {
-			t.Fatalf("jobapi serve not listening after 30 s:\n%s", logs)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	for _, line := range strings.Split(logs.String(), "\n") {
-		var rec struct{ Msg, Addr string }
-		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "jobapi listening" {
-			t.Logf("jobapi serve (pid %d) listening on %s", cmd.Process.Pid, rec.Addr)
-		}
-	}
-	return cmd, logs
 }

@@ -66,6 +66,8 @@ func Start(t testing.TB, o Options) *Instance {
 	cfg.SweepInterval = 100 * time.Millisecond
 	cfg.FlagRefresh = 200 * time.Millisecond
 	cfg.DatabaseMaxConns = 10
+	// Replicas of the instance share its object store, as they would a bucket.
+	cfg.ObjectStore = "file://" + t.TempDir()
 	if o.Configure != nil {
 		o.Configure(&cfg)
 	}

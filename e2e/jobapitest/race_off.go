@@ -1,5 +1,5 @@
 //go:build !race
 
-package faulttest_test
+package jobapitest
 
 const raceEnabled = false

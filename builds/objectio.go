@@ -1,0 +1,175 @@
+package builds
+
+import (
+	"archive/zip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+	"sync"
+	"time"
+)
+
+// objectReader reads one stored object as an io.ReadSeeker and io.ReaderAt: what
+// http.ServeContent (HTTP ranges) and archive/zip (one file out of an archive) need. It
+// keeps one stream open and goes on reading it while reads are sequential, which both of
+// them mostly are; a read elsewhere reopens the stream there. Nothing is buffered beyond
+// the caller's slice.
+type objectReader struct {
+	ctx     context.Context
+	objects ObjectStore
+	key     string
+	size    int64
+
+	mu    sync.Mutex
+	off   int64 // Read and Seek position
+	rc    io.ReadCloser
+	rcOff int64 // where rc reads next
+}
+
+func newObjectReader(ctx context.Context, objects ObjectStore, key string, size int64) *objectReader {
+	return &objectReader{ctx: ctx, objects: objects, key: key, size: size}
+}
+
+// readAt reads into p at off from the stream, reopening it when it is elsewhere.
+func (o *objectReader) readAt(p []byte, off int64) (int, error) {
+	if off >= o.size {
+		return 0, io.EOF
+	}
+	if o.rc == nil || o.rcOff != off {
+		if o.rc != nil {
+			_ = o.rc.Close()
+			o.rc = nil
+		}
+		rc, err := o.objects.Open(o.ctx, o.key, off, -1)
+		if err != nil {
+			return 0, err
+		}
+		o.rc, o.rcOff = rc, off
+	}
+	p = p[:min(int64(len(p)), o.size-off)]
+	n, err := io.ReadFull(o.rc, p)
+	o.rcOff += int64(n)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		// The object is shorter than its row says: it changed under us, or the store broke.
+		err = fmt.Errorf("object %s ended at byte %d of %d: %w", o.key, o.rcOff, o.size, io.ErrUnexpectedEOF)
+	}
+	return n, err
+}
+
+func (o *objectReader) Read(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n, err := o.readAt(p, o.off)
+	o.off += int64(n)
+	return n, err
+}
+
+func (o *objectReader) ReadAt(p []byte, off int64) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n, err := o.readAt(p, off)
+	if err == nil && n < len(p) {
+		err = io.EOF // io.ReaderAt: a short read says why
+	}
+	return n, err
+}
+
+func (o *objectReader) Seek(offset int64, whence int) (int64, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch whence {
+	case io.SeekStart:
+	case io.SeekCurrent:
+		offset += o.off
+	case io.SeekEnd:
+		offset += o.size
+	default:
+		return 0, errors.New("seek: bad whence")
+	}
+	if offset < 0 {
+		return 0, errors.New("seek: negative position")
+	}
+	o.off = offset
+	return offset, nil
+}
+
+func (o *objectReader) Close() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.rc == nil {
+		return nil
+	}
+	err := o.rc.Close()
+	o.rc = nil
+	return err
+}
+
+// ArtifactContent is an artifact opened for reading with HTTP ranges.
+type ArtifactContent interface {
+	io.ReadSeeker
+	io.Closer
+}
+
+// ArtifactContent opens a for reading anywhere (http.ServeContent).
+func (s *Service) ArtifactContent(ctx context.Context, a Artifact) (ArtifactContent, error) {
+	if s.objects == nil {
+		return nil, ErrNotFound
+	}
+	return newObjectReader(ctx, s.objects, a.ObjectKey, a.Size), nil
+}
+
+// ArchiveMember is one file read out of a job's archive.
+type ArchiveMember struct {
+	Name     string
+	Size     int64
+	Modified time.Time
+	io.ReadCloser
+}
+
+// ArchiveFile opens the file at name inside a project's job's zip archive (GitLab's
+// GET …/jobs/:job_id/artifacts/*artifact_path). Only the archive's central directory and
+// the file's own bytes are read from the store. ErrNotFound when the job has no archive or
+// the archive no such file.
+func (s *Service) ArchiveFile(ctx context.Context, projectID, id int64, name string) (ArchiveMember, error) {
+	a, err := s.JobArchive(ctx, projectID, id)
+	if err != nil {
+		return ArchiveMember{}, err
+	}
+	name = strings.TrimPrefix(path.Clean("/"+name), "/")
+	if name == "" {
+		return ArchiveMember{}, invalid("name a file inside the archive: …/artifacts/path/to/file")
+	}
+	r := newObjectReader(ctx, s.objects, a.ObjectKey, a.Size)
+	zr, err := zip.NewReader(r, a.Size)
+	if err != nil {
+		_ = r.Close()
+		return ArchiveMember{}, fmt.Errorf("read the archive of job %d: %w", id, err)
+	}
+	for _, f := range zr.File {
+		if strings.TrimPrefix(f.Name, "./") != name || strings.HasSuffix(f.Name, "/") {
+			continue
+		}
+		rc, err := f.Open()
+		if err != nil {
+			_ = r.Close()
+			return ArchiveMember{}, fmt.Errorf("open %s in the archive of job %d: %w", name, id, err)
+		}
+		return ArchiveMember{Name: name, Size: int64(f.UncompressedSize64), Modified: f.Modified,
+			ReadCloser: memberCloser{ReadCloser: rc, object: r}}, nil
+	}
+	_ = r.Close()
+	return ArchiveMember{}, fmt.Errorf("%s in the archive of job %d: %w", name, id, ErrNotFound)
+}
+
+// memberCloser closes a member's reader and the object under it.
+type memberCloser struct {
+	io.ReadCloser
+	object io.Closer
+}
+
+func (m memberCloser) Close() error {
+	return errors.Join(m.ReadCloser.Close(), m.object.Close())
+}

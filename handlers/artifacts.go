@@ -1,0 +1,220 @@
+package handlers
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"path"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jobapi/jobapi/api"
+	"github.com/jobapi/jobapi/builds"
+)
+
+// multipartSlack is what the multipart framing and small form fields may add to an upload
+// beyond the file itself.
+const multipartSlack = 1 << 20
+
+// uploadArtifact is gitlab-runner's UploadRawArtifacts: POST /jobs/:id/artifacts with
+// artifact_format, artifact_type and expire_in in the query, JOB-TOKEN, and a
+// multipart/form-data body (chunked, length unknown) whose part "file" is the archive. The
+// part streams through to the object store; nothing is read into memory or onto disk here.
+// 201 stored (or the same bytes again); 403 wrong token or job not running; 413 over
+// JOBAPI_MAX_ARTIFACT_SIZE; 400 bad parameters, a damaged archive, another artifact of the
+// type; 503 with Retry-After when the object store fails (the runner retries).
+func (h *Handler) uploadArtifact(w http.ResponseWriter, r *http.Request) error {
+	id, err := jobID(r)
+	if err != nil {
+		return err
+	}
+	token := jobToken(r, "")
+	if err := h.limitJob(r, "job_artifacts", id, token); err != nil {
+		return err
+	}
+	limit := h.svc.Config().MaxArtifactSize
+	if limit > 0 {
+		if r.ContentLength > limit+multipartSlack {
+			return &builds.ArtifactTooLargeError{Limit: limit}
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit+multipartSlack)
+	}
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return badRequest("the body must be multipart/form-data with the artifact in a part named file: %s", err.Error())
+	}
+	var file *bodyReader
+	var filename string
+	for file == nil {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			return badRequest("the multipart body has no part named file")
+		}
+		if err != nil {
+			return bodyError(err)
+		}
+		if part.FormName() == "file" {
+			file, filename = &bodyReader{r: part}, part.FileName()
+			break
+		}
+		// Other fields (GitLab knows metadata, which gitlab-runner no longer sends) are
+		// small: read past them.
+		if n, err := io.Copy(io.Discard, io.LimitReader(part, 64<<10+1)); err != nil {
+			return bodyError(err)
+		} else if n > 64<<10 {
+			return badRequest("form field %q is larger than 64 KiB", clip(part.FormName()))
+		}
+	}
+	q := r.URL.Query()
+	a, err := h.svc.UploadArtifact(r.Context(), builds.ArtifactUpload{JobID: id, Token: token,
+		Type: q.Get("artifact_type"), Format: q.Get("artifact_format"), ExpireIn: q.Get("expire_in"),
+		Filename: filename, Body: file})
+	if file.err != nil {
+		// The body failed to arrive (cut off, too slow, past the byte limit): the client's
+		// failure, never an outage of ours.
+		return bodyError(file.err)
+	}
+	if err != nil {
+		drainRefused(r, err)
+		return err
+	}
+	writeJSON(w, http.StatusCreated, artifactJSON(a))
+	return nil
+}
+
+// drainRefused reads the rest of a refused upload's body (bounded by the size limit and the
+// body deadline) before the answer goes out, when the runner acts on that answer: a 503 it
+// retries six times, a 400 it logs. Answering mid-body and closing makes the kernel reset
+// the connection, and the runner would see a transport error instead of the status.
+// Refusals of the token or the size are answered at once: nothing is owed to that client.
+func drainRefused(r *http.Request, err error) {
+	var forbidden *builds.JobForbiddenError
+	var tooLarge *builds.ArtifactTooLargeError
+	var maxBytes *http.MaxBytesError
+	if errors.As(err, &forbidden) || errors.As(err, &tooLarge) || errors.As(err, &maxBytes) || r.Context().Err() != nil {
+		return
+	}
+	_, _ = io.Copy(io.Discard, r.Body)
+}
+
+func artifactJSON(a builds.Artifact) api.JobArtifact {
+	return api.JobArtifact{FileType: a.FileType, FileFormat: a.FileFormat, Filename: a.Filename, Size: a.Size,
+		SHA256: hex.EncodeToString(a.SHA256), ExpireAt: a.ExpireAt}
+}
+
+// downloadArtifact is gitlab-runner's DownloadArtifacts: GET /jobs/:id/artifacts with the
+// dependent job's own token in JOB-TOKEN (GitLab's dependency token). 200 and the archive;
+// 403 when the token's job is not running, is in another pipeline or does not depend on
+// job :id; 404 when job :id does not exist or has no archive. direct_download is accepted
+// and ignored: the archive always comes through jobapi.
+func (h *Handler) downloadArtifact(w http.ResponseWriter, r *http.Request) error {
+	id, err := jobID(r)
+	if err != nil {
+		return err
+	}
+	a, err := h.svc.DependencyArtifact(r.Context(), id, jobToken(r, ""))
+	if err != nil {
+		return err
+	}
+	rc, err := h.svc.OpenArtifact(r.Context(), a, 0, -1)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	setArtifactHeaders(w, a)
+	w.Header().Set("Content-Length", strconv.FormatInt(a.Size, 10))
+	w.WriteHeader(http.StatusOK)
+	if _, err := io.Copy(w, rc); err != nil && r.Context().Err() == nil {
+		// The status is sent: the runner sees a short body, fails this try and retries.
+		h.log.WarnContext(r.Context(), "artifact download cut short", "job_id", id, "error", err)
+	}
+	return nil
+}
+
+func setArtifactHeaders(w http.ResponseWriter, a builds.Artifact) {
+	ct := "application/octet-stream"
+	switch a.FileFormat {
+	case builds.ArtifactFormatZip:
+		ct = "application/zip"
+	case builds.ArtifactFormatGzip:
+		ct = "application/gzip"
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": a.Filename}))
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("ETag", `"`+hex.EncodeToString(a.SHA256)+`"`)
+}
+
+// getJobArtifacts is the operator's download of a job's archive (GitLab's GET
+// /projects/:id/jobs/:job_id/artifacts), with HTTP ranges and conditional requests.
+func (h *Handler) getJobArtifacts(w http.ResponseWriter, r *http.Request) error {
+	pid, id, err := h.jobIDs(r)
+	if err != nil {
+		return err
+	}
+	a, err := h.svc.JobArchive(r.Context(), pid, id)
+	if err != nil {
+		return err
+	}
+	content, err := h.svc.ArtifactContent(r.Context(), a)
+	if err != nil {
+		return err
+	}
+	defer content.Close()
+	setArtifactHeaders(w, a)
+	// Ranges, If-None-Match (the ETag is the SHA-256) and If-Modified-Since; a range it
+	// cannot serve is a 416 in plain text.
+	http.ServeContent(w, r, a.Filename, a.CreatedAt, content)
+	return nil
+}
+
+// getJobArtifactFile is the operator's download of one file out of a job's zip archive
+// (GitLab's GET /projects/:id/jobs/:job_id/artifacts/*artifact_path).
+func (h *Handler) getJobArtifactFile(w http.ResponseWriter, r *http.Request) error {
+	pid, id, err := h.jobIDs(r)
+	if err != nil {
+		return err
+	}
+	name := chi.URLParam(r, "*")
+	m, err := h.svc.ArchiveFile(r.Context(), pid, id, name)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	ct := mime.TypeByExtension(path.Ext(m.Name))
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(m.Name)}))
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Length", strconv.FormatInt(m.Size, 10))
+	w.WriteHeader(http.StatusOK)
+	if _, err := io.Copy(w, m); err != nil && r.Context().Err() == nil {
+		h.log.WarnContext(r.Context(), "artifact file download cut short", "job_id", id, "file", m.Name, "error", err)
+	}
+	return nil
+}
+
+// deleteJobArtifacts is GitLab's DELETE /projects/:id/jobs/:job_id/artifacts: every
+// artifact of the job goes; their objects leave the store now or with the next pass.
+func (h *Handler) deleteJobArtifacts(w http.ResponseWriter, r *http.Request) error {
+	pid, id, err := h.jobIDs(r)
+	if err != nil {
+		return err
+	}
+	if err := h.svc.DeleteJobArtifacts(r.Context(), pid, id, actor(r)); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// artifactTooLarge is the 413 text, as GitLab words it.
+func artifactTooLarge(e *builds.ArtifactTooLargeError) string {
+	return fmt.Sprintf("413 Request Entity Too Large - file size has reached maximum size limit (%d bytes)", e.Limit)
+}
