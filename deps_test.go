@@ -36,6 +36,8 @@ var layerRules = []layerRule{
 		why: "the Postgres adapter carries out builds' plans with pgx, nothing else"},
 	{pkgs: "./builds/redisstore", allowed: []string{"./builds", "github.com/redis/go-redis/v9/..."},
 		why: "the Redis adapter serves builds' interfaces with go-redis, nothing else"},
+	{pkgs: "./objectstore", allowed: []string{"./builds", "github.com/minio/minio-go/v7/..."},
+		why: "the object store adapter serves builds.ObjectStore with the standard library (a directory) and minio-go (S3), nothing else"},
 	{pkgs: "./featureflags", allowed: []string{"github.com/open-feature/go-sdk/openfeature/..."},
 		why: "flag keys and getters know OpenFeature only; the Postgres provider is pgflags"},
 	{pkgs: "./handlers/...", forbidden: []string{"github.com/jackc/pgx/v5/...", "github.com/redis/go-redis/v9/..."},

@@ -100,6 +100,9 @@ type ArtifactStore interface {
 	CommitArtifact(ctx context.Context, a Artifact) (stored Artifact, created bool, err error)
 	// ForgetObject takes key off the cleanup list: its object is gone.
 	ForgetObject(ctx context.Context, key string) error
+	// DiscardUpload makes key due at once: its upload is over and its object, whatever the
+	// store kept of it, can go with the next pass.
+	DiscardUpload(ctx context.Context, key string) error
 	// Artifacts lists a build's artifacts, archive first.
 	Artifacts(ctx context.Context, buildID int64) ([]Artifact, error)
 	// DependencyArtifact returns the archive of build id for the running build whose job
@@ -261,7 +264,10 @@ func (s *Service) discardUpload(ctx context.Context, key string) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := s.objects.Delete(ctx, key); err != nil {
-		s.log.WarnContext(ctx, "object of a failed upload not deleted; the artifacts pass will", "key", key, "error", err)
+		s.log.WarnContext(ctx, "object not deleted; the next artifacts pass will", "key", key, "error", err)
+		if err := s.artifacts.DiscardUpload(ctx, key); err != nil {
+			s.log.WarnContext(ctx, "object not marked for the next pass; it goes once its upload timeout passed", "key", key, "error", err)
+		}
 		return
 	}
 	if err := s.artifacts.ForgetObject(ctx, key); err != nil {

@@ -3,6 +3,8 @@ package testenv
 import (
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"sync"
@@ -47,7 +49,8 @@ func S3(t testing.TB) *S3Server {
 	}
 	s := &S3Server{Endpoint: "http://" + ln.Addr().String(), Bucket: S3BucketName,
 		AccessKeyID: "jobapi-test-key", SecretAccessKey: "jobapi-test-secret",
-		srv: &http.Server{Handler: faker.Server(), ReadHeaderTimeout: 10 * time.Second}}
+		// gofakes3 writes some error answers twice; net/http's complaint about it is noise.
+		srv: &http.Server{Handler: faker.Server(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {

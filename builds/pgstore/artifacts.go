@@ -87,6 +87,14 @@ func (s *Store) CommitArtifact(ctx context.Context, a builds.Artifact) (builds.A
 	return stored, created, nil
 }
 
+const discardUpload = `UPDATE object_cleanup SET due_at = '-infinity' WHERE object_key = $1`
+
+// DiscardUpload makes key due at once.
+func (s *Store) DiscardUpload(ctx context.Context, key string) error {
+	_, err := s.pool.Exec(ctx, discardUpload, key)
+	return err
+}
+
 // ForgetObject takes key off the cleanup list.
 func (s *Store) ForgetObject(ctx context.Context, key string) error {
 	_, err := s.pool.Exec(ctx, forgetUpload, key)

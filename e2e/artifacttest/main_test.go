@@ -38,7 +38,11 @@ type backend struct {
 
 var backends = []backend{
 	{name: "file", configure: func(*testing.T) func(*server.Config) { return nil }},
-	{name: "s3", configure: func(t *testing.T) func(*server.Config) { return onS3(testenv.S3(t)) }},
+	{name: "s3", configure: func(t *testing.T) func(*server.Config) {
+		srv := testenv.S3(t)
+		s3Servers.Store(srv.URL(), srv)
+		return onS3(srv)
+	}},
 }
 
 // onS3 points a replica at an S3 server, through its proxy.

@@ -414,6 +414,9 @@ func TestScenario(t *testing.T) {
 	c.do(http.StatusNotFound, "GET", path("/api/v4/projects/%d/pipelines/999999/jobs", projectID), nil, admin)
 	c.do(http.StatusNotFound, "POST", path("/api/v4/projects/%d/pipelines/999999/cancel", projectID), nil, admin)
 
+	// ---- artifacts: the runner's upload and a dependent job's download, the operator's calls
+	artifactScenario(t, c, r1.Token, systemID)
+
 	// ---- the operator audit log: every change above, newest first
 	var audit []api.AuditEvent
 	c.decode(&audit, http.StatusOK, "GET", "/api/v4/admin/events?per_page=100", nil, admin)
@@ -421,7 +424,8 @@ func TestScenario(t *testing.T) {
 	for _, e := range audit {
 		actions[e.Action] = true
 	}
-	for _, want := range []string{"runner_created", "runner_updated", "feature_set", "job_canceled", "job_retried", "pipeline_canceled"} {
+	for _, want := range []string{"runner_created", "runner_updated", "feature_set", "job_canceled", "job_retried", "pipeline_canceled",
+		"job_artifacts_deleted"} {
 		if !actions[want] {
 			t.Errorf("audit log lacks %s: %v", want, actions)
 		}
