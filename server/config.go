@@ -266,6 +266,10 @@ var Settings = []Setting{
 	}},
 }
 
+// ObjectStoreCredentialEnv are the variables LoadConfig reads besides Settings: the S3 keys,
+// under the names every S3 client reads (JOBAPI_OBJECT_STORE's row says so).
+var ObjectStoreCredentialEnv = []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}
+
 // LoadConfig reads every setting from getenv, falling back to its default. A bad value is
 // an error naming the variable.
 func LoadConfig(getenv func(string) string) (Config, error) {
@@ -288,8 +292,8 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	if c.ArtifactUploadTimeout < time.Second {
 		return Config{}, fmt.Errorf("JOBAPI_ARTIFACT_UPLOAD_TIMEOUT: must be at least 1s")
 	}
-	c.ObjectStoreCredentials = objectstore.Credentials{AccessKeyID: getenv("AWS_ACCESS_KEY_ID"),
-		SecretAccessKey: getenv("AWS_SECRET_ACCESS_KEY"), SessionToken: getenv("AWS_SESSION_TOKEN")}
+	c.ObjectStoreCredentials = objectstore.Credentials{AccessKeyID: getenv(ObjectStoreCredentialEnv[0]),
+		SecretAccessKey: getenv(ObjectStoreCredentialEnv[1]), SessionToken: getenv(ObjectStoreCredentialEnv[2])}
 	if c.MaintenanceInterval == 0 || c.MaintenanceInterval > c.SweepInterval {
 		// Short thresholds must act within seconds: never slower than the sweeper.
 		c.MaintenanceInterval = c.SweepInterval

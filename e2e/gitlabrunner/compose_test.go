@@ -66,6 +66,9 @@ func TestComposeFleet(t *testing.T) {
 	for _, s := range server.Settings {
 		known[s.Env] = true
 	}
+	for _, k := range server.ObjectStoreCredentialEnv {
+		known[k] = true
+	}
 	for k := range jobapi.Environment {
 		if !known[k] {
 			t.Errorf("jobapi sets %s, which is not a jobapi setting", k)
