@@ -3,9 +3,12 @@ package ciconfig
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/ciconfig/expr"
 )
 
 // Context is what rules and workflow:rules see about the pipeline being created.
@@ -141,28 +144,7 @@ func (cfg *config) pipeline(c Context) (Result, error) {
 		needs := j.needs
 		var ruleVars []yamlVar
 		if j.hasRules {
-			lookup := func(name string) (string, bool) {
-				if v, ok := ctx[name]; ok {
-					return v, true
-				}
-				for i := len(j.vars) - 1; i >= 0; i-- {
-					if j.vars[i].key == name {
-						return j.vars[i].value, true
-					}
-				}
-				switch name {
-				case "CI_JOB_NAME":
-					return j.name, true
-				case "CI_JOB_STAGE":
-					return j.def.Stage, true
-				}
-				if j.inheritVars == nil || j.inheritVars[name] {
-					v, ok := globalMap[name]
-					return v, ok
-				}
-				return "", false
-			}
-			r := match(j.rules, lookup)
+			r := match(j.rules, jobLookup(ctx, j, nil, globalMap))
 			if r == nil || r.when == builds.WhenNever {
 				continue
 			}
@@ -183,6 +165,9 @@ func (cfg *config) pipeline(c Context) (Result, error) {
 				def.NeedsDeclared = true
 			}
 			ruleVars = r.vars
+		}
+		if len(def.Tags) > 0 {
+			def.Tags = expandTags(def.Tags, jobLookup(ctx, j, ruleVars, globalMap))
 		}
 		var vars varSet
 		for _, g := range globals {
@@ -270,4 +255,59 @@ func (cfg *config) pipeline(c Context) (Result, error) {
 		return Result{}, err
 	}
 	return res, nil
+}
+
+// jobLookup is what a job's rules:if (and its tags) see: the Context's variables, then the
+// rule's, the job's own (matrix values included), the job's name and stage, and the
+// global variables it inherits.
+func jobLookup(ctx map[string]string, j *jobSpec, ruleVars []yamlVar, globals map[string]string) expr.Lookup {
+	return func(name string) (string, bool) {
+		if v, ok := ctx[name]; ok {
+			return v, true
+		}
+		for _, list := range [][]yamlVar{ruleVars, j.vars} {
+			for i := len(list) - 1; i >= 0; i-- {
+				if list[i].key == name {
+					return list[i].value, true
+				}
+			}
+		}
+		switch name {
+		case "CI_JOB_NAME":
+			return j.name, true
+		case "CI_JOB_STAGE":
+			return j.def.Stage, true
+		}
+		if j.inheritVars == nil || j.inheritVars[name] {
+			v, ok := globals[name]
+			return v, ok
+		}
+		return "", false
+	}
+}
+
+// tagVariable is a variable in a tag: $NAME, ${NAME} or %NAME%.
+var tagVariable = regexp.MustCompile(`\$([a-zA-Z_][a-zA-Z0-9_]*)|\$\{([a-zA-Z_][a-zA-Z0-9_]*)\}|%([a-zA-Z_][a-zA-Z0-9_]*)%`)
+
+// expandTags expands variables in tags when the pipeline is created, as GitLab does
+// (ExpandVariables.expand_existing): runners are matched on the expanded tags. A variable
+// that is not defined stays as written. Tags left empty are dropped.
+func expandTags(tags []string, vars expr.Lookup) []string {
+	out := make([]string, 0, len(tags))
+	for _, t := range tags {
+		if strings.ContainsAny(t, "$%") {
+			t = tagVariable.ReplaceAllStringFunc(t, func(m string) string {
+				sub := tagVariable.FindStringSubmatch(m)
+				name := sub[1] + sub[2] + sub[3]
+				if v, ok := vars(name); ok {
+					return v
+				}
+				return m
+			})
+		}
+		if t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
 }

@@ -802,3 +802,39 @@ func TestErrorText(t *testing.T) {
 		}
 	}
 }
+
+// Runners are matched on tags, so GitLab expands variables in them when it creates the
+// pipeline; an undefined variable stays as written.
+func TestTagsExpandVariables(t *testing.T) {
+	t.Parallel()
+	res := mustCompile(t, `
+variables: {ARCH: amd64}
+build:
+  tags: [$ARCH, "${OS}-runner", "%ARCH%", $UNDEFINED, "$EMPTY"]
+  variables: {OS: linux, EMPTY: ""}
+  script: x
+matrix:
+  parallel: {matrix: [{ARCH: [arm64, riscv]}]}
+  tags: [$ARCH]
+  script: x
+  rules:
+    - if: $ARCH == "riscv"
+      variables: {ARCH: riscv64}
+    - when: on_success
+project:
+  tags: [$RUNNER_POOL]
+  script: x
+`, Context{Ref: "main", Variables: []builds.Variable{{Key: "RUNNER_POOL", Value: "fast"}}})
+	if got := job(t, res, "build").Tags; !reflect.DeepEqual(got, []string{"amd64", "linux-runner", "amd64", "$UNDEFINED"}) {
+		t.Errorf("build tags %q", got)
+	}
+	if got := job(t, res, "matrix: [arm64]").Tags; !reflect.DeepEqual(got, []string{"arm64"}) {
+		t.Errorf("matrix tags %q", got)
+	}
+	if got := job(t, res, "matrix: [riscv]").Tags; !reflect.DeepEqual(got, []string{"riscv64"}) {
+		t.Errorf("matrix rule tags %q", got)
+	}
+	if got := job(t, res, "project").Tags; !reflect.DeepEqual(got, []string{"fast"}) {
+		t.Errorf("project tags %q", got)
+	}
+}
