@@ -39,7 +39,8 @@ func splitRef(ref string) (name, refType string) {
 	return strings.TrimPrefix(ref, "refs/heads/"), "branch"
 }
 
-// refSlug is CI_COMMIT_REF_SLUG: lowercased, every other character a dash, at most 63.
+// refSlug is GitLab's slug (CI_COMMIT_REF_SLUG, CI_JOB_NAME_SLUG, CI_PROJECT_PATH_SLUG):
+// lowercased, every other character a dash, at most 63, no dash at either end.
 func refSlug(s string) string {
 	var b strings.Builder
 	for _, r := range strings.ToLower(s) {
@@ -132,7 +133,7 @@ func parseServerURL(base string) serverURL {
 	if s.port == "" {
 		s.port = defaultPort
 	} else if s.port != defaultPort {
-		s.fqdn = s.host + ":" + s.port
+		s.fqdn = u.Host // host:port, an IPv6 address in brackets
 	}
 	return s
 }
@@ -153,11 +154,7 @@ func (h *Handler) jobPayload(r *http.Request, a builds.Assignment) api.Job {
 			depth = n
 		}
 	}
-	beforeSHA := a.Pipeline.BeforeSHA
-	if beforeSHA == "" {
-		beforeSHA = builds.ZeroSHA
-	}
-	git := api.GitInfo{RepoObjectFormat: "sha1", Ref: refName, Sha: b.SHA, BeforeSha: beforeSHA, RefType: refType,
+	git := api.GitInfo{RepoObjectFormat: "sha1", Ref: refName, Sha: b.SHA, BeforeSha: a.Pipeline.BeforeSHA, RefType: refType,
 		Depth: depth, Protected: protected}
 	if refType == "tag" {
 		git.Refspecs = []string{"+refs/tags/" + refName + ":refs/tags/" + refName}
@@ -212,16 +209,6 @@ func jobVariables(a builds.Assignment, base string, project jobProjectInfo, refN
 	if len(shortSHA) > 8 {
 		shortSHA = shortSHA[:8]
 	}
-	iid, source, beforeSHA := a.Pipeline.IID, a.Pipeline.Source, a.Pipeline.BeforeSHA
-	if iid == 0 { // a pipeline from before iids: its id was its number
-		iid = b.PipelineID
-	}
-	if source == "" {
-		source = builds.SourceAPI
-	}
-	if beforeSHA == "" {
-		beforeSHA = builds.ZeroSHA
-	}
 
 	vars := &varList{}
 	vars.public("CI", "true")
@@ -244,12 +231,10 @@ func jobVariables(a builds.Assignment, base string, project jobProjectInfo, refN
 	// here would replace its own (the job's variables come after the runner's defaults).
 	vars.public("CI_DEFAULT_BRANCH", project.defaultBranch)
 	vars.public("CI_PIPELINE_ID", strconv.FormatInt(b.PipelineID, 10))
-	vars.public("CI_PIPELINE_IID", strconv.FormatInt(iid, 10))
-	vars.public("CI_PIPELINE_SOURCE", source)
+	vars.public("CI_PIPELINE_IID", strconv.FormatInt(a.Pipeline.IID, 10))
+	vars.public("CI_PIPELINE_SOURCE", a.Pipeline.Source)
 	vars.public("CI_PIPELINE_URL", fmt.Sprintf("%s/-/pipelines/%d", project.url, b.PipelineID))
-	if !a.Pipeline.CreatedAt.IsZero() {
-		vars.public("CI_PIPELINE_CREATED_AT", a.Pipeline.CreatedAt.UTC().Format(time.RFC3339))
-	}
+	vars.public("CI_PIPELINE_CREATED_AT", a.Pipeline.CreatedAt.UTC().Format(time.RFC3339))
 	vars.public("CI_JOB_ID", strconv.FormatInt(b.ID, 10))
 	vars.public("CI_JOB_NAME", b.Name)
 	vars.public("CI_JOB_NAME_SLUG", refSlug(b.Name))
@@ -265,7 +250,7 @@ func jobVariables(a builds.Assignment, base string, project jobProjectInfo, refN
 	}
 	vars.public("CI_COMMIT_SHA", b.SHA)
 	vars.public("CI_COMMIT_SHORT_SHA", shortSHA)
-	vars.public("CI_COMMIT_BEFORE_SHA", beforeSHA)
+	vars.public("CI_COMMIT_BEFORE_SHA", a.Pipeline.BeforeSHA)
 	vars.public("CI_COMMIT_REF_NAME", refName)
 	vars.public("CI_COMMIT_REF_SLUG", refSlug(refName))
 	vars.public("CI_COMMIT_REF_PROTECTED", strconv.FormatBool(protected))
