@@ -7,6 +7,10 @@ type StageTally struct {
 	Idx int
 
 	Created, Active, Started, Succeeded, FailedAllowed, FailedBlocking, Canceled, Skipped int
+	// Manual counts manual jobs that block (allow_failure false); optional ones count
+	// nowhere, as GitLab ignores them. Scheduled counts delayed jobs waiting for their time.
+	// Only pipelines that advance job by job have either.
+	Manual, Scheduled int
 }
 
 // Add counts n latest attempts in status st.
@@ -31,12 +35,20 @@ func (t *StageTally) Add(st Status, allowFailure bool, n int) {
 		t.Canceled += n
 	case StatusSkipped:
 		t.Skipped += n
+	case StatusManual:
+		if !allowFailure {
+			t.Manual += n
+		}
+	case StatusScheduled:
+		t.Scheduled += n
 	}
 }
 
 func (t StageTally) blocks() bool { return t.FailedBlocking > 0 || t.Canceled > 0 }
 
-// PipelineStatus derives a pipeline's status from its stages' latest attempts.
+// PipelineStatus derives a pipeline's status from its stages' latest attempts. An optional
+// manual job (allow_failure) counts for nothing: a pipeline whose other jobs ended can
+// succeed with it still waiting to be played.
 func PipelineStatus(stages []StageTally) string {
 	var t StageTally
 	for _, st := range stages {
@@ -48,12 +60,23 @@ func PipelineStatus(stages []StageTally) string {
 		t.FailedBlocking += st.FailedBlocking
 		t.Canceled += st.Canceled
 		t.Skipped += st.Skipped
+		t.Manual += st.Manual
+		t.Scheduled += st.Scheduled
 	}
-	finished := t.Succeeded + t.FailedAllowed + t.FailedBlocking + t.Canceled + t.Skipped
+	// A skipped job shows no progress (GitLab: pending, or running once one started or ran).
+	finished := t.Succeeded + t.FailedAllowed + t.FailedBlocking + t.Canceled
 	switch {
 	case t.Active > 0 && (t.Started > 0 || finished > 0):
 		return PipelineRunning
-	case t.Active > 0 || t.Created > 0:
+	case t.Active > 0:
+		return PipelinePending
+	case t.Manual > 0:
+		// Nothing runs: a blocking manual job holds the rest (GitLab's order: manual
+		// before scheduled).
+		return PipelineManual
+	case t.Scheduled > 0:
+		return PipelineScheduled
+	case t.Created > 0:
 		return PipelinePending
 	case t.FailedBlocking > 0:
 		return PipelineFailed

@@ -6,7 +6,11 @@ import "time"
 type Status string
 
 const (
-	StatusCreated   Status = "created"
+	StatusCreated Status = "created"
+	// StatusManual: a when: manual job its predecessors allow, waiting for an operator to
+	// play it. StatusScheduled: a when: delayed job waiting for its scheduled_at.
+	StatusManual    Status = "manual"
+	StatusScheduled Status = "scheduled"
 	StatusPending   Status = "pending"
 	StatusWaiting   Status = "waiting_for_runner_ack"
 	StatusRunning   Status = "running"
@@ -18,7 +22,7 @@ const (
 )
 
 // AllStatuses lists every state, in lifecycle order.
-var AllStatuses = []Status{StatusCreated, StatusPending, StatusWaiting, StatusRunning,
+var AllStatuses = []Status{StatusCreated, StatusManual, StatusScheduled, StatusPending, StatusWaiting, StatusRunning,
 	StatusCanceling, StatusSuccess, StatusFailed, StatusCanceled, StatusSkipped}
 
 // ParseStatus accepts only known states.
@@ -113,6 +117,8 @@ type Build struct {
 	StartedAt        *time.Time
 	FinishedAt       *time.Time
 	UpdatedAt        time.Time
+	// ScheduledAt: when a delayed job becomes pending (set once it is scheduled).
+	ScheduledAt *time.Time
 
 	// From the pipeline, for the job payload.
 	Ref string
@@ -201,10 +207,13 @@ const (
 	EventDroppedStuck    = "dropped_stuck"
 	EventStuckStage      = "stuck_stage"
 	EventRunnerDeleted   = "runner_deleted"
+	EventManual          = "manual"
+	EventScheduled       = "scheduled"
+	EventPlayed          = "played"
 )
 
 // AllEvents lists every event type.
 var AllEvents = []string{EventCreated, EventQueued, EventAssigned, EventKeepalive, EventAcknowledged,
 	EventDeclined, EventAckTimeout, EventRetried, EventRetryExhausted, EventStarted, EventFinished,
 	EventCancelRequested, EventCanceled, EventSkipped, EventReopened, EventTraceExceeded,
-	EventDroppedStuck, EventStuckStage, EventRunnerDeleted}
+	EventDroppedStuck, EventStuckStage, EventRunnerDeleted, EventManual, EventScheduled, EventPlayed}

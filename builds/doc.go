@@ -6,68 +6,93 @@
 //
 // States (SPEC §3):
 //
-//	created ──stage released──▶ pending ──claim, one-phase───────────────────────────────▶ running ──final update──▶ success | failed
+//	created ──released¹───────▶ pending ──claim, one-phase───────────────────────────────▶ running ──final update──▶ success | failed
 //	 │  ▲                         │  └──claim, two-phase──▶ waiting_for_runner_ack ──ack───┘ │  │
 //	 │  │                         │                           │ decline, ack timeout         │  └──operator cancel──▶ canceling
-//	 │  │ operator retry of       │ stuck_pending reaper      ▼                              │                          │ final update,
-//	 │  │ an earlier stage        └─────────────────────────▶ failed ◀──reapers, trace limit─┘                          │ reaper
+//	 │  │ retry or play of a      │ stuck_pending reaper      ▼                              │                          │ final update,
+//	 │  │ job it waits for        └─────────────────────────▶ failed ◀──reapers, trace limit─┘                          │ reaper
 //	 ▼  │                                                     └──auto-retry──▶ new attempt, pending                     ▼
-//	skipped  (an earlier stage failed or was canceled)                                                              canceled
-//	created | pending | waiting_for_runner_ack ──operator cancel──▶ canceled
+//	skipped  (ruled out by its predecessors¹)                                                                       canceled
+//	created ──released¹, when: manual──▶ manual ──operator play──▶ pending
+//	created ──released¹, when: delayed──▶ scheduled ──scheduled_at passed (due pass)──▶ pending
+//	created | manual | scheduled | pending | waiting_for_runner_ack ──operator cancel──▶ canceled
 //	success | failed | canceled ──operator retry──▶ new attempt, pending
-//	stuck stage: pessimistic fails what is unfinished (canceling ends canceled); optimistic releases the next stage
+//	stuck stage²: pessimistic fails what it waits for (canceling ends canceled); optimistic leaves it behind
 //
 // Every transition, declared in BuildTransitions and PipelineTransitions (the README
 // carries the same table; tests keep the copies equal):
 //
-//	build from                           | trigger                                       | to        | event               | failure_reason
-//	-------------------------------------+-----------------------------------------------+-----------+---------------------+----------------------------
-//	(new)                                | pipeline created, job in its first stage      | pending   | queued              | -
-//	(new)                                | pipeline created, job in a later stage        | created   | created             | -
-//	(new)                                | retry (auto or operator): the new attempt     | pending   | queued              | -
-//	created                              | its stage released: earlier stages finished   | pending   | queued              | -
-//	created                              | an earlier stage failed or was canceled       | skipped   | skipped             | -
-//	created, pending, waiting            | operator cancels the job or pipeline          | canceled  | canceled            | -
-//	pending                              | claimed by a runner, one-phase                | running   | assigned            | -
-//	pending                              | claimed by a runner, two-phase                | waiting   | assigned            | -
-//	pending                              | reaper: pending too long                      | failed    | dropped_stuck       | stuck_pending
-//	pending, waiting, running            | stuck stage, pessimistic                      | failed    | stuck_stage         | stuck_or_timeout_failure
-//	pending, waiting, running, canceling | stuck stage, optimistic (next stage released) | (same)    | stuck_stage         | -
-//	waiting                              | runner acks (PUT state=running)               | running   | acknowledged        | -
-//	waiting                              | runner keep-alive (PUT state=pending)         | (same)    | keepalive           | -
-//	waiting                              | runner declines (PUT state=failed)            | failed    | declined            | (runner's)
-//	waiting                              | ack sweeper: key expired or max wait passed   | failed    | ack_timeout         | runner_provisioning_timeout
-//	waiting                              | ack sweeper: key alive, deadline moved        | (same)    | -                   | -
-//	running                              | final update (PUT state=success)              | success   | finished            | -
-//	running                              | final update (PUT state=failed)               | failed    | finished            | (runner's)
-//	running, canceling                   | runner update or trace (liveness)             | (same)    | -                   | -
-//	running, canceling                   | trace over the size limit                     | failed    | trace_size_exceeded | trace_size_exceeded
-//	running                              | reaper: running without updates               | failed    | dropped_stuck       | no_updates_running
-//	running                              | reaper: running past timeout + grace          | failed    | dropped_stuck       | job_execution_timeout
-//	waiting, running                     | its runner deleted (operator or unregister)   | failed    | runner_deleted      | runner_system_failure
-//	running                              | operator cancels the job or pipeline          | canceling | cancel_requested    | -
-//	canceling                            | final update (PUT success or failed)          | canceled  | finished            | -
-//	canceling                            | reaper: canceling without updates             | canceled  | dropped_stuck       | -
-//	canceling                            | stuck stage, pessimistic                      | canceled  | stuck_stage         | -
-//	canceling                            | its runner deleted                            | canceled  | runner_deleted      | -
-//	failed                               | auto-retry allowed (new attempt queued)       | (same)    | retried             | -
-//	failed                               | auto-retry limit reached                      | (same)    | retry_exhausted     | -
-//	success, failed, canceled            | operator retry (new attempt queued)           | (same)    | retried             | -
-//	skipped                              | operator retries an earlier stage's build     | created   | reopened            | -
+//	build from                                   | trigger                                              | to        | event               | failure_reason
+//	---------------------------------------------+------------------------------------------------------+-----------+---------------------+----------------------------
+//	(new)                                        | pipeline created, nothing to wait for¹               | pending   | queued              | -
+//	(new)                                        | pipeline created, waits for its predecessors¹        | created   | created             | -
+//	(new)                                        | pipeline created, when: manual, nothing to wait for  | manual    | manual              | -
+//	(new)                                        | pipeline created, when: delayed, nothing to wait for | scheduled | scheduled           | -
+//	(new)                                        | pipeline created, ruled out at once¹ (on_failure)    | skipped   | skipped             | -
+//	(new)                                        | retry (auto or operator): the new attempt            | pending   | queued              | -
+//	created                                      | released: its predecessors finished¹                 | pending   | queued              | -
+//	created                                      | released, when: manual                               | manual    | manual              | -
+//	created                                      | released, when: delayed (at now + start_in)          | scheduled | scheduled           | -
+//	created                                      | ruled out by its predecessors¹                       | skipped   | skipped             | -
+//	manual                                       | operator plays it (POST …/play)                      | pending   | played              | -
+//	scheduled                                    | due pass: its scheduled_at passed                    | pending   | queued              | -
+//	created, manual, scheduled, pending, waiting | operator cancels the job or pipeline                 | canceled  | canceled            | -
+//	pending                                      | claimed by a runner, one-phase                       | running   | assigned            | -
+//	pending                                      | claimed by a runner, two-phase                       | waiting   | assigned            | -
+//	pending                                      | reaper: pending too long                             | failed    | dropped_stuck       | stuck_pending
+//	pending, waiting, running                    | stuck stage², pessimistic                            | failed    | stuck_stage         | stuck_or_timeout_failure
+//	pending, waiting, running, canceling         | stuck stage², optimistic (left behind)               | (same)    | stuck_stage         | -
+//	waiting                                      | runner acks (PUT state=running)                      | running   | acknowledged        | -
+//	waiting                                      | runner keep-alive (PUT state=pending)                | (same)    | keepalive           | -
+//	waiting                                      | runner declines (PUT state=failed)                   | failed    | declined            | (runner's)
+//	waiting                                      | ack sweeper: key expired or max wait passed          | failed    | ack_timeout         | runner_provisioning_timeout
+//	waiting                                      | ack sweeper: key alive, deadline moved               | (same)    | -                   | -
+//	running                                      | final update (PUT state=success)                     | success   | finished            | -
+//	running                                      | final update (PUT state=failed)³                     | failed    | finished            | (runner's)
+//	running, canceling                           | runner update or trace (liveness)                    | (same)    | -                   | -
+//	running, canceling                           | trace over the size limit                            | failed    | trace_size_exceeded | trace_size_exceeded
+//	running                                      | reaper: running without updates                      | failed    | dropped_stuck       | no_updates_running
+//	running                                      | reaper: running past timeout + grace                 | failed    | dropped_stuck       | job_execution_timeout
+//	waiting, running                             | its runner deleted (operator or unregister)          | failed    | runner_deleted      | runner_system_failure
+//	running                                      | operator cancels the job or pipeline                 | canceling | cancel_requested    | -
+//	canceling                                    | final update (PUT success or failed)                 | canceled  | finished            | -
+//	canceling                                    | reaper: canceling without updates                    | canceled  | dropped_stuck       | -
+//	canceling                                    | stuck stage², pessimistic                            | canceled  | stuck_stage         | -
+//	canceling                                    | its runner deleted                                   | canceled  | runner_deleted      | -
+//	failed                                       | auto-retry allowed (new attempt queued)              | (same)    | retried             | -
+//	failed                                       | auto-retry limit reached                             | (same)    | retry_exhausted     | -
+//	success, failed, canceled                    | operator retry (new attempt queued)                  | (same)    | retried             | -
+//	skipped                                      | operator retries or plays a job it waits for         | created   | reopened            | -
 //	waiting = waiting_for_runner_ack; (same): no state change; (runner's): the PUT's
 //	failure_reason, else unknown_failure (final update) or runner_system_failure (decline).
+//	¹ Predecessors: the jobs it needs (needs:), else every job of the earlier stages. As in
+//	GitLab, on_success, manual and delayed jobs run once they succeeded (a stage job also
+//	when they were skipped), on_failure ones once one failed, always ones unless one was
+//	canceled; others are skipped, and so is a DAG job one of whose needs was skipped or is
+//	an optional manual job not played. A failure with allow_failure is a success here.
+//	² Stuck: a pending or running pipeline none of whose builds changed state for the
+//	stuck timeout. It waits for the unfinished builds of its first unfinished stage, or in a
+//	pipeline with needs or when for every pending, waiting, running or canceling build not
+//	left behind, whatever its stage. Manual and scheduled builds are never waited for, and
+//	a pipeline in status manual or scheduled is never stuck: a delayed job counts once its
+//	time has come and it is pending.
+//	³ An exit code listed in allow_failure: exit_codes sets the build's allow_failure.
 //
-//	pipeline from             | trigger                                     | to
-//	--------------------------+---------------------------------------------+-----------------
-//	(new)                     | pipeline created                            | pending
-//	pending                   | a build assigned; or one ended, others left | running
-//	running                   | its only started build retried, none ended  | pending
-//	pending, running          | all latest attempts ended, all succeeded*   | success
-//	pending, running          | all ended, one failed (no allow_failure)    | failed
-//	pending, running          | all ended, one canceled, none failed*       | canceled
-//	success, failed, canceled | operator retries one of its builds          | pending, running
-//	* allow_failure failures count as succeeded. Pipelines record no events: a change
-//	writes updated_at and progressed_at, and finished_at when it ends.
+//	pipeline from                       | trigger                                     | to
+//	------------------------------------+---------------------------------------------+-----------------
+//	(new)                               | pipeline created                            | pending
+//	pending                             | a build assigned; or one ended, others left | running
+//	running                             | its only started build retried, none ended  | pending
+//	pending, running, scheduled         | nothing runs, a blocking manual job waits   | manual
+//	pending, running, manual            | nothing runs, a delayed job waits           | scheduled
+//	manual, scheduled                   | a job played, come due or retried           | pending, running
+//	pending, running, manual, scheduled | all latest attempts ended, all succeeded*   | success
+//	pending, running, manual, scheduled | all ended, one failed (no allow_failure)    | failed
+//	pending, running, manual, scheduled | all ended, one canceled, none failed*       | canceled
+//	success, failed, canceled           | operator retries or plays one of its builds | pending, running
+//	* allow_failure failures count as succeeded, optional manual jobs (allow_failure) not
+//	played as nothing. Pipelines record no events: a change writes updated_at and
+//	progressed_at, and finished_at when it ends.
 //
 // The decisions are plain functions here (PipelineStatus, PlanAdvance, DecideAutoRetry,
 // DecideExpiredAck, PlanStuckStage, ReapParams.Rules); the store carries out what they

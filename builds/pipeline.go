@@ -14,6 +14,11 @@ const (
 	PipelineSuccess  = "success"
 	PipelineFailed   = "failed"
 	PipelineCanceled = "canceled"
+	// PipelineManual: nothing runs and a blocking manual job (allow_failure false) waits to
+	// be played (GitLab shows it as "blocked"). PipelineScheduled: nothing runs and a delayed
+	// job waits for its time.
+	PipelineManual    = "manual"
+	PipelineScheduled = "scheduled"
 )
 
 // Timeout strategies for stuck stages (SPEC §6).
@@ -234,6 +239,9 @@ func (j *JobDefinition) normalize(stages []string) error {
 		j.TimeoutSeconds = DefaultTimeout
 	case j.TimeoutSeconds < 0 || j.TimeoutSeconds > MaxTimeoutSeconds:
 		return invalid("job %q: timeout must be between 1 second and 30 days", j.Name)
+	}
+	if err := j.checkWhen(); err != nil {
+		return err
 	}
 	if j.Retry.Max < 0 || j.Retry.Max > MaxRetry {
 		return invalid("job %q: retry max must be between 0 and %d", j.Name, MaxRetry)

@@ -48,6 +48,11 @@ func TestNormalizeRejects(t *testing.T) {
 		{"retry unknown when", func(d *PipelineDefinition) { d.Jobs[0].Retry = RetryRule{Max: 1, When: []string{"bad"}} }, "retry when"},
 		{"long name", func(d *PipelineDefinition) { d.Jobs[0].Name = strings.Repeat("x", 300) }, "longer than"},
 		{"empty tag", func(d *PipelineDefinition) { d.Jobs[0].Tags = []string{""} }, "tags"},
+		{"unknown when", func(d *PipelineDefinition) { d.Jobs[0].When = "sometimes" }, "when must be"},
+		{"when never left in", func(d *PipelineDefinition) { d.Jobs[0].When = WhenNever }, "when must be"},
+		{"delayed without start_in", func(d *PipelineDefinition) { d.Jobs[0].When = WhenDelayed }, "start_in"},
+		{"start_in past a week", func(d *PipelineDefinition) { d.Jobs[0].When, d.Jobs[0].StartInSeconds = WhenDelayed, MaxStartIn+1 }, "1 week"},
+		{"start_in without delayed", func(d *PipelineDefinition) { d.Jobs[0].StartInSeconds = 30 }, "start_in needs when: delayed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

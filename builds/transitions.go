@@ -29,24 +29,31 @@ const ReasonFromRunner = "(runner's)"
 // and claim against it, a pgstore test checks every status its SQL writes, and a test keeps
 // the README's copy equal to TransitionTable().
 var BuildTransitions = []Transition{
-	{From: []Status{StatusNew}, Trigger: "pipeline created, job in its first stage", To: StatusPending, Event: EventQueued},
-	{From: []Status{StatusNew}, Trigger: "pipeline created, job in a later stage", To: StatusCreated, Event: EventCreated},
+	{From: []Status{StatusNew}, Trigger: "pipeline created, nothing to wait for¹", To: StatusPending, Event: EventQueued},
+	{From: []Status{StatusNew}, Trigger: "pipeline created, waits for its predecessors¹", To: StatusCreated, Event: EventCreated},
+	{From: []Status{StatusNew}, Trigger: "pipeline created, when: manual, nothing to wait for", To: StatusManual, Event: EventManual},
+	{From: []Status{StatusNew}, Trigger: "pipeline created, when: delayed, nothing to wait for", To: StatusScheduled, Event: EventScheduled},
+	{From: []Status{StatusNew}, Trigger: "pipeline created, ruled out at once¹ (on_failure)", To: StatusSkipped, Event: EventSkipped},
 	{From: []Status{StatusNew}, Trigger: "retry (auto or operator): the new attempt", To: StatusPending, Event: EventQueued},
-	{From: []Status{StatusCreated}, Trigger: "its stage released: earlier stages finished", To: StatusPending, Event: EventQueued},
-	{From: []Status{StatusCreated}, Trigger: "an earlier stage failed or was canceled", To: StatusSkipped, Event: EventSkipped},
-	{From: []Status{StatusCreated, StatusPending, StatusWaiting}, Trigger: "operator cancels the job or pipeline", To: StatusCanceled, Event: EventCanceled},
+	{From: []Status{StatusCreated}, Trigger: "released: its predecessors finished¹", To: StatusPending, Event: EventQueued},
+	{From: []Status{StatusCreated}, Trigger: "released, when: manual", To: StatusManual, Event: EventManual},
+	{From: []Status{StatusCreated}, Trigger: "released, when: delayed (at now + start_in)", To: StatusScheduled, Event: EventScheduled},
+	{From: []Status{StatusCreated}, Trigger: "ruled out by its predecessors¹", To: StatusSkipped, Event: EventSkipped},
+	{From: []Status{StatusManual}, Trigger: "operator plays it (POST …/play)", To: StatusPending, Event: EventPlayed},
+	{From: []Status{StatusScheduled}, Trigger: "due pass: its scheduled_at passed", To: StatusPending, Event: EventQueued},
+	{From: []Status{StatusCreated, StatusManual, StatusScheduled, StatusPending, StatusWaiting}, Trigger: "operator cancels the job or pipeline", To: StatusCanceled, Event: EventCanceled},
 	{From: []Status{StatusPending}, Trigger: "claimed by a runner, one-phase", To: StatusRunning, Event: EventAssigned},
 	{From: []Status{StatusPending}, Trigger: "claimed by a runner, two-phase", To: StatusWaiting, Event: EventAssigned},
 	{From: []Status{StatusPending}, Trigger: "reaper: pending too long", To: StatusFailed, Event: EventDroppedStuck, Reason: ReasonStuckPending},
-	{From: []Status{StatusPending, StatusWaiting, StatusRunning}, Trigger: "stuck stage, pessimistic", To: StatusFailed, Event: EventStuckStage, Reason: ReasonStuckOrTimeoutFailure},
-	{From: []Status{StatusPending, StatusWaiting, StatusRunning, StatusCanceling}, Trigger: "stuck stage, optimistic (next stage released)", To: StatusSame, Event: EventStuckStage},
+	{From: []Status{StatusPending, StatusWaiting, StatusRunning}, Trigger: "stuck stage², pessimistic", To: StatusFailed, Event: EventStuckStage, Reason: ReasonStuckOrTimeoutFailure},
+	{From: []Status{StatusPending, StatusWaiting, StatusRunning, StatusCanceling}, Trigger: "stuck stage², optimistic (left behind)", To: StatusSame, Event: EventStuckStage},
 	{From: []Status{StatusWaiting}, Trigger: "runner acks (PUT state=running)", To: StatusRunning, Event: EventAcknowledged},
 	{From: []Status{StatusWaiting}, Trigger: "runner keep-alive (PUT state=pending)", To: StatusSame, Event: EventKeepalive},
 	{From: []Status{StatusWaiting}, Trigger: "runner declines (PUT state=failed)", To: StatusFailed, Event: EventDeclined, Reason: ReasonFromRunner},
 	{From: []Status{StatusWaiting}, Trigger: "ack sweeper: key expired or max wait passed", To: StatusFailed, Event: EventAckTimeout, Reason: ReasonRunnerProvisioningTimeout},
 	{From: []Status{StatusWaiting}, Trigger: "ack sweeper: key alive, deadline moved", To: StatusSame},
 	{From: []Status{StatusRunning}, Trigger: "final update (PUT state=success)", To: StatusSuccess, Event: EventFinished},
-	{From: []Status{StatusRunning}, Trigger: "final update (PUT state=failed)", To: StatusFailed, Event: EventFinished, Reason: ReasonFromRunner},
+	{From: []Status{StatusRunning}, Trigger: "final update (PUT state=failed)³", To: StatusFailed, Event: EventFinished, Reason: ReasonFromRunner},
 	{From: []Status{StatusRunning, StatusCanceling}, Trigger: "runner update or trace (liveness)", To: StatusSame},
 	{From: []Status{StatusRunning, StatusCanceling}, Trigger: "trace over the size limit", To: StatusFailed, Event: EventTraceExceeded, Reason: ReasonTraceSizeExceeded},
 	{From: []Status{StatusRunning}, Trigger: "reaper: running without updates", To: StatusFailed, Event: EventDroppedStuck, Reason: ReasonNoUpdatesRunning},
@@ -55,12 +62,12 @@ var BuildTransitions = []Transition{
 	{From: []Status{StatusRunning}, Trigger: "operator cancels the job or pipeline", To: StatusCanceling, Event: EventCancelRequested},
 	{From: []Status{StatusCanceling}, Trigger: "final update (PUT success or failed)", To: StatusCanceled, Event: EventFinished},
 	{From: []Status{StatusCanceling}, Trigger: "reaper: canceling without updates", To: StatusCanceled, Event: EventDroppedStuck},
-	{From: []Status{StatusCanceling}, Trigger: "stuck stage, pessimistic", To: StatusCanceled, Event: EventStuckStage},
+	{From: []Status{StatusCanceling}, Trigger: "stuck stage², pessimistic", To: StatusCanceled, Event: EventStuckStage},
 	{From: []Status{StatusCanceling}, Trigger: "its runner deleted", To: StatusCanceled, Event: EventRunnerDeleted},
 	{From: []Status{StatusFailed}, Trigger: "auto-retry allowed (new attempt queued)", To: StatusSame, Event: EventRetried},
 	{From: []Status{StatusFailed}, Trigger: "auto-retry limit reached", To: StatusSame, Event: EventRetryExhausted},
 	{From: []Status{StatusSuccess, StatusFailed, StatusCanceled}, Trigger: "operator retry (new attempt queued)", To: StatusSame, Event: EventRetried},
-	{From: []Status{StatusSkipped}, Trigger: "operator retries an earlier stage's build", To: StatusCreated, Event: EventReopened},
+	{From: []Status{StatusSkipped}, Trigger: "operator retries or plays a job it waits for", To: StatusCreated, Event: EventReopened},
 }
 
 // StatusSame as a Transition's To: the build keeps its state (an event, or a moved
@@ -84,10 +91,13 @@ var PipelineTransitions = []PipelineTransition{
 	{From: []string{PipelineNew}, Trigger: "pipeline created", To: []string{PipelinePending}},
 	{From: []string{PipelinePending}, Trigger: "a build assigned; or one ended, others left", To: []string{PipelineRunning}},
 	{From: []string{PipelineRunning}, Trigger: "its only started build retried, none ended", To: []string{PipelinePending}},
-	{From: []string{PipelinePending, PipelineRunning}, Trigger: "all latest attempts ended, all succeeded*", To: []string{PipelineSuccess}},
-	{From: []string{PipelinePending, PipelineRunning}, Trigger: "all ended, one failed (no allow_failure)", To: []string{PipelineFailed}},
-	{From: []string{PipelinePending, PipelineRunning}, Trigger: "all ended, one canceled, none failed*", To: []string{PipelineCanceled}},
-	{From: []string{PipelineSuccess, PipelineFailed, PipelineCanceled}, Trigger: "operator retries one of its builds", To: []string{PipelinePending, PipelineRunning}},
+	{From: []string{PipelinePending, PipelineRunning, PipelineScheduled}, Trigger: "nothing runs, a blocking manual job waits", To: []string{PipelineManual}},
+	{From: []string{PipelinePending, PipelineRunning, PipelineManual}, Trigger: "nothing runs, a delayed job waits", To: []string{PipelineScheduled}},
+	{From: []string{PipelineManual, PipelineScheduled}, Trigger: "a job played, come due or retried", To: []string{PipelinePending, PipelineRunning}},
+	{From: []string{PipelinePending, PipelineRunning, PipelineManual, PipelineScheduled}, Trigger: "all latest attempts ended, all succeeded*", To: []string{PipelineSuccess}},
+	{From: []string{PipelinePending, PipelineRunning, PipelineManual, PipelineScheduled}, Trigger: "all ended, one failed (no allow_failure)", To: []string{PipelineFailed}},
+	{From: []string{PipelinePending, PipelineRunning, PipelineManual, PipelineScheduled}, Trigger: "all ended, one canceled, none failed*", To: []string{PipelineCanceled}},
+	{From: []string{PipelineSuccess, PipelineFailed, PipelineCanceled}, Trigger: "operator retries or plays one of its builds", To: []string{PipelinePending, PipelineRunning}},
 }
 
 // TransitionError: code tried a state change that BuildTransitions or PipelineTransitions
@@ -171,6 +181,30 @@ func joinStatuses[S ~string](ss []S) string {
 	return strings.Join(parts, ", ")
 }
 
+// The legends under the tables: what the abbreviations and footnotes of the rows say.
+const (
+	buildLegend = `waiting = waiting_for_runner_ack; (same): no state change; (runner's): the PUT's
+failure_reason, else unknown_failure (final update) or runner_system_failure (decline).
+¹ Predecessors: the jobs it needs (needs:), else every job of the earlier stages. As in
+GitLab, on_success, manual and delayed jobs run once they succeeded (a stage job also
+when they were skipped), on_failure ones once one failed, always ones unless one was
+canceled; others are skipped, and so is a DAG job one of whose needs was skipped or is
+an optional manual job not played. A failure with allow_failure is a success here.
+² Stuck: a pending or running pipeline none of whose builds changed state for the
+stuck timeout. It waits for the unfinished builds of its first unfinished stage, or in a
+pipeline with needs or when for every pending, waiting, running or canceling build not
+left behind, whatever its stage. Manual and scheduled builds are never waited for, and
+a pipeline in status manual or scheduled is never stuck: a delayed job counts once its
+time has come and it is pending.
+³ An exit code listed in allow_failure: exit_codes sets the build's allow_failure.
+
+`
+	pipelineLegend = `* allow_failure failures count as succeeded, optional manual jobs (allow_failure) not
+played as nothing. Pipelines record no events: a change writes updated_at and
+progressed_at, and finished_at when it ends.
+`
+)
+
 // TransitionTable renders both tables as aligned text: the README and doc.go carry it.
 func TransitionTable() string {
 	rows := [][]string{{"build from", "trigger", "to", "event", "failure_reason"}}
@@ -179,15 +213,13 @@ func TransitionTable() string {
 	}
 	var b strings.Builder
 	renderRows(&b, rows)
-	b.WriteString("waiting = waiting_for_runner_ack; (same): no state change; (runner's): the PUT's\n" +
-		"failure_reason, else unknown_failure (final update) or runner_system_failure (decline).\n\n")
+	b.WriteString(buildLegend)
 	rows = [][]string{{"pipeline from", "trigger", "to"}}
 	for _, t := range PipelineTransitions {
 		rows = append(rows, []string{joinStatuses(t.From), t.Trigger, joinStatuses(t.To)})
 	}
 	renderRows(&b, rows)
-	b.WriteString("* allow_failure failures count as succeeded. Pipelines record no events: a change\n" +
-		"writes updated_at and progressed_at, and finished_at when it ends.\n")
+	b.WriteString(pipelineLegend)
 	return b.String()
 }
 
