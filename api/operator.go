@@ -117,13 +117,17 @@ type JobDetail struct {
 	Tags          []string          `json:"tag_list"`
 	Timeout       int               `json:"timeout"`
 	AllowFailure  bool              `json:"allow_failure"`
-	CreatedAt     time.Time         `json:"created_at"`
-	QueuedAt      *time.Time        `json:"queued_at"`
-	AssignedAt    *time.Time        `json:"assigned_at"`
-	StartedAt     *time.Time        `json:"started_at"`
-	FinishedAt    *time.Time        `json:"finished_at"`
-	ExitCode      *int64            `json:"exit_code"`
-	TraceSize     int64             `json:"trace_size"`
+	// When is .gitlab-ci.yml's when (on_success, on_failure, always, manual, delayed).
+	When string `json:"when"`
+	// ScheduledAt: when a delayed job becomes pending, once it is scheduled.
+	ScheduledAt *time.Time `json:"scheduled_at"`
+	CreatedAt   time.Time  `json:"created_at"`
+	QueuedAt    *time.Time `json:"queued_at"`
+	AssignedAt  *time.Time `json:"assigned_at"`
+	StartedAt   *time.Time `json:"started_at"`
+	FinishedAt  *time.Time `json:"finished_at"`
+	ExitCode    *int64     `json:"exit_code"`
+	TraceSize   int64      `json:"trace_size"`
 	// The job's stored artifacts, archive first, as GitLab's job API lists them; only the
 	// single job's view has them (absent in lists).
 	Artifacts []JobArtifact `json:"artifacts,omitzero"`

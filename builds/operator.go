@@ -177,7 +177,7 @@ func (s *Service) cancelJob(ctx context.Context, projectID, id int64, actor stri
 		}
 		now := s.now()
 		switch b.Status {
-		case StatusCreated, StatusPending, StatusWaiting:
+		case StatusCreated, StatusManual, StatusScheduled, StatusPending, StatusWaiting:
 			f, err := s.finish(ctx, Finish{BuildID: id, From: []Status{b.Status}, To: StatusCanceled,
 				Event: EventCanceled, Detail: map[string]any{"actor": actor}, RunnerManager: b.RunnerSystemID, Now: now})
 			if errors.Is(err, ErrConflict) {
@@ -229,6 +229,40 @@ func (s *Service) RetryJob(ctx context.Context, projectID, id int64, actor strin
 	v := s.view(ctx, nb)
 	s.audit(ctx, actor, "job_retried", jobTarget(id), map[string]any{"new_id": v.ID})
 	return v, nil
+}
+
+// PlayJob queues a manual build for actor (GitLab's POST …/jobs/:id/play): it becomes
+// pending, and what waited for it (skipped while it had not run) gets another chance. A
+// build in any other state is a ValidationError: only a manual job can be played.
+func (s *Service) PlayJob(ctx context.Context, projectID, id int64, actor string) (JobView, error) {
+	b, err := s.store.Build(ctx, id)
+	if err != nil {
+		return JobView{}, err
+	}
+	if b.ProjectID != projectID {
+		return JobView{}, ErrNotFound
+	}
+	if b.Status != StatusManual {
+		return JobView{}, unplayable(b)
+	}
+	nb, err := s.store.PlayBuild(ctx, id, s.now(), actor)
+	if errors.Is(err, ErrConflict) {
+		// Played, canceled or retried meanwhile: say what it is now.
+		if b, err = s.store.Build(ctx, id); err == nil {
+			err = unplayable(b)
+		}
+	}
+	if err != nil {
+		return JobView{}, err
+	}
+	s.bumpQueue(ctx)
+	s.notifyPipelines(ctx, nb.PipelineID)
+	s.audit(ctx, actor, "job_played", jobTarget(id), nil)
+	return s.view(ctx, nb), nil
+}
+
+func unplayable(b Build) error {
+	return invalid("Unplayable Job: job %d is %s; only a manual job can be played", b.ID, b.Status)
 }
 
 // Runners lists runners; Runner returns one with its managers.

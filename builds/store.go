@@ -167,6 +167,12 @@ type Store interface {
 	RequestCancel(ctx context.Context, id int64, now time.Time) (Build, error)
 	// RetryBuild creates a new attempt of a finished, latest build (operator retry).
 	RetryBuild(ctx context.Context, id int64, now time.Time, actor string) (Build, error)
+	// PlayBuild: manual → pending (operator play), reopening what waited for it, and
+	// advances its pipeline. ErrConflict when the build is not manual.
+	PlayBuild(ctx context.Context, id int64, now time.Time, actor string) (Build, error)
+	// EnqueueDue moves up to batch scheduled builds whose time has come to pending and
+	// advances their pipelines. Safe on every replica at once (SKIP LOCKED).
+	EnqueueDue(ctx context.Context, now time.Time, batch int) (DueResult, error)
 
 	// AppendTrace appends data at offset when offset equals the stored size and the build
 	// is on a runner; it returns the new size and the build's state. *TraceRangeError when
@@ -222,6 +228,14 @@ type StuckResult struct {
 	Progress int // candidates that had progressed after all (their mark was moved)
 	Stuck    []StuckPipeline
 	Queued   bool
+}
+
+// DueResult is what one batch of the due pass did.
+type DueResult struct {
+	Checked  int // due builds locked
+	Enqueued int // moved to pending
+	// Pipelines advanced, one entry each.
+	Pipelines []int64
 }
 
 // ReapParams holds the reapers' thresholds.

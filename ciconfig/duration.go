@@ -21,6 +21,10 @@ var durationUnits = map[string]float64{
 
 var errDuration = errors.New("not a duration")
 
+// ParseDuration is parseDuration for the other readers of GitLab's durations (the JSON
+// pipeline form's start_in).
+func ParseDuration(s string) (int, error) { return parseDuration(s) }
+
 // parseDuration reads a human duration as GitLab does for timeout, start_in and
 // expire_in: "1h 30m", "1h30m", "3 hours", "90 minutes", "2d", "1 week and 2 days",
 // "1.5h", "01:30:00" (h:m:s) or "90:00" (m:s); a bare number is seconds. It returns

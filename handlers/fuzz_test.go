@@ -74,6 +74,8 @@ func FuzzPipelineDefinition(f *testing.F) {
 	f.Add([]byte(`{"source":"push","before_sha":"0123456789abcdef0123456789abcdef01234567","variables":[{"key":"A","value":"1","variable_type":"file"}],"jobs":[{"name":"a","script":"x"}]}`))
 	f.Add([]byte(`{"variables":{"A":"1","B":2,"A":"3"},"jobs":[{"name":"a","script":"x"}]}`))
 	f.Add([]byte(`{"variables":[{"key":"A"}],"source":"cron","jobs":[{"name":"a","script":"x"}]}`))
+	f.Add([]byte(`{"stages":["a","b"],"jobs":[{"name":"x","stage":"a","script":"x","when":"delayed","start_in":"2 hours"},{"name":"y","stage":"b","script":"y","needs":["x",{"job":"x","optional":true}],"allow_failure":{"exit_codes":[1]}}]}`))
+	f.Add([]byte(`{"jobs":[{"name":"m","script":"x","when":"manual","needs":[]}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var req pipelineRequest
 		if err := decodeJSON(jsonRequest(body), &req, true); err != nil {

@@ -451,7 +451,11 @@ func jobView(v builds.JobView) api.JobDetail {
 		Status: string(b.Status), Attempt: b.Attempt, RetryOf: nonZero(b.RetryOf), RetriedBy: nonZero(b.RetriedBy),
 		TwoPhase: b.TwoPhase, Tags: b.Tags, Timeout: b.TimeoutSeconds, AllowFailure: b.AllowFailure,
 		CreatedAt: b.CreatedAt, QueuedAt: b.QueuedAt, AssignedAt: b.AssignedAt, StartedAt: b.StartedAt,
-		FinishedAt: b.FinishedAt, ExitCode: b.ExitCode, TraceSize: b.TraceSize}
+		FinishedAt: b.FinishedAt, ExitCode: b.ExitCode, TraceSize: b.TraceSize,
+		When: b.Payload.When, ScheduledAt: b.ScheduledAt}
+	if out.When == "" {
+		out.When = builds.WhenOnSuccess
+	}
 	if out.Tags == nil {
 		out.Tags = []string{}
 	}
@@ -582,6 +586,20 @@ func (h *Handler) retryJob(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusCreated, jobView(v))
+	return nil
+}
+
+// playJob is GitLab's POST /projects/:id/jobs/:job_id/play: a manual job becomes pending.
+func (h *Handler) playJob(w http.ResponseWriter, r *http.Request) error {
+	pid, id, err := h.jobIDs(r)
+	if err != nil {
+		return err
+	}
+	v, err := h.svc.PlayJob(r.Context(), pid, id, actor(r))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, jobView(v))
 	return nil
 }
 

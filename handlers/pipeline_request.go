@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/ciconfig"
 )
 
 // pipelineRequest is the body of POST /projects/:id/pipeline, with .gitlab-ci.yml's
@@ -50,9 +51,14 @@ type jobRequest struct {
 	Variables    map[string]variableValue `json:"variables"`
 	Timeout      timeoutValue             `json:"timeout"`
 	Retry        retryValue               `json:"retry"`
-	AllowFailure bool                     `json:"allow_failure"`
+	AllowFailure allowFailureValue        `json:"allow_failure"`
 	Image        string                   `json:"image"`
 	Services     []string                 `json:"services"`
+	// Needs, When and StartIn as in .gitlab-ci.yml: needs: [] (present, empty) starts the
+	// job at once, an absent needs keeps stage order.
+	Needs   *needList    `json:"needs"`
+	When    string       `json:"when"`
+	StartIn startInValue `json:"start_in"`
 }
 
 func (p pipelineRequest) definition(projectID int64) builds.PipelineDefinition {
@@ -72,7 +78,15 @@ func (p pipelineRequest) definition(projectID int64) builds.PipelineDefinition {
 		}
 		d.Jobs[i] = builds.JobDefinition{Name: j.Name, Stage: j.Stage, Script: j.Script, AfterScript: j.AfterScript,
 			Tags: j.Tags, Variables: vars, TimeoutSeconds: int(j.Timeout), Retry: builds.RetryRule(j.Retry),
-			AllowFailure: j.AllowFailure, Image: builds.Image{Name: j.Image}}
+			AllowFailure: j.AllowFailure.Allowed, AllowFailureExitCodes: j.AllowFailure.ExitCodes,
+			Image: builds.Image{Name: j.Image}, When: j.When, StartInSeconds: int(j.StartIn)}
+		if j.Needs != nil {
+			d.Jobs[i].Needs, d.Jobs[i].NeedsDeclared = []builds.Need(*j.Needs), true
+		}
+		if j.When == builds.WhenManual && !j.AllowFailure.Set {
+			// GitLab: a manual job is optional (allow_failure: true) unless it says otherwise.
+			d.Jobs[i].AllowFailure = true
+		}
 		for _, s := range j.Services {
 			d.Jobs[i].Services = append(d.Jobs[i].Services, builds.Image{Name: s})
 		}
@@ -238,5 +252,91 @@ func (r *retryValue) UnmarshalJSON(b []byte) error {
 		}
 		r.When = when
 	}
+	return nil
+}
+
+// allowFailureValue is `allow_failure: true` or `allow_failure: {exit_codes: [137, 255]}`
+// (or a single code), GitLab's two forms.
+type allowFailureValue struct {
+	Allowed   bool
+	ExitCodes []int
+	Set       bool // present in the request
+}
+
+func (a *allowFailureValue) UnmarshalJSON(b []byte) error {
+	a.Set = true
+	if err := json.Unmarshal(b, &a.Allowed); err == nil {
+		return nil
+	}
+	var obj struct {
+		ExitCodes json.RawMessage `json:"exit_codes"`
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&obj); err != nil || len(obj.ExitCodes) == 0 {
+		return fmt.Errorf("allow_failure must be true, false or {\"exit_codes\": [codes]}")
+	}
+	var one int
+	if err := json.Unmarshal(obj.ExitCodes, &one); err == nil {
+		a.ExitCodes = []int{one}
+		return nil
+	}
+	if err := json.Unmarshal(obj.ExitCodes, &a.ExitCodes); err != nil || len(a.ExitCodes) == 0 {
+		return fmt.Errorf("allow_failure.exit_codes must be an exit code or a list of them")
+	}
+	return nil
+}
+
+// needList is `needs: [a, {job: b, optional: true}]`: names or objects.
+type needList []builds.Need
+
+func (n *needList) UnmarshalJSON(b []byte) error {
+	var raw []json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return fmt.Errorf("needs must be a list of job names or {\"job\": name} objects")
+	}
+	out := make(needList, 0, len(raw))
+	for _, r := range raw {
+		var name string
+		if err := json.Unmarshal(r, &name); err == nil {
+			out = append(out, builds.Need{Job: name, Artifacts: true})
+			continue
+		}
+		obj := struct {
+			Job       *string `json:"job"`
+			Artifacts *bool   `json:"artifacts"`
+			Optional  bool    `json:"optional"`
+		}{}
+		dec := json.NewDecoder(strings.NewReader(string(r)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&obj); err != nil || obj.Job == nil {
+			return fmt.Errorf("each need must be a job name or {\"job\": name, \"artifacts\": bool, \"optional\": bool}")
+		}
+		need := builds.Need{Job: *obj.Job, Artifacts: obj.Artifacts == nil || *obj.Artifacts, Optional: obj.Optional}
+		out = append(out, need)
+	}
+	*n = out
+	return nil
+}
+
+// startInValue is a delayed job's start_in in seconds: a number of seconds, or a duration
+// as GitLab writes it ("30 minutes", "1 day", "1h 30m"), read as the YAML compiler reads it.
+type startInValue int
+
+func (v *startInValue) UnmarshalJSON(b []byte) error {
+	var n int
+	if err := json.Unmarshal(b, &n); err == nil {
+		*v = startInValue(n)
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("start_in must be seconds or a duration such as \"30 minutes\"")
+	}
+	secs, err := ciconfig.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("start_in %.40q is not a duration such as \"30 minutes\"", s)
+	}
+	*v = startInValue(secs)
 	return nil
 }

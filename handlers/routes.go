@@ -84,6 +84,7 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 			r.Get("/projects/{project_id}/jobs/{job_id}/events", h.wrap(h.getEvents))
 			r.Post("/projects/{project_id}/jobs/{job_id}/cancel", h.wrap(h.cancelJob))
 			r.Post("/projects/{project_id}/jobs/{job_id}/retry", h.wrap(h.retryJob))
+			r.Post("/projects/{project_id}/jobs/{job_id}/play", h.wrap(h.playJob))
 			r.Get("/projects/{project_id}/jobs/{job_id}/artifacts", h.wrap(h.getJobArtifacts))
 			r.Get("/projects/{project_id}/jobs/{job_id}/artifacts/*", h.wrap(h.getJobArtifactFile))
 			r.Delete("/projects/{project_id}/jobs/{job_id}/artifacts", h.wrap(h.deleteJobArtifacts))

@@ -1,8 +1,9 @@
 // Package reaper runs the workers that end builds and stages nobody moves any more: the
 // reapers fail or cancel builds their runners abandoned (SPEC §5), and the stuck-stage
 // check applies a pipeline's timeout strategy when its current stage made no progress
-// (SPEC §6). The transitions they make are rows of builds.BuildTransitions; the choices
-// are builds.ReapParams.Rules and builds.PlanStuckStage. Both are safe on every replica:
+// (SPEC §6), and the due pass (DueJobs) queues delayed jobs whose time has come. The
+// transitions they make are rows of builds.BuildTransitions; the choices are
+// builds.ReapParams.Rules and builds.PlanStuckStage. All are safe on every replica:
 // candidates are locked with FOR UPDATE SKIP LOCKED.
 package reaper
 

@@ -164,7 +164,7 @@ var Settings = []Setting{
 	}},
 	{"JOBAPI_FLAG_REFRESH", "2s", "how often feature flags are reloaded (changes also arrive by NOTIFY)",
 		duration(func(c *Config) *time.Duration { return &c.FlagRefresh })},
-	{"JOBAPI_MAINTENANCE_INTERVAL", "", "how often the reapers and the stuck-stage check run (default: the sweep interval)",
+	{"JOBAPI_MAINTENANCE_INTERVAL", "", "how often the reapers, the stuck-stage check and the delayed-job pass run (default: the sweep interval)",
 		func(c *Config, v string) error {
 			if v == "" {
 				return nil

@@ -103,8 +103,8 @@ func sampleBuilds(ctx context.Context, reg *prometheus.Registry, store *pgstore.
 		Name: "jobapi_builds", Help: "Unfinished builds by state, sampled from Postgres.",
 	}, []string{"state"})
 	reg.MustRegister(gauge)
-	states := []builds.Status{builds.StatusCreated, builds.StatusPending, builds.StatusWaiting,
-		builds.StatusRunning, builds.StatusCanceling}
+	states := []builds.Status{builds.StatusCreated, builds.StatusManual, builds.StatusScheduled, builds.StatusPending,
+		builds.StatusWaiting, builds.StatusRunning, builds.StatusCanceling}
 	for {
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		counts, err := store.ActiveCounts(qctx)

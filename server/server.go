@@ -42,6 +42,7 @@ type Server struct {
 	Sweeper *retry.Sweeper
 	Reaper  *reaper.Reaper
 	Stuck   *reaper.StuckStages
+	Due     *reaper.DueJobs // queues delayed jobs whose time has come
 	// Artifacts is the artifacts pass (expiry and object cleanup); tests call PassOnce.
 	Artifacts *reaper.Artifacts
 	// Objects is the object store of job artifacts.
@@ -126,10 +127,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 		workers = append(workers, fl.pg.Run)
 	}
 	if !opts.DisableSweeper {
-		workers = append(workers, d.sweeper.Run, d.reaper.Run, d.stuck.Run, d.staleManagers.Run, d.artifacts.Run)
+		workers = append(workers, d.sweeper.Run, d.reaper.Run, d.stuck.Run, d.due.Run, d.staleManagers.Run, d.artifacts.Run)
 	}
 	s := &Server{URL: "http://" + ln.Addr().String(), Service: d.svc, Sweeper: d.sweeper, Reaper: d.reaper,
-		Stuck: d.stuck, Artifacts: d.artifacts, Objects: be.objects, Pool: be.pool, Redis: be.rdb}
+		Stuck: d.stuck, Due: d.due, Artifacts: d.artifacts, Objects: be.objects, Pool: be.pool, Redis: be.rdb}
 	s.run(ctx, srv, ln, workers, func() {
 		// Rate-limit counts decided locally during the drain, sent before Redis closes.
 		fctx, fcancel := context.WithTimeout(context.Background(), time.Second)
@@ -248,6 +249,7 @@ type domain struct {
 	sweeper *retry.Sweeper
 	reaper  *reaper.Reaper
 	stuck   *reaper.StuckStages
+	due     *reaper.DueJobs
 	// staleManagers removes managers not seen for JOBAPI_STALE_MANAGER_AFTER.
 	staleManagers *reaper.StaleManagers
 	// artifacts expires artifacts and removes objects no row needs.
@@ -274,6 +276,8 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 			Pending: cfg.PendingTimeout, Canceling: cfg.CancelingTimeout, Policy: policy}}
 	d.stuck = &reaper.StuckStages{Store: d.store, Queue: d.rs, Timeout: cfg.StuckStageTimeout, Interval: cfg.MaintenanceInterval,
 		Now: opts.Now, Log: log, Notify: d.svc.NotifyPipelines, OnCheck: m.stuck}
+	d.due = &reaper.DueJobs{Store: d.store, Queue: d.rs, Interval: cfg.MaintenanceInterval, Now: opts.Now, Log: log,
+		Notify: d.svc.NotifyPipelines}
 	d.staleManagers = &reaper.StaleManagers{Store: d.store, After: cfg.StaleManagerAfter,
 		Interval: staleManagerInterval, Now: opts.Now, Log: log}
 	d.artifacts = &reaper.Artifacts{Store: d.store, Objects: be.objects, Interval: artifactsInterval, Now: opts.Now,

@@ -10,11 +10,17 @@ import (
 	"github.com/jobapi/jobapi/builds"
 )
 
+// finishBuild also decides allow_failure: exit_codes (GitLab's allow_failure: {exit_codes}):
+// a failure whose exit code the job lists is allowed, and the build's allow_failure says so
+// from then on for the stage tally, the job plan and the pipeline's status. The payload is
+// read only for a failure with an exit code (AND evaluates left to right and stops early).
 const finishBuild = `
 WITH b AS (
     UPDATE builds SET status = $3, failure_reason = NULLIF($4, ''), exit_code = $5,
         runner_final_state = NULLIF($6, ''), finished_at = $7, updated_at = $7,
-        ack_deadline = NULL, cancel_requested = false
+        ack_deadline = NULL, cancel_requested = false,
+        allow_failure = allow_failure OR ($3 = 'failed' AND $5::bigint IS NOT NULL
+            AND COALESCE(payload -> 'allow_failure_exit_codes' @> to_jsonb($5::bigint), false))
     WHERE id = $1 AND status = ANY($2::text[]) AND ($11::bytea IS NULL OR token_hash = $11)
     RETURNING *
 ), e AS (
@@ -67,7 +73,7 @@ func (s *Store) Finish(ctx context.Context, f builds.Finish) (builds.Finished, e
 		if res, err = afterFinish(ctx, tx, f, b); err != nil {
 			return err
 		}
-		if res.Retry != nil {
+		if res.Retry != nil && !p.perJob {
 			// The retry joined the stage: the shape read with the lock is out of date.
 			if p.stages, err = shape(ctx, tx, b.PipelineID); err != nil {
 				return err
@@ -146,14 +152,18 @@ func afterFinish(ctx context.Context, tx querier, f builds.Finish, b builds.Buil
 	return res, nil
 }
 
-// createRetry copies a build into a new pending attempt. retry_of is UNIQUE, so a second
-// retry of the same build fails instead of duplicating it.
+// createRetry copies a build into a new pending attempt (a retry runs at once, whatever its
+// when, as GitLab enqueues retries immediately). retry_of is UNIQUE, so a second retry of
+// the same build fails instead of duplicating it. allow_failure comes from the definition
+// when the job lists exit codes: the failed attempt's may have been set by its exit code.
 const insertRetry = `
 WITH n AS (
     INSERT INTO builds (project_id, pipeline_id, stage, stage_idx, name, status, tags, payload,
-                        timeout_seconds, allow_failure, attempt, retry_of, queued_at, created_at, updated_at)
-    SELECT project_id, pipeline_id, stage, stage_idx, name, 'pending', tags, payload,
-           timeout_seconds, allow_failure, attempt + 1, id, $2, $2, $2
+                        timeout_seconds, allow_failure, run_when, needs, attempt, retry_of, queued_at, created_at, updated_at)
+    SELECT project_id, pipeline_id, stage, stage_idx, name, 'pending', tags, payload, timeout_seconds,
+           CASE WHEN payload ? 'allow_failure_exit_codes' THEN COALESCE((payload ->> 'allow_failure')::boolean, false)
+                ELSE allow_failure END,
+           run_when, needs, attempt + 1, id, $2, $2, $2
     FROM builds WHERE id = $1
     RETURNING *
 ), o AS (
@@ -192,15 +202,6 @@ func createRetry(ctx context.Context, tx querier, id int64, now time.Time, reaso
 
 const lockBuild = `SELECT status, retried_by IS NULL, pipeline_id, stage_idx FROM builds WHERE id = $1 FOR UPDATE`
 
-const reopenLaterStages = `
-WITH b AS (
-    UPDATE builds SET status = 'created', finished_at = NULL, updated_at = $3
-    WHERE pipeline_id = $1 AND stage_idx > $2 AND status = 'skipped' AND retried_by IS NULL
-    RETURNING id
-)
-INSERT INTO build_events (build_id, type, at, detail)
-SELECT id, 'reopened', $3, '{}'::jsonb FROM b`
-
 // RetryBuild creates a new attempt of a finished build that has not been retried yet.
 func (s *Store) RetryBuild(ctx context.Context, id int64, now time.Time, actor string) (builds.Build, error) {
 	var retry builds.Build
@@ -215,8 +216,8 @@ func (s *Store) RetryBuild(ctx context.Context, id int64, now time.Time, actor s
 		if !builds.Retryable(builds.Status(status), latest) {
 			return builds.ErrNotRetryable
 		}
-		// Later stages were skipped because of this build: they get another chance.
-		if _, err := tx.Exec(ctx, reopenLaterStages, pipelineID, stageIdx, now); err != nil {
+		// What was skipped because of this build gets another chance.
+		if err := reopenAfter(ctx, tx, id, pipelineID, stageIdx, now); err != nil {
 			return err
 		}
 		var err error
@@ -233,8 +234,8 @@ func (s *Store) RetryBuild(ctx context.Context, id int64, now time.Time, actor s
 // the pipeline row and reads what advance needs. Each has a twin that finds the pipeline
 // from build $1 instead (see Finish).
 const (
-	pipelineShape        = pipelineShapeHead + `$1` + pipelineShapeTail
-	pipelineShapeOfBuild = pipelineShapeHead + pipelineOfBuild + pipelineShapeTail
+	pipelineShape        = pipelineShapeHead + `$1` + pipelineShapeTail + `$1` + pipelineShapeEnd
+	pipelineShapeOfBuild = pipelineShapeHead + pipelineOfBuild + pipelineShapeTail + pipelineOfBuild + pipelineShapeEnd
 	lockPipeline         = lockPipelineHead + `$1` + forUpdate
 	lockPipelineOfBuild  = lockPipelineHead + pipelineOfBuild + forUpdate
 )
@@ -243,10 +244,14 @@ const (
 	pipelineShapeHead = `
 SELECT stage_idx, status, allow_failure, count(*)::int FROM builds
 WHERE pipeline_id = `
+	// A pipeline planned per job reads its builds itself (advanceJobs): the count, sent
+	// with the lock before per_job is known, is skipped for it (a one-time filter).
 	pipelineShapeTail = ` AND retried_by IS NULL
+  AND NOT (SELECT per_job FROM pipelines WHERE id = `
+	pipelineShapeEnd = `)
 GROUP BY stage_idx, status, allow_failure
 ORDER BY stage_idx`
-	lockPipelineHead = `SELECT status, advanced_past, progressed_at FROM pipelines WHERE id = `
+	lockPipelineHead = `SELECT status, advanced_past, progressed_at, per_job FROM pipelines WHERE id = `
 	forUpdate        = ` FOR UPDATE`
 )
 
@@ -304,14 +309,16 @@ type lockedPipeline struct {
 	status       string
 	advancedPast int
 	progressedAt time.Time
-	stages       []builds.StageTally
+	// perJob: the pipeline advances job by job (advanceJobs); stages is then unused.
+	perJob bool
+	stages []builds.StageTally
 }
 
 // readLocked reads the answers of lockPipeline and pipelineShape (or their OfBuild forms),
 // the next two of br.
 func readLocked(br pgx.BatchResults) (lockedPipeline, error) {
 	var p lockedPipeline
-	err := br.QueryRow().Scan(&p.status, &p.advancedPast, &p.progressedAt)
+	err := br.QueryRow().Scan(&p.status, &p.advancedPast, &p.progressedAt, &p.perJob)
 	if err == nil {
 		p.stages, err = readShape(br.Query())
 	}
@@ -319,8 +326,12 @@ func readLocked(br pgx.BatchResults) (lockedPipeline, error) {
 }
 
 // advanceLocked carries out builds.PlanAdvance once the pipeline is locked and its shape
-// read, and stores the status builds.PipelineStatus derives.
+// read, and stores the status builds.PipelineStatus derives. A pipeline planned per job
+// goes to advanceJobs instead.
 func advanceLocked(ctx context.Context, tx querier, pipelineID int64, now time.Time, p lockedPipeline) (queued bool, err error) {
+	if p.perJob {
+		return advanceJobs(ctx, tx, pipelineID, now, p)
+	}
 	plan := builds.PlanAdvance(p.stages, p.advancedPast)
 	changed := false
 	switch {
@@ -342,21 +353,23 @@ func advanceLocked(ctx context.Context, tx querier, pipelineID int64, now time.T
 			return false, err
 		}
 	}
-	status := builds.PipelineStatus(stages)
+	return queued, storeStatus(ctx, tx, pipelineID, now, p, builds.PipelineStatus(stages), changed)
+}
+
+// storeStatus records the pipeline's derived status, unless it stands and progress was
+// recorded a moment ago.
+func storeStatus(ctx context.Context, tx querier, pipelineID int64, now time.Time, p lockedPipeline, status string, changed bool) error {
 	if status == p.status && !changed && now.Sub(p.progressedAt) < progressResolution {
 		// Nothing to store: the status stands and progress was recorded a moment ago.
 		// Most finishes in a busy pipeline end here, one write and one WAL record fewer.
-		return queued, nil
+		return nil
 	}
 	if err := builds.CheckPipelineTransition(p.status, status); err != nil {
-		return false, err
+		return err
 	}
 	finished := status == builds.PipelineSuccess || status == builds.PipelineFailed || status == builds.PipelineCanceled
 	// The last statement of the transaction: it travels with the COMMIT.
-	if err := execLast(ctx, tx, setPipelineStatus, pipelineID, status, now, finished); err != nil {
-		return false, err
-	}
-	return queued, nil
+	return execLast(ctx, tx, setPipelineStatus, pipelineID, status, now, finished)
 }
 
 func shape(ctx context.Context, tx querier, pipelineID int64) ([]builds.StageTally, error) {

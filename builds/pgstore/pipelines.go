@@ -20,48 +20,98 @@ WITH n AS (
     RETURNING last_iid
 )
 INSERT INTO pipelines (project_id, ref, sha, stages, timeout_strategy, status, created_at, updated_at,
-    iid, source, before_sha, variables)
-SELECT $1, $2, $3, $4, $5, 'pending', $6, $6, n.last_iid, $7, $8, $9 FROM n
+    iid, source, before_sha, variables, per_job)
+SELECT $1, $2, $3, $4, $5, 'pending', $6, $6, n.last_iid, $7, $8, $9, $10 FROM n
 RETURNING id`
 
-// CreatePipeline stores a normalized definition: jobs of the first stage that has any are
-// pending, the rest created. Builds are inserted with COPY, so thousands of jobs cost one
-// round trip.
+// insertEvents records each new build's first event, the one its initial state calls for.
+const insertEvents = `
+INSERT INTO build_events (build_id, type, at, detail)
+SELECT id, CASE status WHEN 'pending' THEN 'queued' WHEN 'manual' THEN 'manual' WHEN 'scheduled' THEN 'scheduled'
+                       WHEN 'skipped' THEN 'skipped' ELSE 'created' END, $2,
+       CASE WHEN status = 'scheduled' THEN jsonb_build_object('scheduled_at', scheduled_at) ELSE '{}'::jsonb END
+FROM builds WHERE pipeline_id = $1`
+
+// initialEvents is insertEvents' choice, checked against the table before the rows go in.
+var initialEvents = map[builds.Status]string{builds.StatusPending: builds.EventQueued, builds.StatusManual: builds.EventManual,
+	builds.StatusScheduled: builds.EventScheduled, builds.StatusSkipped: builds.EventSkipped, builds.StatusCreated: builds.EventCreated}
+
+// CreatePipeline stores a normalized definition, each job in the state
+// PipelineDefinition.InitialStatuses gives it (a stage pipeline: the first stage that has
+// jobs pending, the rest created). Builds are inserted with COPY, so thousands of jobs cost
+// one round trip.
 func (s *Store) CreatePipeline(ctx context.Context, d builds.PipelineDefinition, now time.Time) (builds.Pipeline, error) {
-	first := d.FirstStage()
+	statuses := d.InitialStatuses()
+	perJob := d.PerJob()
+	var planned []builds.PlanJob // what the job plan reads: needs reduced to jobs of the pipeline
+	if perJob {
+		planned = d.PlanJobs()
+		for i := range planned {
+			planned[i].Status = statuses[i]
+		}
+	}
+	for _, st := range statuses {
+		if err := builds.CheckTransition(builds.StatusNew, st, initialEvents[st], ""); err != nil {
+			return builds.Pipeline{}, err
+		}
+	}
 	var id int64
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, insertPipeline, d.ProjectID, d.Ref, d.SHA, d.Stages, d.TimeoutStrategy, now,
-			d.Source, d.BeforeSHA, nonNilVariables(d.Variables)).Scan(&id); err != nil {
+			d.Source, d.BeforeSHA, nonNilVariables(d.Variables), perJob).Scan(&id); err != nil {
 			return err
 		}
 		rows := make([][]any, len(d.Jobs))
 		for i, j := range d.Jobs {
-			idx := d.StageIndex(j.Stage)
-			status, queuedAt := builds.InitialStatus(idx, first), (*time.Time)(nil)
-			if status == builds.StatusPending {
+			status := statuses[i]
+			var queuedAt, scheduledAt, finishedAt *time.Time
+			switch status {
+			case builds.StatusPending:
 				queuedAt = &now
+			case builds.StatusScheduled:
+				at := now.Add(time.Duration(j.StartInSeconds) * time.Second)
+				scheduledAt = &at
+			case builds.StatusSkipped:
+				finishedAt = &now
 			}
 			tags := j.Tags
 			if tags == nil {
 				tags = []string{}
 			}
+			when := j.When
+			if when == "" {
+				when = builds.WhenOnSuccess
+			}
+			var needs []string // NULL: stage order
+			if perJob && j.NeedsDeclared {
+				needs = planned[i].Needs
+			}
 			payload := builds.PayloadOf(j)
-			rows[i] = []any{d.ProjectID, id, j.Stage, idx, j.Name, string(status), tags, payload,
-				j.TimeoutSeconds, j.AllowFailure, queuedAt, now, now}
+			rows[i] = []any{d.ProjectID, id, j.Stage, d.StageIndex(j.Stage), j.Name, string(status), tags, payload,
+				j.TimeoutSeconds, j.AllowFailure, when, needs, queuedAt, scheduledAt, finishedAt, now, now}
 		}
 		_, err := tx.CopyFrom(ctx, pgx.Identifier{"builds"},
 			[]string{"project_id", "pipeline_id", "stage", "stage_idx", "name", "status", "tags", "payload",
-				"timeout_seconds", "allow_failure", "queued_at", "created_at", "updated_at"},
+				"timeout_seconds", "allow_failure", "run_when", "needs", "queued_at", "scheduled_at", "finished_at",
+				"created_at", "updated_at"},
 			pgx.CopyFromRows(rows))
 		if err != nil {
 			return fmt.Errorf("insert builds: %w", err)
 		}
-		_, err = tx.Exec(ctx, `
-INSERT INTO build_events (build_id, type, at, detail)
-SELECT id, CASE WHEN status = 'pending' THEN 'queued' ELSE 'created' END, $2, '{}'::jsonb
-FROM builds WHERE pipeline_id = $1`, id, now)
-		return err
+		if _, err := tx.Exec(ctx, insertEvents, id, now); err != nil {
+			return err
+		}
+		if !perJob {
+			return nil
+		}
+		// A job-by-job pipeline may start blocked on a manual job, waiting for a delayed
+		// one, or (every job ruled out) already over.
+		status := builds.PipelineStatus(builds.TallyJobs(planned))
+		if status == builds.PipelinePending {
+			return nil
+		}
+		p := lockedPipeline{status: builds.PipelinePending, progressedAt: now, perJob: true}
+		return storeStatus(ctx, tx, id, now, p, status, true)
 	})
 	if err != nil {
 		return builds.Pipeline{}, err
@@ -96,7 +146,7 @@ func (s *Store) Pipeline(ctx context.Context, projectID, id int64) (builds.Pipel
 const cancelPipelineBuilds = `
 WITH b AS (
     UPDATE builds SET status = 'canceled', finished_at = $2, updated_at = $2, ack_deadline = NULL
-    WHERE pipeline_id = $1 AND status IN ('created', 'pending', 'waiting_for_runner_ack')
+    WHERE pipeline_id = $1 AND status IN ('created', 'manual', 'scheduled', 'pending', 'waiting_for_runner_ack')
     RETURNING id
 )
 INSERT INTO build_events (build_id, type, at, detail)

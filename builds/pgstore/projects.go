@@ -107,7 +107,7 @@ func (s *Store) UpdateProject(ctx context.Context, id int64, apply func(*builds.
 // are one statement and a pipeline created at the same moment is the operator's race.
 const deleteProject = `
 WITH busy AS (
-    SELECT 1 FROM pipelines WHERE project_id = $1 AND status IN ('created', 'pending', 'running') LIMIT 1
+    SELECT 1 FROM pipelines WHERE project_id = $1 AND status IN ('created', 'pending', 'running', 'manual', 'scheduled') LIMIT 1
 ), gone AS (
     DELETE FROM projects WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM busy) RETURNING id
 )

@@ -1,7 +1,10 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,7 +15,7 @@ import (
 // stuckCandidates reads unfinished pipelines whose recorded progress is older than the
 // cutoff, through pipelines_unfinished_idx: the check costs what the candidates cost.
 const stuckCandidates = `
-SELECT id, project_id, stages, timeout_strategy, advanced_past FROM pipelines
+SELECT id, project_id, stages, timeout_strategy, advanced_past, per_job FROM pipelines
 WHERE status IN ('pending', 'running') AND progressed_at < $1
 ORDER BY progressed_at
 LIMIT $2
@@ -38,10 +41,17 @@ ORDER BY id`
 
 const moveOn = `UPDATE pipelines SET advanced_past = $2, progressed_at = $3 WHERE id = $1`
 
+// leaveBehind is moveOn for a pipeline planned per job: several stages run at once, so the
+// builds themselves are marked, and builds.PlanJobs counts them as passed while unfinished.
+const leaveBehind = `UPDATE builds SET left_behind = true WHERE id = ANY($1)`
+
 // HandleStuckStages finds pipelines whose current stage made no progress for p.Timeout and
 // applies their strategy: pessimistic fails the stage's unfinished builds with
 // stuck_or_timeout_failure (and so the pipeline); optimistic releases the next stage and
-// leaves the stuck builds to the reapers.
+// leaves the stuck builds to the reapers. Only pending and running pipelines are candidates:
+// one blocked on a manual job or waiting for a delayed one's time is not stuck. In a
+// pipeline planned per job the check waits for builds.WaitedFor: every build on its way to
+// or on a runner, whatever its stage.
 func (s *Store) HandleStuckStages(ctx context.Context, p builds.StuckParams) (builds.StuckResult, error) {
 	var res builds.StuckResult
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -52,6 +62,7 @@ func (s *Store) HandleStuckStages(ctx context.Context, p builds.StuckParams) (bu
 			stages        []string
 			strategy      string
 			advancedPast  int
+			perJob        bool
 		}
 		rows, err := tx.Query(ctx, stuckCandidates, cutoff, p.Batch)
 		if err != nil {
@@ -59,7 +70,7 @@ func (s *Store) HandleStuckStages(ctx context.Context, p builds.StuckParams) (bu
 		}
 		cands, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (candidate, error) {
 			var c candidate
-			err := row.Scan(&c.id, &c.projectID, &c.stages, &c.strategy, &c.advancedPast)
+			err := row.Scan(&c.id, &c.projectID, &c.stages, &c.strategy, &c.advancedPast, &c.perJob)
 			return c, err
 		})
 		if err != nil {
@@ -78,7 +89,11 @@ func (s *Store) HandleStuckStages(ctx context.Context, p builds.StuckParams) (bu
 				res.Progress++
 				continue
 			}
-			stuck, queued, err := s.unstick(ctx, tx, c.id, c.projectID, c.stages, c.strategy, c.advancedPast, p.Now)
+			unstick := s.unstick
+			if c.perJob {
+				unstick = s.unstickJobs
+			}
+			stuck, queued, err := unstick(ctx, tx, c.id, c.projectID, c.stages, c.strategy, c.advancedPast, p.Now)
 			if err != nil {
 				return err
 			}
@@ -148,4 +163,67 @@ func (s *Store) unstick(ctx context.Context, tx pgx.Tx, id, projectID int64, sta
 		queued = queued || res.Queued
 	}
 	return out, queued, nil
+}
+
+// unstickJobs is unstick for a pipeline planned per job: it waits for builds.WaitedFor, in
+// whatever stages they are; optimistic leaves them behind (leaveBehind) instead of a stage.
+func (s *Store) unstickJobs(ctx context.Context, tx pgx.Tx, id, projectID int64, stages []string, strategy string,
+	_ int, now time.Time) (*builds.StuckPipeline, bool, error) {
+	jobs, err := readJobs(ctx, tx, id)
+	if err != nil {
+		return nil, false, err
+	}
+	idx := builds.WaitedFor(jobs)
+	if len(idx) == 0 {
+		// Nothing on its way to a runner: advance derives and stores the status.
+		queued, err := advance(ctx, tx, id, now)
+		return nil, queued, err
+	}
+	waiting := make([]builds.StuckBuild, len(idx))
+	ids := make([]int64, len(idx))
+	var stageIdx []int
+	for n, i := range idx {
+		j := jobs[i]
+		waiting[n], ids[n] = builds.StuckBuild{ID: j.ID, Name: j.Name, Status: j.Status}, j.ID
+		stageIdx = append(stageIdx, j.StageIdx)
+	}
+	slices.SortFunc(waiting, func(a, b builds.StuckBuild) int { return cmp.Compare(a.ID, b.ID) })
+	// The stages it waits in, in pipeline order, for the log line and the events.
+	slices.Sort(stageIdx)
+	var names []string
+	for _, k := range slices.Compact(stageIdx) {
+		if k >= 0 && k < len(stages) {
+			names = append(names, stages[k])
+		}
+	}
+	stage := strings.Join(names, ", ")
+	out := &builds.StuckPipeline{PipelineID: id, ProjectID: projectID, Stage: stage, Strategy: strategy, Builds: waiting}
+	detail := map[string]any{"pipeline_id": id, "stage": stage, "strategy": strategy}
+	plan := builds.PlanStuckStage(strategy, waiting, detail, now)
+	if plan.MoveOn {
+		for _, b := range waiting {
+			if _, err := tx.Exec(ctx, addEvent, b.ID, builds.EventStuckStage, now, "", detail); err != nil {
+				return nil, false, err
+			}
+		}
+		if _, err := tx.Exec(ctx, leaveBehind, ids); err != nil {
+			return nil, false, err
+		}
+		if _, err := tx.Exec(ctx, markProgress, id, now); err != nil {
+			return nil, false, err
+		}
+		queued, err := advance(ctx, tx, id, now)
+		return out, queued, err
+	}
+	queued := false
+	for _, f := range plan.Finish {
+		res, err := finishBuildTx(ctx, tx, f)
+		if err != nil {
+			return nil, false, err
+		}
+		queued = queued || res.Queued
+	}
+	// One advance after the last, not one per build.
+	q, err := advance(ctx, tx, id, now)
+	return out, queued || q, err
 }

@@ -23,6 +23,10 @@ import (
 // finishBuildTx, CheckTransition in Claim, CheckPipelineTransition in advanceLocked).
 var runtimeChecked = map[string]bool{"finishBuild": true, "assignBuild": true, "setPipelineStatus": true}
 
+// The job plan's statements (jobs.go), the play and the due pass are read by the scan like
+// any other; CreatePipeline's COPY is not SQL text, so it checks each initial status with
+// builds.CheckTransition before the rows go in.
+
 // statusWrite is one status change a statement makes, as read from its text.
 type statusWrite struct {
 	table  string // "builds" or "pipelines"
@@ -81,7 +85,7 @@ func TestStatementsWriteOnlyDeclaredTransitions(t *testing.T) {
 		}
 	}
 	// The scan must see the statements it guards, not pass by reading nothing.
-	if found < 15 {
+	if found < 24 {
 		t.Fatalf("found %d status writes in %d statements; the scan no longer reads the SQL", found, len(stmts))
 	}
 }

@@ -161,6 +161,25 @@ func TestBadInput(t *testing.T) {
 			`{"stages": ["test"], "jobs": [{"name": "a", "script": "x"}], ` + origin + `}`, nil, false, 400})
 	}
 
+	for name, j := range map[string]string{
+		"when unknown":                `"when": "sometimes"`,
+		"when never":                  `"when": "never"`,
+		"delayed without start_in":    `"when": "delayed"`,
+		"start_in without delayed":    `"start_in": 30`,
+		"start_in past a week":        `"when": "delayed", "start_in": "8 days"`,
+		"start_in words":              `"when": "delayed", "start_in": "soon"`,
+		"start_in unknown unit":       `"when": "delayed", "start_in": "5 lightyears"`,
+		"needs not a list":            `"needs": "a"`,
+		"need without job":            `"needs": [{"artifacts": true}]`,
+		"need unknown key":            `"needs": [{"job": "a", "stage": "x"}]`,
+		"allow_failure string":        `"allow_failure": "yes"`,
+		"allow_failure no exit codes": `"allow_failure": {"exit_codes": []}`,
+		"allow_failure unknown key":   `"allow_failure": {"codes": [1]}`,
+	} {
+		add(call{"pipeline " + name, "POST", "/api/v4/projects/1/pipeline",
+			`{"stages": ["test"], "jobs": [{"name": "b", "script": "x", ` + j + `}]}`, nil, false, 400})
+	}
+
 	pp := jobapitest.PipelinePath(p.ProjectID, p.ID)
 	for _, id := range badIDs {
 		add(call{"pipeline show " + id, "GET", "/api/v4/projects/1/pipelines/" + id, nil, nil, false, 0})
@@ -172,6 +191,7 @@ func TestBadInput(t *testing.T) {
 		}
 		add(call{"job cancel " + id, "POST", "/api/v4/projects/1/jobs/" + id + "/cancel", nil, nil, false, 0})
 		add(call{"job retry " + id, "POST", "/api/v4/projects/1/jobs/" + id + "/retry", nil, nil, false, 0})
+		add(call{"job play " + id, "POST", "/api/v4/projects/1/jobs/" + id + "/play", nil, nil, false, 0})
 	}
 	add(call{"pipeline missing", "GET", "/api/v4/projects/1/pipelines/9223372036854775807", nil, nil, false, 404})
 	add(call{"pipeline of another project", "GET", strings.Replace(pp, "/projects/1/", "/projects/2/", 1), nil, nil, false, 404})
@@ -183,6 +203,10 @@ func TestBadInput(t *testing.T) {
 	add(call{"job cancel of another project", "POST", fmt.Sprintf("/api/v4/projects/2/jobs/%d/cancel", waitID), nil, nil, false, 404})
 	add(call{"job retry of another project", "POST", fmt.Sprintf("/api/v4/projects/2/jobs/%d/retry", job.ID), nil, nil, false, 404})
 	add(call{"job retry while running", "POST", fmt.Sprintf("/api/v4/projects/1/jobs/%d/retry", job.ID), nil, nil, false, 409})
+	add(call{"job play of a running job", "POST", fmt.Sprintf("/api/v4/projects/1/jobs/%d/play", job.ID), nil, nil, false, 400})
+	add(call{"job play of a pending job", "POST", fmt.Sprintf("/api/v4/projects/1/jobs/%d/play", waitID), nil, nil, false, 400})
+	add(call{"job play of another project", "POST", fmt.Sprintf("/api/v4/projects/2/jobs/%d/play", waitID), nil, nil, false, 404})
+	add(call{"job play missing", "POST", "/api/v4/projects/1/jobs/9223372036854775807/play", nil, nil, false, 404})
 	add(call{"events page bad", "GET", fmt.Sprintf("/api/v4/projects/1/jobs/%d/events?page=x", job.ID), nil, nil, false, 400})
 	add(call{"admin jobs status SQL", "GET", "/api/v4/admin/jobs?status=pending%27%20OR%20%271%27=%271", nil, nil, false, 400})
 	add(call{"unknown route", "GET", "/api/v4/nope", nil, nil, false, 404})

@@ -385,6 +385,37 @@ func TestScenario(t *testing.T) {
 		t.Errorf("canceled pipeline status = %s", p2.Status)
 	}
 
+	// ---- needs, manual and delayed jobs: the pipeline is blocked on the manual job until
+	// it is played; play of any other job is a 400
+	var p4 api.Pipeline
+	c.decode(&p4, http.StatusCreated, "POST", path("/api/v4/projects/%d/pipeline", projectID), jsonBody(t, map[string]any{
+		"stages": []string{"deploy", "verify"},
+		"jobs": []any{
+			map[string]any{"name": "deploy", "stage": "deploy", "script": "true", "when": "manual", "allow_failure": false},
+			map[string]any{"name": "smoke", "stage": "verify", "script": "true", "needs": []any{map[string]any{"job": "deploy"}}},
+			map[string]any{"name": "later", "stage": "verify", "script": "true", "when": "delayed", "start_in": "1 week", "needs": []string{}},
+			map[string]any{"name": "flaky", "stage": "verify", "script": "true", "allow_failure": map[string]any{"exit_codes": []int{3}}},
+		}}), admin)
+	if p4.Status != "manual" {
+		t.Errorf("pipeline with a blocking manual job: status %s, want manual", p4.Status)
+	}
+	byName := map[string]int64{}
+	for _, j := range p4.Jobs {
+		byName[j.Name] = j.ID
+	}
+	c.decode(&detail, http.StatusOK, "GET", path("/api/v4/projects/%d/jobs/%d", projectID, byName["later"]), nil, admin)
+	if detail.Status != "scheduled" || detail.When != "delayed" || detail.ScheduledAt == nil {
+		t.Errorf("delayed job = %+v, want scheduled with its scheduled_at", detail)
+	}
+	c.do(http.StatusBadRequest, "POST", path("/api/v4/projects/%d/jobs/%d/play", projectID, byName["smoke"]), nil, admin)
+	c.do(http.StatusNotFound, "POST", path("/api/v4/projects/%d/jobs/99999999/play", projectID), nil, admin)
+	c.decode(&detail, http.StatusOK, "POST", path("/api/v4/projects/%d/jobs/%d/play", projectID, byName["deploy"]), nil, admin)
+	if detail.Status != "pending" || detail.When != "manual" {
+		t.Errorf("played job = %+v, want pending", detail)
+	}
+	// Cancel it, so that its jobs leave the queue.
+	c.decode(&p4, http.StatusOK, "POST", path("/api/v4/projects/%d/pipelines/%d/cancel", projectID, p4.ID), nil, admin)
+
 	// ---- a log over the trace limit: the job is dropped with trace_size_exceeded and a 403
 	var p3 api.Pipeline
 	c.decode(&p3, http.StatusCreated, "POST", path("/api/v4/projects/%d/pipeline", projectID), jsonBody(t, map[string]any{
@@ -424,7 +455,7 @@ func TestScenario(t *testing.T) {
 	for _, e := range audit {
 		actions[e.Action] = true
 	}
-	for _, want := range []string{"runner_created", "runner_updated", "feature_set", "job_canceled", "job_retried", "pipeline_canceled",
+	for _, want := range []string{"runner_created", "runner_updated", "feature_set", "job_canceled", "job_retried", "job_played", "pipeline_canceled",
 		"job_artifacts_deleted"} {
 		if !actions[want] {
 			t.Errorf("audit log lacks %s: %v", want, actions)
