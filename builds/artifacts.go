@@ -331,17 +331,18 @@ func (s *Service) DependencyArtifact(ctx context.Context, id int64, token string
 	return *d.Archive, nil
 }
 
-// dependsOn reports whether job b may download dep's artifacts: a job that names its
-// dependencies (or whose needs named them) downloads those; any other, those of jobs of
-// earlier stages, GitLab's default.
+// dependsOn reports whether job b may download dep's artifacts: those its payload lists as
+// dependencies (named in `dependencies`, or asked of `needs`), and with GitLab's stage
+// default (Payload.DependsOnStages) those of every earlier stage's job that declares
+// artifacts; the claim resolves the job payload's `dependencies` by the same rule.
 func dependsOn(b, dep Build) bool {
 	if b.ID == dep.ID {
 		return false
 	}
-	if b.Payload.DependenciesDeclared || len(b.Payload.Dependencies) > 0 {
-		return slices.Contains(b.Payload.Dependencies, dep.Name)
+	if slices.Contains(b.Payload.Dependencies, dep.Name) {
+		return true
 	}
-	return dep.StageIdx < b.StageIdx
+	return b.Payload.DependsOnStages && dep.StageIdx < b.StageIdx && len(dep.Payload.Artifacts) > 0
 }
 
 // OpenArtifact reads length bytes of a's object from offset (length < 0: to the end).

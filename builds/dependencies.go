@@ -6,9 +6,9 @@ package builds
 type Dependency struct {
 	ID   int64  `json:"id"`
 	Name string `json:"name"`
-	// ArtifactsFile is the job's archive; nil while none is stored. Until artifacts are
-	// stored (issue 14) it is always nil, and gitlab-runner skips a dependency without one
-	// (shells/abstract.go jobArtifacts), so the payload already has its final shape.
+	// ArtifactsFile is the job's archive; nil while none is stored (not uploaded yet,
+	// expired, deleted), and gitlab-runner skips a dependency without one
+	// (shells/abstract.go jobArtifacts).
 	ArtifactsFile *ArtifactsFile `json:"artifacts_file"`
 }
 

@@ -60,10 +60,11 @@ CASE WHEN b.payload ? 'dependencies' OR b.payload ? 'depends_on_stages' THEN (
 ) END`
 
 // dependencyArtifactsFile is a dependency d's stored archive as the payload shows it,
-// {filename, size}, or NULL while it has none. Nothing stores artifacts yet: the artifacts
-// work (issue 14) replaces this NULL with its lookup of d's archive; until then the runner
-// gets no artifacts_file and skips the dependency, as it does one whose artifacts expired.
-const dependencyArtifactsFile = `NULL::jsonb`
+// {filename, size}, or NULL while it has none (not uploaded, expired, deleted): the runner
+// then skips the dependency (shells/abstract.go jobArtifacts). One index probe per
+// dependency, on job_artifacts' (build_id, file_type) key.
+const dependencyArtifactsFile = `(SELECT jsonb_build_object('filename', a.filename, 'size', a.size)
+    FROM job_artifacts a WHERE a.build_id = d.id AND a.file_type = 'archive')`
 
 func scanClaimed(row pgx.Row) (builds.Claimed, error) {
 	var c builds.Claimed

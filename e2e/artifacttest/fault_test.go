@@ -33,9 +33,8 @@ func TestObjectStoreDownDuringUpload(t *testing.T) {
 	inst := jobapitest.Start(t, jobapitest.Options{Configure: onS3(srv)})
 	r := inst.NewRunner(t)
 	r.MaxWait = 200 * time.Millisecond // the runner waits 1 s before its second try
-	inst.CreatePipeline(t, 1, []string{"build", "test"},
-		jobapitest.Job{"name": "a", "stage": "build", "script": "make"},
-		jobapitest.Job{"name": "b", "stage": "test", "script": "make test"})
+	createYAML(t, inst, "stages: [build, test]\na:\n  stage: build\n  script: make\n  artifacts:\n    paths: [out/]\n"+
+		"b:\n  stage: test\n  script: make test\n")
 	job := r.TakeNamed(t, "a")
 	zip := makeZip(t, 40<<20)
 
@@ -75,7 +74,7 @@ func TestObjectStoreDownDuringUpload(t *testing.T) {
 
 	r.Finish(t, job, runnerclient.StateSuccess, "")
 	b := r.TakeNamed(t, "b")
-	got, sum := download(t, r, runnerclient.Dependency{ID: job.ID, Token: b.Token})
+	got, sum := download(t, r, dependency(t, b, "a"))
 	wantDownload(t, "the retried upload", got, http.StatusOK, runnerclient.DownloadSucceeded)
 	if sum != zip.sum {
 		t.Fatal("the archive stored by the retry differs from the one sent")

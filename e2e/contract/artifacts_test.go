@@ -17,9 +17,9 @@ func artifactScenario(t *testing.T, c *client, runnerToken, systemID string) {
 	t.Helper()
 	var p api.Pipeline
 	c.decode(&p, http.StatusCreated, "POST", path("/api/v4/projects/%d/pipeline", projectID), jsonBody(t, map[string]any{
-		"stages": []string{"build", "deploy"},
-		"jobs": []any{map[string]any{"name": "package", "stage": "build", "script": "make dist"},
-			map[string]any{"name": "ship", "stage": "deploy", "script": "make ship"}}}), admin)
+		"ref": "main", "ci_config": "stages: [build, deploy]\n" +
+			"package:\n  stage: build\n  script: make dist\n  artifacts:\n    paths: [dist/]\n    expire_in: 1 week\n" +
+			"ship:\n  stage: deploy\n  script: make ship\n"}), admin)
 	request := jsonBody(t, map[string]any{"token": runnerToken, "system_id": systemID, "info": runnerInfo(false)})
 	var job api.Job
 	c.decode(&job, http.StatusCreated, "POST", "/api/v4/jobs/request", request)
@@ -42,6 +42,10 @@ func artifactScenario(t *testing.T, c *client, runnerToken, systemID string) {
 
 	var ship api.Job
 	c.decode(&ship, http.StatusCreated, "POST", "/api/v4/jobs/request", request)
+	if len(ship.Dependencies) != 1 || ship.Dependencies[0].ArtifactsFile == nil ||
+		ship.Dependencies[0].ArtifactsFile.Size != int64(len(archive)) || ship.Dependencies[0].Token != ship.Token {
+		t.Errorf("ship's dependencies = %+v, want package's archive of %d bytes with ship's own token", ship.Dependencies, len(archive))
+	}
 	download := path("/api/v4/jobs/%d/artifacts", job.ID)
 	if _, b := c.do(http.StatusOK, "GET", download, nil, jobToken(ship.Token)); !bytes.Equal(b, archive) {
 		t.Errorf("the dependent job downloaded %d bytes, not the %d uploaded", len(b), len(archive))
