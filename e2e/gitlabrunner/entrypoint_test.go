@@ -62,7 +62,7 @@ func TestEntrypointWithRealRunner(t *testing.T) {
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		if t.Failed() {
+		if t.Failed() || testing.Verbose() {
 			t.Logf("entrypoint output:\n%s", out.String())
 		}
 	})

@@ -1,7 +1,8 @@
 // Package gitlabrunner_test checks what jobapi ships for the real gitlab-runner: the
 // docker-compose.yml fleet (by reading it: no Docker engine runs here), and, when
-// GITLAB_RUNNER_BIN names a gitlab-runner binary, its entrypoint driving that binary against
-// a real jobapi: register, run a job, unregister.
+// GITLAB_RUNNER_BIN names a gitlab-runner binary (v17.9.3 is what runnerclient mirrors), that
+// binary against a real jobapi: the compose entrypoint (register, run a job, unregister) and
+// each command of the README's runner-commands table. Without it those tests say so and skip.
 package gitlabrunner_test
 
 import (
