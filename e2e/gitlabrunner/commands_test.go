@@ -202,3 +202,58 @@ func TestRealRunnerCommands(t *testing.T) {
 		t.Errorf("managers after unregister: %+v", rn.Managers)
 	}
 }
+
+// An operator deletes a runner whose real gitlab-runner is running a job: the job fails at
+// once in jobapi (runner_system_failure), and the runner, told so at its next trace or
+// update (403, Job-Status: failed), aborts the job instead of running it to its end.
+func TestRealRunnerAbortsJobOfDeletedRunner(t *testing.T) {
+	bin := os.Getenv("GITLAB_RUNNER_BIN")
+	if bin == "" {
+		t.Skip("GITLAB_RUNNER_BIN is not set: no real gitlab-runner ran a job of a deleted runner")
+	}
+	t.Parallel()
+	inst := jobapitest.Start(t, jobapitest.Options{})
+	var created api.RunnerCreated
+	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/user/runners", map[string]any{"description": "doomed"}, &created)
+	r := newRealRunner(t, bin)
+	r.mustRun("register", "--non-interactive", "--url", inst.URL, "--token", created.Token, "--executor", "shell", "--name", "doomed")
+	run := r.command("run", "--working-directory", r.dir)
+	out := &syncBuffer{}
+	run.Stdout, run.Stderr = out, out
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = run.Process.Kill()
+		_ = run.Wait()
+		if t.Failed() || testing.Verbose() {
+			t.Logf("gitlab-runner run:\n%s", out.String())
+		}
+	})
+
+	p := inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "long", "stage": "test",
+		"script": []string{"for i in $(seq 1 120); do echo tick $i; sleep 1; done"}})
+	id := p.Jobs[0].ID
+	testenv.Eventually(t, 60*time.Second, "the job's first ticks in its trace", func() bool {
+		_, trace := inst.Do(t, "GET", fmt.Sprintf("/api/v4/projects/1/jobs/%d/trace", id), nil)
+		return strings.Contains(string(trace), "tick 2")
+	})
+	resp, body := inst.Do(t, "DELETE", fmt.Sprintf("/api/v4/runners/%d", created.ID), nil)
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("delete the runner: %d %s", resp.StatusCode, body)
+	}
+	if job := inst.Job(t, 1, id); job.Status != "failed" || jobapitest.Reason(job) != "runner_system_failure" {
+		t.Fatalf("job after the delete: %s %q", job.Status, jobapitest.Reason(job))
+	}
+	// The runner learns it at its next trace PATCH or update (GET trace marks the job
+	// watched, which shortens the runner's update interval), and drops the job.
+	start := time.Now()
+	testenv.Eventually(t, 90*time.Second, "the runner dropped the job", func() bool {
+		inst.Do(t, "GET", fmt.Sprintf("/api/v4/projects/1/jobs/%d/trace", id), nil)
+		return strings.Contains(out.String(), "Removed job from processing list")
+	})
+	t.Logf("the runner dropped the job %v after the delete", time.Since(start).Round(time.Second))
+	if strings.Contains(out.String(), "Job succeeded") {
+		t.Error("the runner ran the job of a deleted runner to its end")
+	}
+}
