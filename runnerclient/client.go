@@ -40,7 +40,7 @@ const maxResponseBody = 64 << 20
 type Client struct {
 	BaseURL  string // as in config.toml: "/api/v4/" is appended, a trailing "/ci" dropped
 	HTTP     *http.Client
-	Token    string // runner authentication token (glrt-...)
+	Token    string // runner authentication token (glrt-… or glrtr-…)
 	SystemID string // s_... or r_...; omitted from requests when empty
 	Info     Info   // sent with verify, jobs/request and every job update
 

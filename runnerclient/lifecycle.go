@@ -104,8 +104,9 @@ type RegisterResult struct {
 }
 
 // Register calls POST /runners with a registration token, as `gitlab-runner register
-// --registration-token` does: 201 gives the new runner's id and glrt- token (403: "check
-// registration token"). The client's own Token is not used nor changed.
+// --registration-token` does: 201 gives the new runner's id and token (glrtr-, from jobapi
+// as from GitLab; 403: "check registration token"). The client's own Token is not used nor
+// changed (RegisterCommand does that).
 func (c *Client) Register(ctx context.Context, registrationToken string, p RegisterParameters) (RegisterResult, error) {
 	var res RegisterResult
 	// The runner sends getRunnerInfo(RunnerConfig{}): its info without executor or shell.
