@@ -76,10 +76,12 @@ func TestEntrypointWithRealRunner(t *testing.T) {
 	if runners[0].Description != "entrypoint-test" || !runners[0].RunUntagged {
 		t.Errorf("registered runner %+v", runners[0])
 	}
-	toml, err := os.ReadFile(config)
-	if err != nil || !strings.Contains(string(toml), `token = "glrtr-`) || !strings.Contains(string(toml), "token_expires_at = 20") {
-		t.Errorf("config.toml (%v) lacks a glrtr- token with its expiry:\n%s", err, toml)
-	}
+	// gitlab-runner writes config.toml after jobapi's answer.
+	var toml []byte
+	testenv.Eventually(t, 30*time.Second, "config.toml holds a glrtr- token with its expiry", func() bool {
+		toml, _ = os.ReadFile(config)
+		return strings.Contains(string(toml), `token = "glrtr-`) && strings.Contains(string(toml), "token_expires_at = 20")
+	})
 
 	p := inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "hello", "stage": "test",
 		"script": []string{"echo hello from $CI_JOB_NAME on $CI_RUNNER_DESCRIPTION"}})
