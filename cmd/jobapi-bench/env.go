@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobapi/jobapi/objectstore"
 	"github.com/jobapi/jobapi/server"
 )
 
@@ -29,11 +30,13 @@ type env struct {
 	log        io.Writer
 	baseURL    string
 	adminToken string
-	dbURL      string
-	db         *pgxpool.Pool // the bench's own pool on jobapi's database (seeding, checks)
-	rdb        *redis.Client
-	benchKeys  string         // Redis prefix of the bench's own keys (baseline)
-	srv        *server.Server // nil with --url
+	// objectStore says where the jobapi keeps artifacts (the artifacts scenario's result).
+	objectStore string
+	dbURL       string
+	db          *pgxpool.Pool // the bench's own pool on jobapi's database (seeding, checks)
+	rdb         *redis.Client
+	benchKeys   string         // Redis prefix of the bench's own keys (baseline)
+	srv         *server.Server // nil with --url
 	// serverCfg is the in-process jobapi's configuration; with --url, the defaults (the
 	// store-only twins take the service's settings from it).
 	serverCfg server.Config
@@ -120,6 +123,7 @@ func setup(ctx context.Context, cfg config, log io.Writer) (_ *env, err error) {
 		}
 	} else {
 		e.baseURL, e.adminToken = cfg.URL, cfg.AdminToken
+		e.objectStore = "the --url jobapi's JOBAPI_OBJECT_STORE"
 		e.flagWait = 3 * time.Second
 		if e.serverCfg, err = server.LoadConfig(func(string) string { return "" }); err != nil {
 			return nil, err
@@ -157,6 +161,14 @@ func (e *env) startServer(prefix string) error {
 	}
 	e.cleanups = append(e.cleanups, func() { _ = os.RemoveAll(objects) })
 	cfg.ObjectStore = "file://" + objects
+	e.objectStore = "directory " + objects
+	if e.cfg.ObjectStore != "" {
+		cfg.ObjectStore, e.objectStore = e.cfg.ObjectStore, e.cfg.ObjectStore
+		cfg.ObjectStoreCredentials = objectstore.Credentials{AccessKeyID: os.Getenv("AWS_ACCESS_KEY_ID"),
+			SecretAccessKey: os.Getenv("AWS_SECRET_ACCESS_KEY"), SessionToken: os.Getenv("AWS_SESSION_TOKEN")}
+	}
+	// The artifacts scenario sends --artifact-size, past the default limit of 100 MB.
+	cfg.MaxArtifactSize = max(cfg.MaxArtifactSize, 1<<40)
 	cfg.AdminToken = "bench-" + randHex(16)
 	cfg.AutoMigrate = true
 	cfg.SweepInterval = e.cfg.SweepInterval

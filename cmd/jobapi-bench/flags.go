@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jobapi/jobapi/server"
 )
 
 type config struct {
@@ -57,9 +59,12 @@ type config struct {
 	ScaleHistory int
 	ScaleClaims  int
 	ScaleRunners int
+
+	ArtifactSize int64
+	ObjectStore  string
 }
 
-var allScenarios = []string{"baseline", "cycle", "ack", "idle", "sweep", "scale"}
+var allScenarios = []string{"baseline", "cycle", "ack", "idle", "sweep", "artifacts", "scale"}
 
 type intList []int
 
@@ -135,6 +140,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.ScaleHistory, "scale-history", 1_000_000, "scale: finished builds of history at the last point (0: none)")
 	fs.IntVar(&c.ScaleClaims, "scale-claims", 2000, "scale: claims measured at each point")
 	fs.IntVar(&c.ScaleRunners, "scale-runners", 8, "scale: concurrent runners claiming")
+	artifactSize := fs.String("artifact-size", "1GB", "artifacts: the archive uploaded and downloaded (sizes such as 1GB, 100MB)")
+	fs.StringVar(&c.ObjectStore, "object-store", "", "in-process jobapi's JOBAPI_OBJECT_STORE, e.g. s3://bucket?endpoint=http://127.0.0.1:8333 with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY set (default: a directory of the run's own)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -162,7 +169,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		def("sweep-interval", func() { c.SweepInterval = time.Second })
 		def("scale-max", func() { c.ScaleMax = 10_000 })
 		def("scale-claims", func() { c.ScaleClaims = 500 })
+		def("artifact-size", func() { *artifactSize = "100MB" })
 	}
+	size, err := server.ParseBytes(*artifactSize)
+	if err != nil {
+		return c, fmt.Errorf("--artifact-size: %w", err)
+	}
+	c.ArtifactSize = size
 	for _, s := range strings.Split(*scenarios, ",") {
 		s = strings.TrimSpace(s)
 		if !slices.Contains(allScenarios, s) {

@@ -7,7 +7,7 @@
 // then be that jobapi's database (it is seeded and, by scale, truncated: use a deployment
 // dedicated to benchmarking).
 //
-// Scenarios (issue 6): baseline, cycle, ack, idle, sweep, scale. It prints a table and one
+// Scenarios (issue 6): baseline, cycle, ack, idle, sweep, scale; and artifacts (issue 14). It prints a table and one
 // JSON line per scenario. See README "Performance".
 //
 // Files: main.go and flags.go run it; env.go, runners.go and seed.go set up the system under
@@ -122,6 +122,8 @@ func runScenarios(ctx context.Context, cfg config, stdout, stderr io.Writer) err
 			}
 		case "sweep":
 			r, err = e.sweep(ctx)
+		case "artifacts":
+			r, err = e.artifacts(ctx)
 		case "scale":
 			r, err = e.scale(ctx, workers)
 		}
