@@ -20,7 +20,8 @@ type Context struct {
 	Source        string // CI_PIPELINE_SOURCE: "api" (default), "push", "web", "trigger", "schedule", "merge_request_event"
 	// Variables visible to rules:if and workflow:rules (predefined, project, pipeline; a
 	// later entry wins). Compile adds CI_COMMIT_BRANCH/CI_COMMIT_TAG/CI_COMMIT_REF_NAME/
-	// CI_PIPELINE_SOURCE/CI_DEFAULT_BRANCH/CI_COMMIT_SHA from the fields above when absent.
+	// CI_PIPELINE_SOURCE/CI_DEFAULT_BRANCH/CI_COMMIT_SHA from the fields above when absent
+	// (as GitLab: CI_COMMIT_BRANCH only in branch pipelines, not for tags nor merge requests).
 	// They win over the file's variables in rules, as project and pipeline variables do
 	// in GitLab.
 	Variables []builds.Variable
@@ -63,9 +64,10 @@ func (c Context) lookupTable() map[string]string {
 		{Key: "CI_COMMIT_SHA", Value: c.SHA},
 		{Key: "CI_DEFAULT_BRANCH", Value: c.DefaultBranch},
 	}
-	if c.RefIsTag {
+	switch {
+	case c.RefIsTag:
 		defaults = append(defaults, builds.Variable{Key: "CI_COMMIT_TAG", Value: c.Ref})
-	} else {
+	case source != "merge_request_event": // GitLab sets no CI_COMMIT_BRANCH in merge request pipelines
 		defaults = append(defaults, builds.Variable{Key: "CI_COMMIT_BRANCH", Value: c.Ref})
 	}
 	for _, v := range defaults {

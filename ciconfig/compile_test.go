@@ -838,3 +838,73 @@ project:
 		t.Errorf("project tags %q", got)
 	}
 }
+
+// The common workflow that avoids duplicate pipelines relies on CI_COMMIT_BRANCH being
+// absent in merge request pipelines.
+func TestMergeRequestPipelinesHaveNoBranchVariable(t *testing.T) {
+	t.Parallel()
+	src := `
+workflow:
+  rules:
+    - if: $CI_PIPELINE_SOURCE == "merge_request_event"
+      variables: {KIND: mr}
+    - if: $CI_COMMIT_BRANCH && $CI_OPEN_MERGE_REQUESTS
+      when: never
+    - if: $CI_COMMIT_BRANCH
+      variables: {KIND: branch}
+    - if: $CI_COMMIT_TAG
+      variables: {KIND: tag}
+job:
+  script: x
+  rules:
+    - if: $CI_COMMIT_BRANCH
+      variables: {SAW_BRANCH: "yes"}
+    - when: on_success
+`
+	for _, tc := range []struct {
+		ctx       Context
+		kind, saw string
+		filtered  bool
+	}{
+		{Context{Ref: "feature", Source: "merge_request_event"}, "mr", "", false},
+		{Context{Ref: "feature", Source: "push"}, "branch", "yes", false},
+		{Context{Ref: "feature", Source: "push", Variables: []builds.Variable{{Key: "CI_OPEN_MERGE_REQUESTS", Value: "group/p!1"}}}, "", "", true},
+		{Context{Ref: "v1", RefIsTag: true, Source: "push"}, "tag", "", false},
+	} {
+		res, err := Compile([]byte(src), tc.ctx)
+		if tc.filtered {
+			if !errors.Is(err, ErrFilteredOut) {
+				t.Errorf("%+v: %v, want filtered out", tc.ctx, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := vars(res.Jobs[0]); v["KIND"] != tc.kind || v["SAW_BRANCH"] != tc.saw {
+			t.Errorf("%+v: KIND %q SAW_BRANCH %q; want %q %q", tc.ctx, v["KIND"], v["SAW_BRANCH"], tc.kind, tc.saw)
+		}
+	}
+}
+
+func TestDefaultWarnsOnce(t *testing.T) {
+	t.Parallel()
+	res := mustCompile(t, "default: {retry: {max: 1, when: [api_failure]}}\na: {script: x}\nb: {script: x}\n", mainPush)
+	if len(res.Warnings) != 1 || !strings.HasPrefix(res.Warnings[0], "default:retry:when api_failure") {
+		t.Errorf("warnings %q", res.Warnings)
+	}
+}
+
+func TestDependenciesOnAMatrixNeed(t *testing.T) {
+	t.Parallel()
+	res := mustCompile(t, `
+build: {stage: build, script: x, parallel: {matrix: [{OS: [linux, mac]}]}}
+test:
+  script: x
+  needs: [{job: build, parallel: {matrix: [{OS: linux}]}}]
+  dependencies: [build]
+`, mainPush)
+	if got := job(t, res, "test").Dependencies; !reflect.DeepEqual(got, []string{"build: [linux]", "build: [mac]"}) {
+		t.Errorf("dependencies %q", got)
+	}
+}

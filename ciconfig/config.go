@@ -98,6 +98,7 @@ type jobSpec struct {
 
 type needSpec struct {
 	job       string
+	base      string // the job named in the file when parallel:matrix picked copies of it
 	artifacts bool
 	optional  bool
 	line      int
@@ -252,17 +253,20 @@ func (cfg *config) readDefaults(tree *val) (map[string]*val, error) {
 		}
 		defaults[k] = v
 	}
-	// Check each once here, so that a mistake is reported at default:, not at every job.
-	for k, v := range defaults {
-		if err := cfg.parseInheritable(&builds.JobDefinition{}, k, v, "", "default:"+k); err != nil {
-			return nil, err
+	// Check each once here, so that a mistake (or a warning) is reported at default:, not
+	// at every job.
+	for _, k := range defaultKeys {
+		if v, ok := defaults[k]; ok {
+			if err := parseInheritable(&builds.JobDefinition{}, k, v, "", "default:"+k, cfg.warn); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return defaults, nil
 }
 
 // parseInheritable sets one of the keys `default:` may give.
-func (cfg *config) parseInheritable(def *builds.JobDefinition, k string, v *val, job, key string) error {
+func parseInheritable(def *builds.JobDefinition, k string, v *val, job, key string, warn func(string)) error {
 	var err error
 	switch k {
 	case "image":
@@ -281,9 +285,9 @@ func (cfg *config) parseInheritable(def *builds.JobDefinition, k string, v *val,
 			err = errAt(v, job, key, "config should be a duration of at least 1 second")
 		}
 	case "retry":
-		def.Retry, err = parseRetry(v, job, key, cfg.warn)
+		def.Retry, err = parseRetry(v, job, key, warn)
 	case "cache":
-		def.Cache, err = parseCaches(v, job, key, cfg.warn)
+		def.Cache, err = parseCaches(v, job, key, warn)
 	case "artifacts":
 		def.Artifacts, err = parseArtifacts(v, job, key)
 	}
@@ -341,16 +345,15 @@ func (cfg *config) readJob(name string, v *val, defaults map[string]*val) error 
 		}
 	}
 	for _, k := range defaultKeys {
-		kv := v.get(k)
-		key := k
+		kv, key, warn := v.get(k), k, cfg.warn
 		if kv == nil || kv.kind == vNull {
 			dv, ok := defaults[k]
 			if !ok || (inheritDefaults != nil && !inheritDefaults[k]) {
 				continue
 			}
-			kv, key = dv, "default:"+k
+			kv, key, warn = dv, "default:"+k, func(string) {} // warned once, at default:
 		}
-		if err := cfg.parseInheritable(def, k, kv, name, key); err != nil {
+		if err := parseInheritable(def, k, kv, name, key, warn); err != nil {
 			return err
 		}
 	}
@@ -412,7 +415,7 @@ func (cfg *config) readJob(name string, v *val, defaults map[string]*val) error 
 		if def.NeedsDeclared && len(j.deps) > 0 {
 			var missing []string
 			for _, d := range j.deps {
-				if !slices.ContainsFunc(j.needs, func(n needSpec) bool { return n.job == d }) {
+				if !slices.ContainsFunc(j.needs, func(n needSpec) bool { return n.job == d || n.base == d }) {
 					missing = append(missing, d)
 				}
 			}
@@ -500,7 +503,8 @@ func parseInherit(v *val, job string) (defaults, vars map[string]bool, err error
 			}
 			m := map[string]bool{}
 			for _, n := range names {
-				if allowed != nil && !slices.Contains(allowed, n) && defaultUnsupported[n] == "" {
+				_, refusedAnyway := defaultUnsupported[n] // harmless to list: default: refuses it
+				if allowed != nil && !slices.Contains(allowed, n) && !refusedAnyway {
 					return nil, errAt(x, job, "inherit:"+key, "config contains unknown values: %s", n)
 				}
 				m[n] = true
@@ -559,7 +563,7 @@ func parseNeeds(v *val, job, key string) ([]needSpec, error) {
 				}
 				for _, nm := range names {
 					copyN := n
-					copyN.job = nm
+					copyN.job, copyN.base = nm, n.job
 					out = append(out, copyN)
 				}
 				continue

@@ -396,7 +396,7 @@ func parseRetry(v *val, job, key string, warn func(string)) (builds.RetryRule, e
 			case w == "always" || builds.ValidFailureReason(w):
 				r.When = append(r.When, w)
 			default:
-				warn(fmt.Sprintf("jobs:%s:%s:when %s: jobapi never fails a job for this reason; ignored", job, key, w))
+				warn(fmt.Sprintf("%s:when %s: jobapi never fails a job for this reason; ignored", keyPath(job, key), w))
 			}
 		}
 	}
