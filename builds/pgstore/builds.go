@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobapi/jobapi/builds"
 )
@@ -245,7 +246,7 @@ func (s *Store) Claim(ctx context.Context, c builds.Claim) (builds.Claimed, erro
 		if errors.Is(err, pgx.ErrNoRows) {
 			return builds.Claimed{}, builds.ErrNoBuild
 		}
-		return b, err
+		return b, runnerGone(err)
 	}
 	// Two round trips: BEGIN with the candidate's lock, then the assignment with COMMIT.
 	var b builds.Claimed
@@ -268,7 +269,19 @@ func (s *Store) Claim(ctx context.Context, c builds.Claim) (builds.Claimed, erro
 		}, assignBuild, id, string(status), c.TokenHash, c.Runner.ID,
 			c.ManagerID, c.Now, c.AckDeadline, twoPhase, c.SystemID)
 	})
-	return b, err
+	return b, runnerGone(err)
+}
+
+// runnerGone: a claim that names a runner or manager deleted since the request was
+// authenticated (unregister, operator delete, the stale-manager pass) breaks the builds'
+// foreign keys; nothing was assigned, and the runner's token is no longer valid.
+func runnerGone(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23503" && // foreign_key_violation
+		(pgErr.ConstraintName == "builds_runner_id_fkey" || pgErr.ConstraintName == "builds_runner_manager_id_fkey") {
+		return fmt.Errorf("%w: runner deleted during the claim", builds.ErrRunnerForbidden)
+	}
+	return err
 }
 
 // acknowledge is the whole ack in one statement: the job token is part of the

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -198,5 +199,38 @@ func TestPipelineIIDsNeverShared(t *testing.T) {
 	if p.IID != perProject+1 || p.Source != builds.SourceAPI || p.BeforeSHA != builds.ZeroSHA || p.Variables == nil {
 		t.Errorf("next pipeline: iid %d source %q before_sha %q variables %v; want %d, api, zeros, []",
 			p.IID, p.Source, p.BeforeSHA, p.Variables, perProject+1)
+	}
+}
+
+// TestClaimByDeletedRunner: a runner deleted between its request's authentication and the
+// claim gets ErrRunnerForbidden (a 403, as for any revoked token), not a foreign-key error
+// (a 500), and the build stays pending for other runners.
+func TestClaimByDeletedRunner(t *testing.T) {
+	t.Parallel()
+	store := New(testenv.Pool(t))
+	c := newClaimer(t, store)
+	p := createPipeline(t, store, builds.PipelineDefinition{ProjectID: 3, Stages: []string{"test"},
+		Jobs: []builds.JobDefinition{{Name: "unit", Stage: "test", Script: []string{"true"}}}})
+	if _, err := store.pool.Exec(t.Context(), `DELETE FROM runners WHERE id = $1`, c.claim.Runner.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, twoPhase := range []bool{false, true} {
+		cl := c.claim
+		cl.TokenHash, cl.Now = builds.HashToken(builds.NewToken(builds.JobTokenPrefix)), time.Now()
+		if twoPhase {
+			cl.TwoPhase = func(int64) bool { return true }
+			cl.AckDeadline = cl.Now.Add(time.Minute)
+		}
+		_, err := store.Claim(t.Context(), cl)
+		if !errors.Is(err, builds.ErrRunnerForbidden) {
+			t.Errorf("two-phase %v: claim by a deleted runner: %v, want ErrRunnerForbidden", twoPhase, err)
+		}
+	}
+	got, err := store.Pipeline(t.Context(), 3, p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := got.Builds[0].Status; st != builds.StatusPending {
+		t.Errorf("build is %s after the refused claims, want pending", st)
 	}
 }
