@@ -3,6 +3,7 @@ module github.com/jobapi/jobapi
 go 1.26.8
 
 require (
+	github.com/buildkite/terminal-to-html/v3 v3.17.1
 	github.com/getkin/kin-openapi v0.153.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/golang-migrate/migrate/v4 v4.20.1

@@ -18,6 +18,7 @@ func (s *Service) CreatePipeline(ctx context.Context, d PipelineDefinition) (Pip
 		return Pipeline{}, err
 	}
 	s.bumpQueue(ctx)
+	s.changed(Change{PipelineID: p.ID})
 	return p, nil
 }
 
@@ -202,6 +203,7 @@ func (s *Service) cancelJob(ctx context.Context, projectID, id int64, actor stri
 				RunnerManager: b.RunnerSystemID, Detail: map[string]any{"actor": actor}}); err != nil {
 				s.log.WarnContext(ctx, "cancel event not recorded", "build_id", id, "error", err)
 			}
+			s.changed(Change{PipelineID: nb.PipelineID, BuildID: nb.ID})
 			return s.view(ctx, nb), nil
 		case StatusCanceling:
 			return s.view(ctx, b), nil
@@ -226,6 +228,7 @@ func (s *Service) RetryJob(ctx context.Context, projectID, id int64, actor strin
 		return JobView{}, err
 	}
 	s.bumpQueue(ctx)
+	s.changed(Change{PipelineID: nb.PipelineID, BuildID: nb.ID})
 	v := s.view(ctx, nb)
 	s.audit(ctx, actor, "job_retried", jobTarget(id), map[string]any{"new_id": v.ID})
 	return v, nil

@@ -63,6 +63,11 @@ type Service struct {
 	// objects and artifacts hold job artifacts (nil: the artifact API answers 503/404).
 	objects   ObjectStore
 	artifacts ArtifactStore
+	// views serve the operator web UI's listings (nil: they answer ErrUnavailable).
+	views Views
+	// changes carries hints for live views; batch holds them until the next flush.
+	changes ChangeFeed
+	batch   changeBatch
 }
 
 // Observer is told about domain events worth a metric.
@@ -91,7 +96,12 @@ type Deps struct {
 	// Objects and Artifacts keep job artifacts: the bytes and the rows (nil: none kept).
 	Objects   ObjectStore
 	Artifacts ArtifactStore
-	Config    Config
+	// Views serve the web UI's listings and log ranges (nil: they answer ErrUnavailable).
+	Views Views
+	// Changes carries hints for live views between replicas (nil: none are sent); run
+	// RunChangeFeed in the background.
+	Changes ChangeFeed
+	Config  Config
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 	// Log receives what the service cannot return (nil: discarded).
@@ -121,7 +131,8 @@ func NewService(d Deps) *Service {
 	}
 	s := &Service{store: d.Store, leases: d.Leases, queue: d.Queue, gate: d.TwoPhase, cfg: cfg, now: d.Now, log: d.Log,
 		observer: d.Observer, events: d.Events, audits: d.Audit, projects: d.Projects,
-		objects: d.Objects, artifacts: d.Artifacts,
+		objects: d.Objects, artifacts: d.Artifacts, views: d.Views, changes: d.Changes,
+		batch:   changeBatch{pending: map[Change]struct{}{}},
 		runners: newRunnerCache(cfg.RunnerCacheTTL), hub: newPipelineHub(), jobs: newJobCache(jobCacheSize),
 		touches: newRecent[time.Time](jobCacheSize)}
 	s.watchers = newVersionWatcher(d.Queue, d.Log)
@@ -330,6 +341,7 @@ func (s *Service) RequestJob(ctx context.Context, req JobRequest) (Assignment, e
 		return Assignment{}, fmt.Errorf("read project %d of build %d: %w", b.ProjectID, b.ID, err)
 	}
 	s.jobs.put(b, claim.TokenHash, project.maskedVariables())
+	s.changed(Change{PipelineID: b.PipelineID, BuildID: b.ID})
 	if b.TwoPhase {
 		// The row is already waiting in Postgres; a failed SET only means the sweeper will
 		// time the build out at its deadline of record unless the runner acks first.
@@ -441,14 +453,14 @@ func (s *Service) updateFast(ctx context.Context, u JobUpdate) (st Status, ok bo
 		if _, running := s.touches.get(u.ID); running {
 			return "", false, nil // running already, as this replica knows: a keepalive
 		}
-		assignedAt, err := s.store.Acknowledge(ctx, u.ID, hash, now)
+		acked, err := s.store.Acknowledge(ctx, u.ID, hash, now)
 		if errors.Is(err, ErrConflict) {
 			return "", false, nil
 		}
 		if err != nil {
 			return "", true, err
 		}
-		s.acknowledged(ctx, u.ID, assignedAt, now)
+		s.acknowledged(ctx, u.ID, acked, now)
 		return StatusRunning, true, nil
 	case StateSuccess, StateFailed:
 		st, err := s.finishFromRunner(ctx, Build{ID: u.ID, Status: StatusRunning}, u, now, hash)
@@ -556,20 +568,21 @@ func (s *Service) applyUpdate(ctx context.Context, b Build, u JobUpdate) (Status
 }
 
 func (s *Service) acknowledge(ctx context.Context, b Build, now time.Time) (Status, error) {
-	assignedAt, err := s.store.Acknowledge(ctx, b.ID, b.TokenHash, now)
+	acked, err := s.store.Acknowledge(ctx, b.ID, b.TokenHash, now)
 	if err != nil {
 		return "", err
 	}
-	s.acknowledged(ctx, b.ID, assignedAt, now)
+	s.acknowledged(ctx, b.ID, acked, now)
 	return StatusRunning, nil
 }
 
 // acknowledged follows a successful ack. Only then: an ack that lost the row to the sweeper
 // (ErrConflict) is no acknowledgement.
-func (s *Service) acknowledged(ctx context.Context, id int64, assignedAt, now time.Time) {
+func (s *Service) acknowledged(ctx context.Context, id int64, acked Acked, now time.Time) {
 	s.touches.put(id, now) // the ack wrote updated_at; later PUTs with state=running are keepalives
-	if s.observer != nil && !assignedAt.IsZero() {
-		s.observer.Acknowledged(now.Sub(assignedAt))
+	s.changed(Change{PipelineID: acked.PipelineID, BuildID: id})
+	if s.observer != nil && !acked.AssignedAt.IsZero() {
+		s.observer.Acknowledged(now.Sub(acked.AssignedAt))
 	}
 	if err := s.leases.Release(ctx, id); err != nil {
 		// Harmless: the build is running in Postgres and the sweeper only looks at waiting
@@ -595,6 +608,7 @@ func (s *Service) keepalive(ctx context.Context, b Build, now time.Time) (Status
 		RunnerManager: b.RunnerSystemID, Detail: map[string]any{"ttl_seconds": ttl.Seconds()}}); err != nil {
 		s.log.WarnContext(ctx, "keepalive event not recorded", "build_id", b.ID, "error", err)
 	}
+	s.changed(Change{PipelineID: b.PipelineID, BuildID: b.ID})
 	return b.Status, nil
 }
 
@@ -647,6 +661,7 @@ func (s *Service) finish(ctx context.Context, f Finish) (Finished, error) {
 		s.bumpQueue(ctx)
 	}
 	s.notifyPipelines(ctx, res.Build.PipelineID)
+	s.changed(Change{PipelineID: res.Build.PipelineID, BuildID: res.Build.ID})
 	return res, nil
 }
 
@@ -739,6 +754,7 @@ func (s *Service) appendChecked(ctx context.Context, id int64, vars []Variable, 
 	switch {
 	case err == nil:
 		s.touches.put(id, now) // an append wrote updated_at
+		s.changed(Change{BuildID: id, Log: true})
 		return TraceResult{Size: size, Status: st}, nil
 	case errors.As(err, &rangeErr):
 		return TraceResult{Size: rangeErr.Size, Status: st}, err

@@ -153,9 +153,10 @@ type Store interface {
 	AddEvent(ctx context.Context, e Event) error
 
 	// Acknowledge: waiting_for_runner_ack → running for the build whose job token hashes
-	// to tokenHash; it returns when the build was assigned. ErrConflict when no such build
-	// waits (wrong token, not waiting, gone): the caller reads the build to say why.
-	Acknowledge(ctx context.Context, id int64, tokenHash []byte, now time.Time) (assignedAt time.Time, err error)
+	// to tokenHash; it returns when the build was assigned and its pipeline. ErrConflict
+	// when no such build waits (wrong token, not waiting, gone): the caller reads the build
+	// to say why.
+	Acknowledge(ctx context.Context, id int64, tokenHash []byte, now time.Time) (Acked, error)
 	// Touch records runner liveness (callers throttle it).
 	Touch(ctx context.Context, id int64, now time.Time) error
 	// ExtendAck moves the deadline of record of a waiting build.
@@ -188,6 +189,13 @@ type Store interface {
 	// PipelineProgress reads what a waiter reports.
 	PipelineProgress(ctx context.Context, projectID, id int64) (PipelineProgress, error)
 	Ping(ctx context.Context) error
+}
+
+// Acked is what an acknowledgement returns: when the build was assigned (the latency
+// metric) and its pipeline (the change hint for live views).
+type Acked struct {
+	AssignedAt time.Time
+	PipelineID int64
 }
 
 // PipelineProgress is a waiter's view of a pipeline, read from Postgres.

@@ -26,9 +26,9 @@ func (s *racingStore) Build(_ context.Context, id int64) (Build, error) {
 	return Build{ID: id, Status: st, TokenHash: s.hash, UpdatedAt: time.Now()}, nil
 }
 
-func (s *racingStore) Acknowledge(context.Context, int64, []byte, time.Time) (time.Time, error) {
+func (s *racingStore) Acknowledge(context.Context, int64, []byte, time.Time) (Acked, error) {
 	s.acks++
-	return time.Time{}, ErrConflict
+	return Acked{}, ErrConflict
 }
 
 type noLeases struct{}

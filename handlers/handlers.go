@@ -45,6 +45,8 @@ type Deps struct {
 	ExternalURL string
 	// ArtifactUploadTimeout is the time an artifact upload's body may take (0: an hour).
 	ArtifactUploadTimeout time.Duration
+	// UI serves every path the API does not (the web UI at /); nil: those are 404.
+	UI http.Handler
 }
 
 // Handler carries the dependencies of every route.
@@ -63,6 +65,7 @@ type Handler struct {
 	features         featureSets
 	external         string
 	uploadTimeout    time.Duration
+	ui               http.Handler
 }
 
 // Trace update intervals sent to runners (GitLab's UPDATE_FREQUENCY_DEFAULT and while watched).
@@ -84,6 +87,7 @@ func New(d Deps) http.Handler {
 		limits:        d.Limits,
 		external:      d.ExternalURL,
 		uploadTimeout: d.ArtifactUploadTimeout,
+		ui:            d.UI,
 	}
 	if h.uploadTimeout <= 0 {
 		h.uploadTimeout = time.Hour

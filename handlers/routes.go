@@ -98,9 +98,15 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 		r.With(h.requireAdmin, limitBody(limitPipeline), bodyDeadline(pipelineBodyTimeout)).Post("/projects/{project_id}/pipeline", h.wrap(h.createPipeline))
 		r.With(h.requireAdmin, limitBody(limitPipeline), bodyDeadline(pipelineBodyTimeout)).Post("/projects/{project_id}/ci/lint", h.wrap(h.lint))
 	})
-	r.NotFound(h.wrap(func(w http.ResponseWriter, r *http.Request) error {
+	notFound := h.wrap(func(w http.ResponseWriter, r *http.Request) error {
 		return &httpError{code: http.StatusNotFound, msg: "404 Not Found"}
-	}))
+	})
+	if h.ui != nil {
+		// The web UI has every other path; the API's own unknown paths stay JSON 404s.
+		r.Handle("/*", h.ui)
+		r.Handle("/", h.ui)
+	}
+	r.NotFound(notFound)
 	r.MethodNotAllowed(h.wrap(func(w http.ResponseWriter, r *http.Request) error {
 		return &httpError{code: http.StatusMethodNotAllowed, msg: "405 Method Not Allowed"}
 	}))

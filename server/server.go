@@ -29,6 +29,7 @@ import (
 	"github.com/jobapi/jobapi/ratelimit"
 	"github.com/jobapi/jobapi/reaper"
 	"github.com/jobapi/jobapi/retry"
+	"github.com/jobapi/jobapi/webui"
 )
 
 // buildSamplePeriod is how often the jobapi_builds gauge is refreshed.
@@ -49,6 +50,8 @@ type Server struct {
 	Objects builds.ObjectStore
 	Pool    *pgxpool.Pool
 	Redis   redis.UniversalClient
+	// Hub fans change hints out to the web UI's live pages.
+	Hub *webui.Hub
 
 	cancel context.CancelFunc
 	group  *errgroup.Group
@@ -113,14 +116,17 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 	registerWaiters(reg, d.svc)
 	rl := ratelimit.New(be.rdb, cfg.RedisKeyPrefix)
 	rl.Log = log
-	srv, ln, err := newHTTP(cfg, opts, d, fl, reg, rl, log)
+	hub := webui.NewHub(d.svc.SubscribeChanges, log)
+	srv, ln, err := newHTTP(cfg, opts, d, fl, reg, rl, hub, log)
 	if err != nil {
 		be.close()
 		return nil, err
 	}
 	workers := []func(context.Context) error{
 		d.svc.RunPipelineEvents,
-		rl.Run, // sends the rate-limit counts decided locally
+		d.svc.RunChangeFeed, // hints for live web pages, batched
+		hub.Run,             // the web UI's one subscription to them
+		rl.Run,              // sends the rate-limit counts decided locally
 		func(ctx context.Context) error { return sampleBuilds(ctx, reg, d.store, buildSamplePeriod, log) },
 	}
 	if fl.pg != nil {
@@ -130,7 +136,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 		workers = append(workers, d.sweeper.Run, d.reaper.Run, d.stuck.Run, d.due.Run, d.staleManagers.Run, d.artifacts.Run)
 	}
 	s := &Server{URL: "http://" + ln.Addr().String(), Service: d.svc, Sweeper: d.sweeper, Reaper: d.reaper,
-		Stuck: d.stuck, Due: d.due, Artifacts: d.artifacts, Objects: be.objects, Pool: be.pool, Redis: be.rdb}
+		Stuck: d.stuck, Due: d.due, Artifacts: d.artifacts, Objects: be.objects, Pool: be.pool, Redis: be.rdb, Hub: hub}
 	s.run(ctx, srv, ln, workers, func() {
 		// Rate-limit counts decided locally during the drain, sent before Redis closes.
 		fctx, fcancel := context.WithTimeout(context.Background(), time.Second)
@@ -207,8 +213,11 @@ type flagBackend struct {
 	// pg is the Postgres provider, refreshed by its Run; nil when Options.FlagProvider
 	// replaces it.
 	pg *pgflags.Provider
-	// admin is what the Features API changes flags through (nil: it answers 501).
+	// admin is what the Features API changes flags through (nil: it answers 501); web is
+	// the same store for the web UI's two-phase page (nil: it shows the flag as managed
+	// elsewhere).
 	admin handlers.Flags
+	web   webui.Flags
 	flags *featureflags.Flags
 }
 
@@ -222,6 +231,7 @@ func startFlags(cfg Config, opts Options, pool *pgxpool.Pool, log *slog.Logger) 
 	if provider == nil {
 		fl.pg = pgflags.New(pool, pgflags.Options{Refresh: cfg.FlagRefresh, Logger: log})
 		fl.admin = featuresAPI{store: pgflags.NewStore(pool)}
+		fl.web = webFlags{store: pgflags.NewStore(pool)}
 		provider = fl.pg
 	}
 	if err := openfeature.SetNamedProviderAndWait(fl.domain, provider); err != nil {
@@ -261,7 +271,7 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 	policy := builds.DefaultRetryPolicy(cfg.AutoRetryMax)
 	d.svc = builds.NewService(builds.Deps{Store: d.store, Leases: d.rs, Queue: d.rs, Events: d.rs,
 		TwoPhase: fl.flags.TwoPhaseCommit, Observer: m, Audit: d.store, Projects: d.store, Now: opts.Now, Log: log,
-		Objects: be.objects, Artifacts: d.store,
+		Objects: be.objects, Artifacts: d.store, Views: d.store, Changes: d.rs,
 		Config: builds.Config{AckTTL: cfg.AckTTL, MaxProvisioningWait: cfg.MaxProvisioningWait,
 			TraceLimit: cfg.TraceLimit, LongPoll: cfg.LongPoll, Policy: policy,
 			MaxManagersPerRunner: cfg.MaxManagersPerRunner, RunnerTokenExpiresIn: cfg.RunnerTokenExpiresIn,
@@ -287,8 +297,10 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 
 // newHTTP returns the HTTP server of the whole API and the listener it will serve on.
 func newHTTP(cfg Config, opts Options, d domain, fl flagBackend, reg *prometheus.Registry, rl *ratelimit.Limiter,
-	log *slog.Logger) (*http.Server, net.Listener, error) {
-	h := handlers.New(handlers.Deps{Service: d.svc, AdminToken: cfg.AdminToken, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
+	hub *webui.Hub, log *slog.Logger) (*http.Server, net.Listener, error) {
+	ui := webui.New(webui.Deps{Service: d.svc, AdminToken: cfg.AdminToken, Flags: fl.web, Revocations: d.rs,
+		Hub: hub, TraceWatch: d.rs, ExternalURL: cfg.ExternalURL, Log: log, Now: opts.Now})
+	h := handlers.New(handlers.Deps{UI: ui, Service: d.svc, AdminToken: cfg.AdminToken, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
 		Flags: fl.admin, Health: health{store: d.store, redis: d.rs},
 		Registry: reg, TraceWatch: d.rs, Limiter: limiter{rl}, ExternalURL: cfg.ExternalURL,
 		ArtifactUploadTimeout: cfg.ArtifactUploadTimeout,

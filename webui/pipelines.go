@@ -1,0 +1,251 @@
+package webui
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jobapi/jobapi/builds"
+)
+
+// pipelineStatuses are the statuses the list can be filtered by.
+var pipelineStatuses = []string{builds.PipelineCreated, builds.PipelinePending, builds.PipelineRunning,
+	"manual", "scheduled", builds.PipelineSuccess, builds.PipelineFailed, builds.PipelineCanceled}
+
+const pipelinesPerPage = 30
+
+type pipelinesData struct {
+	Filter   builds.PipelineFilter
+	Project  string // the filter's text, as typed
+	Statuses []string
+	Rows     []pipelineRow
+	Page     int
+	PrevURL  string
+	NextURL  string
+	Error    string
+}
+
+type pipelineRow struct {
+	builds.Pipeline
+	Duration string
+}
+
+func (u *UI) pipelinesPage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	d := pipelinesData{Statuses: pipelineStatuses, Page: int(max(queryInt(r, "page", 1), 1)), Project: strings.TrimSpace(q.Get("project"))}
+	if d.Project != "" {
+		id, err := strconv.ParseInt(d.Project, 10, 64)
+		if err != nil || id <= 0 {
+			d.Error = "Project must be a project id (a positive number)."
+		}
+		d.Filter.ProjectID = id
+	}
+	if st := q.Get("status"); st != "" {
+		if !slices.Contains(pipelineStatuses, st) {
+			d.Error = "Unknown status " + strconv.Quote(st) + "."
+		} else {
+			d.Filter.Status = st
+		}
+	}
+	status := http.StatusOK
+	if d.Error != "" {
+		status = http.StatusBadRequest
+	} else {
+		list, more, err := u.svc.Pipelines(r.Context(), d.Filter, builds.Page{Page: d.Page, PerPage: pipelinesPerPage})
+		if err != nil {
+			u.fail(w, r, err)
+			return
+		}
+		now := u.now()
+		for _, p := range list {
+			end := now
+			if p.FinishedAt != nil {
+				end = *p.FinishedAt
+			}
+			d.Rows = append(d.Rows, pipelineRow{Pipeline: p, Duration: durationText(end.Sub(p.CreatedAt))})
+		}
+		if d.Page > 1 {
+			d.PrevURL = pageURL(q, d.Page-1)
+		}
+		if more {
+			d.NextURL = pageURL(q, d.Page+1)
+		}
+	}
+	v := view{Title: "Pipelines", Nav: "pipelines", Live: "pipelines", Data: d}
+	if wantsFragment(r) {
+		u.fragment(w, r, "pipelines", "rows", v)
+		return
+	}
+	u.render(w, r, status, "pipelines", v)
+}
+
+func pageURL(q url.Values, page int) string {
+	c := url.Values{}
+	for k, v := range q {
+		if k != "fragment" {
+			c[k] = v
+		}
+	}
+	c.Set("page", strconv.Itoa(page))
+	return "/pipelines?" + c.Encode()
+}
+
+// Layout of the pipeline graph: stages are columns of job cards, and needs edges are SVG
+// curves from a card's right edge to its dependant's left edge. The layout is computed
+// here, so the browser only draws: no script runs for a 2,000-job pipeline to appear.
+const (
+	cardW    = 232
+	cardH    = 58
+	cardGapY = 10
+	colW     = 296
+	headerH  = 34
+	padX     = 8
+)
+
+type pipelineData struct {
+	builds.Pipeline
+	Duration string
+	Stages   []stageColumn
+	Edges    []edge
+	Width    int
+	Height   int
+	// Jobs counts the latest attempts; Attempts all of them.
+	Jobs, Attempts int
+	Finished       bool
+}
+
+type stageColumn struct {
+	Name string
+	X    int
+	Jobs []jobCard
+}
+
+type jobCard struct {
+	builds.Build
+	X, Y int
+	// Earlier is how many earlier attempts it has (its retry chain).
+	Earlier                         int
+	Playable, Cancelable, Retryable bool
+	Needs                           []string
+}
+
+type edge struct {
+	Path string
+	// From and To name the jobs, for the title a pointer shows.
+	From, To string
+}
+
+func buildPipelineData(p builds.Pipeline, now time.Time) pipelineData {
+	d := pipelineData{Pipeline: p, Attempts: len(p.Builds), Finished: p.FinishedAt != nil}
+	end := now
+	if p.FinishedAt != nil {
+		end = *p.FinishedAt
+	}
+	d.Duration = durationText(end.Sub(p.CreatedAt))
+	earlier := map[string]int{}
+	latest := map[string]*jobCard{}
+	byStage := map[string][]builds.Build{}
+	for _, b := range p.Builds {
+		if b.RetriedBy != 0 {
+			earlier[b.Name]++
+			continue
+		}
+		byStage[b.Stage] = append(byStage[b.Stage], b)
+	}
+	tallest := 0
+	for i, name := range p.Stages {
+		col := stageColumn{Name: name, X: padX + i*colW}
+		for j, b := range byStage[name] {
+			c := jobCard{Build: b, X: col.X, Y: headerH + j*(cardH+cardGapY), Earlier: earlier[b.Name],
+				Playable: b.Status == "manual", Cancelable: !b.Status.Finished(),
+				Retryable: b.Status.Finished() && b.Status != builds.StatusSkipped}
+			if b.Payload.NeedsDeclared {
+				for _, n := range b.Payload.Needs {
+					c.Needs = append(c.Needs, n.Job)
+				}
+			}
+			col.Jobs = append(col.Jobs, c)
+		}
+		tallest = max(tallest, len(col.Jobs))
+		d.Stages = append(d.Stages, col)
+		d.Jobs += len(col.Jobs)
+	}
+	for i := range d.Stages {
+		for j := range d.Stages[i].Jobs {
+			c := &d.Stages[i].Jobs[j]
+			latest[c.Name] = c
+		}
+	}
+	for _, col := range d.Stages {
+		for _, c := range col.Jobs {
+			for _, need := range c.Needs {
+				from, ok := latest[need]
+				if !ok {
+					continue
+				}
+				d.Edges = append(d.Edges, edge{Path: curve(from.X+cardW, from.Y+cardH/2, c.X, c.Y+cardH/2), From: need, To: c.Name})
+			}
+		}
+	}
+	d.Width = padX*2 + max(len(p.Stages), 1)*colW
+	d.Height = headerH + tallest*(cardH+cardGapY) + cardGapY
+	return d
+}
+
+// curve is a cubic Bézier from (x1, y1) to (x2, y2) leaving and entering horizontally; a
+// need within one column loops out to the right.
+func curve(x1, y1, x2, y2 int) string {
+	if x2 <= x1 {
+		bend := x1 + 40
+		return fmt.Sprintf("M%d %d C%d %d %d %d %d %d", x1, y1, bend, y1, bend, y2, x2+cardW, y2)
+	}
+	mid := (x1 + x2) / 2
+	return fmt.Sprintf("M%d %d C%d %d %d %d %d %d", x1, y1, mid, y1, mid, y2, x2, y2)
+}
+
+func (u *UI) pipelinePage(w http.ResponseWriter, r *http.Request) {
+	pid, err := pathInt(r, "project_id")
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	id, err := pathInt(r, "pipeline_id")
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	p, err := u.svc.Pipeline(r.Context(), pid, id)
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	v := view{Title: fmt.Sprintf("Pipeline #%d", p.ID), Nav: "pipelines", Live: "pipeline=" + strconv.FormatInt(p.ID, 10),
+		Data: buildPipelineData(p, u.now())}
+	if wantsFragment(r) {
+		u.fragment(w, r, "pipeline", "graph", v)
+		return
+	}
+	u.render(w, r, http.StatusOK, "pipeline", v)
+}
+
+func (u *UI) cancelPipeline(w http.ResponseWriter, r *http.Request) {
+	pid, err := pathInt(r, "project_id")
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	id, err := pathInt(r, "pipeline_id")
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	if _, err := u.svc.CancelPipeline(r.Context(), pid, id, actor(r)); err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	http.Redirect(w, r, fmt.Sprintf("/projects/%d/pipelines/%d?notice=%s", pid, id, url.QueryEscape("Pipeline canceled.")), http.StatusSeeOther)
+}

@@ -1,0 +1,260 @@
+// Package webui is the operator web UI that `jobapi serve` serves at /: server-rendered
+// pages (html/template) with one small hand-written script, both embedded in the binary, so
+// that the UI needs no build step, no CDN and no separate process, and works offline.
+//
+// Pages read through builds.Service like the operator API does; changes are made with its
+// methods too (cancel, retry, play, runner pause/resume/delete/reset, the two-phase flag), so
+// the UI and the API share every rule and every audit record. Live pages hold one
+// Server-Sent Events stream each, fed by the replica's one subscription to the Redis change
+// notifications (Hub); the script then reloads the part of the page that changed.
+//
+// Sign-in takes the admin token and gives an HMAC-signed session cookie (session.go);
+// every POST passes Go's CrossOriginProtection and must carry the session's CSRF token.
+package webui
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jobapi/jobapi/builds"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Flags is the feature-flag backend the two-phase page shows and changes (the same store
+// the Features API changes).
+type Flags interface {
+	Feature(ctx context.Context, name string) (Feature, error)
+	SetBoolean(ctx context.Context, name string, on bool) error
+	SetActor(ctx context.Context, name, actor string, on bool) error
+	SetPercentage(ctx context.Context, name string, percent int) error
+	Delete(ctx context.Context, name string) error
+}
+
+// Feature is a flag with its gates, as GitLab's Features API shows them.
+type Feature struct {
+	Name  string
+	State string // on, off or conditional
+	// On is the boolean gate; Actors are "project:<id>" and "runner:<id>" gates; Percentage
+	// is percentage_of_actors (0: none).
+	On         bool
+	Actors     []string
+	Percentage int
+}
+
+// ErrFlagInvalid wraps a change the flag backend refused; its message is shown.
+var ErrFlagInvalid = errors.New("invalid flag change")
+
+// Deps are what the UI is built from.
+type Deps struct {
+	Service    *builds.Service
+	AdminToken string
+	// Flags nil: the two-phase page says the flag provider is managed elsewhere.
+	Flags Flags
+	// Revocations nil: signing out only clears the browser's cookie. With Redis behind it,
+	// a Redis outage keeps sessions working (signature and expiry still checked) and a
+	// sign-out during it is not remembered server-side; both are logged.
+	Revocations Revocations
+	// Hub delivers change notifications to live pages (nil: pages do not update live).
+	Hub *Hub
+	// TraceWatch makes runners send their log every few seconds while a page tails it.
+	TraceWatch builds.TraceWatch
+	// ExternalURL, when it is https, makes the session cookie Secure behind a TLS proxy.
+	ExternalURL string
+	Log         *slog.Logger
+	Now         func() time.Time
+}
+
+// UI is the web UI's HTTP handler.
+type UI struct {
+	svc        *builds.Service
+	flags      Flags
+	sessions   *sessions
+	hub        *Hub
+	traceWatch builds.TraceWatch
+	pages      *pages
+	log        *slog.Logger
+	now        func() time.Time
+	// secureByConfig: JOBAPI_EXTERNAL_URL is https, so cookies are Secure whatever the
+	// request says.
+	secureByConfig bool
+	lines          *lineCounts
+	handler        http.Handler
+}
+
+// New returns the web UI. Mount it at / after the API routes.
+func New(d Deps) *UI {
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	u := &UI{svc: d.Service, flags: d.Flags, hub: d.Hub, traceWatch: d.TraceWatch, log: d.Log, now: d.Now,
+		sessions: newSessions(d.AdminToken, d.Revocations, d.Now), pages: mustParsePages(),
+		lines: newLineCounts(256)}
+	cop := http.NewCrossOriginProtection()
+	if ext, err := url.Parse(d.ExternalURL); err == nil && ext.Scheme != "" && ext.Host != "" {
+		u.secureByConfig = ext.Scheme == "https"
+		// A proxy that rewrites Host would otherwise make every form look cross-origin.
+		_ = cop.AddTrustedOrigin(ext.Scheme + "://" + ext.Host)
+	}
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.errorPage(w, r, http.StatusForbidden, "Cross-origin request refused: forms can only be sent from jobapi's own pages.")
+	}))
+	u.handler = cop.Handler(u.routes())
+	return u
+}
+
+func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request) { u.handler.ServeHTTP(w, r) }
+
+func (u *UI) routes() http.Handler {
+	r := chi.NewRouter()
+	r.Use(securityHeaders)
+	static, _ := fs.Sub(staticFS, "static")
+	r.Handle("/assets/*", http.StripPrefix("/assets/", cacheAssets(http.FileServerFS(static))))
+	r.Get("/sign_in", u.signInPage)
+	r.Post("/sign_in", u.signIn)
+	r.Group(func(r chi.Router) {
+		r.Use(u.requireSession)
+		r.Get("/", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/pipelines", http.StatusSeeOther)
+		})
+		r.Get("/pipelines", u.pipelinesPage)
+		r.Get("/projects/{project_id}/pipelines/{pipeline_id}", u.pipelinePage)
+		r.Get("/projects/{project_id}/jobs/{job_id}", u.jobPage)
+		r.Get("/projects/{project_id}/jobs/{job_id}/log", u.jobLog)
+		r.Get("/projects/{project_id}/jobs/{job_id}/log/raw", u.jobLogRaw)
+		r.Get("/projects/{project_id}/jobs/{job_id}/artifacts/{artifact_id}", u.jobArtifactDownload)
+		r.Get("/runners", u.runnersPage)
+		r.Get("/two_phase", u.twoPhasePage)
+		r.Get("/events", u.events)
+
+		r.Group(func(r chi.Router) {
+			r.Use(u.requireCSRF)
+			r.Post("/sign_out", u.signOut)
+			r.Post("/projects/{project_id}/pipelines/{pipeline_id}/cancel", u.cancelPipeline)
+			r.Post("/projects/{project_id}/jobs/{job_id}/cancel", u.jobAction)
+			r.Post("/projects/{project_id}/jobs/{job_id}/retry", u.jobAction)
+			r.Post("/projects/{project_id}/jobs/{job_id}/play", u.jobAction)
+			r.Post("/runners/{runner_id}/pause", u.runnerPause)
+			r.Post("/runners/{runner_id}/resume", u.runnerPause)
+			r.Post("/runners/{runner_id}/delete", u.runnerDelete)
+			r.Post("/runners/{runner_id}/reset_token", u.runnerResetToken)
+			r.Post("/two_phase/flag", u.twoPhaseFlag)
+		})
+	})
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		u.errorPage(w, r, http.StatusNotFound, "There is no page here.")
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		u.errorPage(w, r, http.StatusMethodNotAllowed, "This page does not take that method.")
+	})
+	return r
+}
+
+// securityHeaders keep the pages to their own script and styles, out of frames, and out
+// of caches (they show tokens and live state).
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; style-src-attr 'unsafe-inline'; script-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "same-origin")
+		if !strings.HasPrefix(r.URL.Path, "/assets/") {
+			h.Set("Cache-Control", "no-store")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// cacheAssets lets browsers keep the script and stylesheet for a while; their URLs carry
+// the binary's asset version (assetVersion), so a new release is fetched at once.
+func cacheAssets(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=86400")
+		next.ServeHTTP(w, r)
+	})
+}
+
+type sessionKey struct{}
+
+func sessionOf(r *http.Request) session {
+	s, _ := r.Context().Value(sessionKey{}).(session)
+	return s
+}
+
+// requireSession sends a browser without a valid session to the sign-in page (and an
+// event stream or a script's fetch gets 401, which the script turns into that page).
+func (u *UI) requireSession(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sess, err := u.sessions.read(r)
+		if errors.Is(err, errRevocationUnknown) {
+			u.log.WarnContext(r.Context(), "web session accepted without its revocation check (Redis unavailable)")
+			err = nil
+		}
+		if err != nil {
+			if r.Method != http.MethodGet || r.Header.Get("Accept") == "text/event-stream" || r.Header.Get("X-Requested-With") != "" {
+				u.errorPage(w, r, http.StatusUnauthorized, "Your session has ended. Sign in again.")
+				return
+			}
+			http.Redirect(w, r, "/sign_in?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, sess)))
+	})
+}
+
+// requireCSRF refuses a state-changing request without the session's token: in the form
+// field csrf_token, or the X-CSRF-Token header of the script's requests.
+func (u *UI) requireCSRF(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		token := r.Header.Get("X-CSRF-Token")
+		if token == "" {
+			token = r.PostFormValue("csrf_token")
+		}
+		if !u.sessions.checkCSRF(sessionOf(r), token) {
+			u.errorPage(w, r, http.StatusForbidden, "The form's CSRF token is missing or wrong. Reload the page and try again.")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// secure reports whether cookies must be Secure: the request came over TLS, through a
+// proxy that says it did, or the configured external URL is https.
+func (u *UI) secure(r *http.Request) bool {
+	return u.secureByConfig || r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+}
+
+// actor names a web session in the audit log and the job events: the session id's first
+// characters link the actions of one sign-in without revealing the cookie.
+func actor(r *http.Request) string {
+	id := sessionOf(r).ID
+	if len(id) > 8 {
+		id = id[:8]
+	}
+	return "admin (web session " + id + ")"
+}
+
+// localPath keeps a redirect target on this site: a path, never a scheme or host.
+func localPath(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+		return "/pipelines"
+	}
+	return next
+}
