@@ -103,6 +103,8 @@
         if (grew) appendLog(html);
         log.dataset.nextOffset = next;
         log.dataset.nextLine = res.headers.get("X-Log-Next-Line");
+        const size = document.getElementById("log-size");
+        if (size) size.textContent = res.headers.get("X-Log-Size");
         if (res.headers.get("X-Log-Complete") === "true") {
           log.removeAttribute("data-live-log");
           const note = document.getElementById("log-live-note");
