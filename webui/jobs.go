@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"container/list"
 	"context"
-	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -98,7 +97,7 @@ func (u *UI) jobPage(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
-	d := jobData{JobView: v, Cancelable: !v.Status.Finished(), Playable: v.Status == "manual",
+	d := jobData{JobView: v, Cancelable: !v.Status.Finished(), Playable: v.Status == builds.StatusManual,
 		Retryable: v.Status.Finished() && v.RetriedBy == 0}
 	if v.Status == builds.StatusWaiting && v.AckDeadline != nil {
 		left := max(v.AckDeadline.Sub(u.now()), 0)
@@ -474,7 +473,7 @@ func (u *UI) jobAction(w http.ResponseWriter, r *http.Request) {
 		v, err = u.svc.RetryJob(r.Context(), pid, id, actor(r))
 		notice = "Job retried."
 	case "play":
-		v, err = u.play(r.Context(), pid, id, actor(r))
+		v, err = u.svc.PlayJob(r.Context(), pid, id, actor(r))
 		notice = "Job started."
 	}
 	if err != nil {
@@ -533,12 +532,4 @@ func (c *lineCounts) count(ctx context.Context, svc *builds.Service, id, before 
 		}
 	}
 	return n, nil
-}
-
-// errNoPlay: this build of jobapi has no manual jobs to play yet (issue 12 adds them).
-var errNoPlay = errors.New("this jobapi has no manual jobs to play")
-
-// play starts a manual job.
-func (u *UI) play(ctx context.Context, pid, id int64, actor string) (builds.JobView, error) {
-	return builds.JobView{}, errNoPlay
 }

@@ -157,8 +157,6 @@ func (u *UI) fail(w http.ResponseWriter, r *http.Request, err error) {
 		u.errorPage(w, r, http.StatusConflict, err.Error())
 	case errors.Is(err, builds.ErrConflict):
 		u.errorPage(w, r, http.StatusConflict, "It changed while you acted on it; reload and look again.")
-	case errors.Is(err, errNoPlay):
-		u.errorPage(w, r, http.StatusNotImplemented, "Manual jobs cannot be played by this version of jobapi.")
 	case errors.Is(err, r.Context().Err()):
 		// The browser went away.
 	default:

@@ -161,7 +161,7 @@ func buildPipelineData(p builds.Pipeline, now time.Time) pipelineData {
 		col := stageColumn{Name: name, X: padX + i*colW}
 		for j, b := range byStage[name] {
 			c := jobCard{Build: b, X: col.X, Y: headerH + j*(cardH+cardGapY), Earlier: earlier[b.Name],
-				Playable: b.Status == "manual", Cancelable: !b.Status.Finished(),
+				Playable: b.Status == builds.StatusManual, Cancelable: !b.Status.Finished(),
 				Retryable: b.Status.Finished() && b.Status != builds.StatusSkipped}
 			if b.Payload.NeedsDeclared {
 				for _, n := range b.Payload.Needs {

@@ -78,7 +78,7 @@ func value[T any](t testing.TB, ctx context.Context, what string, a chromedp.Act
 func waitJS(expr string) chromedp.Action[chromedp.Void] {
 	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
 		for {
-			ok, err := chromedp.Evaluate[bool]("!!(" + expr + ")")(ctx, t)
+			ok, err := chromedp.Evaluate[bool]("!!("+expr+")")(ctx, t)
 			if err == nil && ok {
 				return chromedp.Void{}, nil
 			}
@@ -389,6 +389,20 @@ func TestBrowserActionsAndFlag(t *testing.T) {
 		chromedp.WaitVisible(css(`p.notice`)),
 		waitJS(`document.querySelectorAll("#retry-chain li").length === 2`),
 	)
+
+	// A manual job is played from the pipeline page.
+	manual := createYAMLPipeline(t, inst, 3, "release:\n  stage: deploy\n  when: manual\n  script: [make release]\n")
+	release := jobID(t, manual, "release")
+	run(t, ctx, "play a manual job",
+		chromedp.Navigate(fmt.Sprintf("%s/projects/3/pipelines/%d", inst.URL, manual.ID)),
+		chromedp.WaitVisible(css(`li.card[data-job="%d"][data-status="manual"]`, release)),
+		clickNav(css(`li.card[data-job="%d"] button[aria-label="Play release"]`, release)),
+		chromedp.WaitVisible(css(`p.notice`)),
+		chromedp.WaitVisible(css(`li.card[data-job="%d"][data-status="pending"]`, release)),
+	)
+	if j := inst.Job(t, 3, release); j.Status != "pending" {
+		t.Fatalf("release is %s after play, want pending", j.Status)
+	}
 
 	run(t, ctx, "turn the flag on for every project",
 		chromedp.Navigate(inst.URL+"/two_phase"),
