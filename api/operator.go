@@ -128,8 +128,8 @@ type JobDetail struct {
 	FinishedAt  *time.Time `json:"finished_at"`
 	ExitCode    *int64     `json:"exit_code"`
 	TraceSize   int64      `json:"trace_size"`
-	// The job's stored artifacts, archive first, as GitLab's job API lists them; only the
-	// single job's view has them (absent in lists).
+	// The job's stored artifacts, archive first, as GitLab's job API lists them (absent only
+	// where a view has not read them).
 	Artifacts []JobArtifact `json:"artifacts,omitzero"`
 	// ArtifactsFile is the archive ({filename, size}); null when the job has none.
 	ArtifactsFile     *ArtifactsFile `json:"artifacts_file,omitempty"`

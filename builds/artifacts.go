@@ -105,6 +105,8 @@ type ArtifactStore interface {
 	DiscardUpload(ctx context.Context, key string) error
 	// Artifacts lists a build's artifacts, archive first.
 	Artifacts(ctx context.Context, buildID int64) ([]Artifact, error)
+	// ArtifactsOf lists the artifacts of several builds, by build, archive first.
+	ArtifactsOf(ctx context.Context, buildIDs []int64) (map[int64][]Artifact, error)
 	// DependencyArtifact returns the archive of build id for the running build whose job
 	// token hashes to tokenHash, with both builds. ErrNotFound when no running build has
 	// the token; the caller decides from the builds what else to refuse.
@@ -362,6 +364,32 @@ func (s *Service) JobArtifacts(ctx context.Context, projectID, id int64) ([]Arti
 		return nil, nil
 	}
 	return s.artifacts.Artifacts(ctx, id)
+}
+
+// WithArtifacts fills the artifacts of job views (a page of a listing) in one read; a view
+// without any gets an empty list.
+func (s *Service) WithArtifacts(ctx context.Context, views []JobView) error {
+	if len(views) == 0 {
+		return nil
+	}
+	byBuild := map[int64][]Artifact{}
+	if s.artifacts != nil {
+		ids := make([]int64, len(views))
+		for i, v := range views {
+			ids[i] = v.ID
+		}
+		var err error
+		if byBuild, err = s.artifacts.ArtifactsOf(ctx, ids); err != nil {
+			return err
+		}
+	}
+	for i := range views {
+		views[i].Artifacts = byBuild[views[i].ID]
+		if views[i].Artifacts == nil {
+			views[i].Artifacts = []Artifact{}
+		}
+	}
+	return nil
 }
 
 // JobArchive returns a project's job's archive artifact; ErrNotFound when it has none.

@@ -420,9 +420,16 @@ func (h *Handler) getPipelineJobs(w http.ResponseWriter, r *http.Request) error 
 	}
 	from := min((pg.Page-1)*pg.PerPage, len(p.Builds))
 	to := min(from+pg.PerPage, len(p.Builds))
-	jobs := make([]api.JobDetail, 0, to-from)
+	views := make([]builds.JobView, 0, to-from)
 	for _, b := range p.Builds[from:to] {
-		jobs = append(jobs, jobView(builds.JobView{Build: b}))
+		views = append(views, builds.JobView{Build: b})
+	}
+	if err := h.svc.WithArtifacts(r.Context(), views); err != nil {
+		return err
+	}
+	jobs := make([]api.JobDetail, len(views))
+	for i, v := range views {
+		jobs[i] = jobView(v)
 	}
 	writePage(w, pg, len(p.Builds), jobs)
 	return nil
@@ -621,6 +628,9 @@ func (h *Handler) listJobs(w http.ResponseWriter, r *http.Request) error {
 	}
 	views, total, err := h.svc.Jobs(r.Context(), status, p)
 	if err != nil {
+		return err
+	}
+	if err := h.svc.WithArtifacts(r.Context(), views); err != nil {
 		return err
 	}
 	out := make([]api.JobDetail, len(views))

@@ -110,6 +110,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 	if err != nil {
 		return nil, err
 	}
+	// Not fatal: the object store matters to artifact calls only, which answer 503 until it
+	// does; readiness leaves it out for the same reason.
+	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+	if err := be.objects.Ping(pctx); err != nil {
+		log.Warn("object store not answering: artifact uploads and downloads answer 503 until it does", "error", err)
+	}
+	pcancel()
 	fl := startFlags(cfg, opts, be.pool, log)
 	m.registerFlags(reg, fl.flags)
 	d := newDomain(cfg, opts, be, fl, m, log)

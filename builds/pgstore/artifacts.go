@@ -113,6 +113,26 @@ func (s *Store) Artifacts(ctx context.Context, buildID int64) ([]builds.Artifact
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (builds.Artifact, error) { return scanArtifact(row) })
 }
 
+const artifactsOfBuilds = `SELECT ` + artifactCols + ` FROM job_artifacts WHERE build_id = ANY($1)
+ORDER BY build_id, file_type <> 'archive', file_type`
+
+// ArtifactsOf lists the artifacts of several builds, by build, archive first.
+func (s *Store) ArtifactsOf(ctx context.Context, buildIDs []int64) (map[int64][]builds.Artifact, error) {
+	rows, err := s.pool.Query(ctx, artifactsOfBuilds, buildIDs)
+	if err != nil {
+		return nil, err
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (builds.Artifact, error) { return scanArtifact(row) })
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64][]builds.Artifact)
+	for _, a := range list {
+		out[a.BuildID] = append(out[a.BuildID], a)
+	}
+	return out, nil
+}
+
 // The dependent build is found by its token among builds on a runner, through the partial
 // index builds_running_token_idx (the predicate is the index's).
 const buildByRunningToken = `SELECT ` + buildCols + ` FROM builds b` + buildJoins + `

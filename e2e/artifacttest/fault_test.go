@@ -1,7 +1,9 @@
 package artifacttest_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"net/http"
@@ -100,6 +102,39 @@ func (a answerClock) RoundTrip(r *http.Request) (*http.Response, error) {
 	res, err := a.rt.RoundTrip(r)
 	*a.at = append(*a.at, time.Now())
 	return res, err
+}
+
+// The object store down when a dependent job downloads: 503 with Retry-After before any
+// byte (the runner's downloader tries again), and the download works once it is back.
+// direct_download=true, which the runner sends on its first try when
+// FF_USE_DIRECT_DOWNLOAD is on, is served through jobapi like any download.
+func TestObjectStoreDownDuringDownload(t *testing.T) {
+	t.Parallel()
+	srv := testenv.S3(t)
+	inst := jobapitest.Start(t, jobapitest.Options{Configure: onS3(srv)})
+	r := inst.NewRunner(t)
+	createYAML(t, inst, "stages: [build, test]\na:\n  stage: build\n  script: make\n  artifacts:\n    paths: [out/]\n"+
+		"b:\n  stage: test\n  script: make test\n")
+	a := r.TakeNamed(t, "a")
+	zip := makeZip(t, 5<<20)
+	wantUpload(t, "upload", upload(t, r, a, zip.content(), zipArchive), http.StatusCreated, runnerclient.UploadSucceeded)
+	r.Finish(t, a, runnerclient.StateSuccess, "")
+	b := r.TakeNamed(t, "b")
+	dep := dependency(t, b, "a")
+
+	srv.Proxy.Stop()
+	res, _ := download(t, r, dep)
+	if res.Code != http.StatusServiceUnavailable || res.State != runnerclient.DownloadFailed || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("download with the store down: %d %v Retry-After %q, want 503 (retried) with Retry-After",
+			res.Code, res.State, res.Header.Get("Retry-After"))
+	}
+	srv.Proxy.Start()
+	direct := true
+	h := sha256.New()
+	got, err := r.DownloadArtifacts(context.Background(), dep, h, &direct)
+	if err != nil || got.State != runnerclient.DownloadSucceeded || !bytes.Equal(h.Sum(nil), zip.sum[:]) {
+		t.Fatalf("download with direct_download=true once the store is back: %d %v %v", got.Code, got.State, err)
+	}
 }
 
 // onRead calls do once, when at bytes have been read.

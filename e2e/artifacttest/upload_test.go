@@ -31,7 +31,7 @@ func TestUploadAnswers(t *testing.T) {
 	const limit = 1 << 20
 	inst := jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) { c.MaxArtifactSize = limit }})
 	r := inst.NewRunner(t)
-	inst.CreatePipeline(t, 1, []string{"build", "test"},
+	p := inst.CreatePipeline(t, 1, []string{"build", "test"},
 		jobapitest.Job{"name": "a", "stage": "build", "script": "make"},
 		jobapitest.Job{"name": "later", "stage": "test", "script": "make test"})
 	job := r.TakeNamed(t, "a")
@@ -108,6 +108,19 @@ func TestUploadAnswers(t *testing.T) {
 		if a.FileType == "dotenv" && (a.ExpireAt == nil || a.ExpireAt.Sub(time.Now().Add(30*24*time.Hour)).Abs() > time.Minute) {
 			t.Errorf("dotenv without expire_in: expires at %v, want the default of 30 days", a.ExpireAt)
 		}
+	}
+
+	// Listings show them too: the pipeline's jobs, the jobs in a state.
+	var listed []api.JobDetail
+	inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("/api/v4/projects/1/pipelines/%d/jobs", p.ID), nil, &listed)
+	for _, j := range listed {
+		if want := map[int64]int{job.ID: 3}[j.ID]; len(j.Artifacts) != want || j.Artifacts == nil {
+			t.Errorf("pipeline jobs: %s lists %v artifacts, want %d", j.Name, j.Artifacts, want)
+		}
+	}
+	inst.MustDo(t, http.StatusOK, "GET", "/api/v4/admin/jobs?status=running", nil, &listed)
+	if len(listed) != 1 || len(listed[0].Artifacts) != 3 || listed[0].ArtifactsFile == nil {
+		t.Errorf("running jobs: %+v, want job %d with its 3 artifacts", listed, job.ID)
 	}
 
 	// Refused and redundant uploads left objects only as long as the artifacts pass lets them.
