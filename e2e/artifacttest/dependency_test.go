@@ -98,7 +98,7 @@ func TestDependencyDownload(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			inst := jobapitest.Start(t, jobapitest.Options{Configure: b.configure(t)})
+			inst := start(t, jobapitest.Options{Configure: b.configure(t)})
 			r := inst.NewRunner(t)
 			other := inst.NewRunner(t, "other")
 			createYAML(t, inst, ciYAML)

@@ -32,7 +32,7 @@ import (
 func TestObjectStoreDownDuringUpload(t *testing.T) {
 	t.Parallel()
 	srv := testenv.S3(t)
-	inst := jobapitest.Start(t, jobapitest.Options{Configure: onS3(srv)})
+	inst := start(t, jobapitest.Options{Configure: onS3(srv)})
 	r := inst.NewRunner(t)
 	r.MaxWait = 200 * time.Millisecond // the runner waits 1 s before its second try
 	createYAML(t, inst, "stages: [build, test]\na:\n  stage: build\n  script: make\n  artifacts:\n    paths: [out/]\n"+
@@ -111,7 +111,7 @@ func (a answerClock) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestObjectStoreDownDuringDownload(t *testing.T) {
 	t.Parallel()
 	srv := testenv.S3(t)
-	inst := jobapitest.Start(t, jobapitest.Options{Configure: onS3(srv)})
+	inst := start(t, jobapitest.Options{Configure: onS3(srv)})
 	r := inst.NewRunner(t)
 	createYAML(t, inst, "stages: [build, test]\na:\n  stage: build\n  script: make\n  artifacts:\n    paths: [out/]\n"+
 		"b:\n  stage: test\n  script: make test\n")
@@ -186,7 +186,7 @@ func TestReplicaKilledMidUpload(t *testing.T) {
 			t.Parallel()
 			var clock atomic.Int64 // how far the survivor's clock is ahead
 			now := func() time.Time { return time.Now().Add(time.Duration(clock.Load())) }
-			inst := jobapitest.Start(t, jobapitest.Options{Now: now, Configure: then(b.configure(t),
+			inst := start(t, jobapitest.Options{Now: now, Configure: then(b.configure(t),
 				func(c *server.Config) { c.ArtifactUploadTimeout = 10 * time.Minute })})
 			victim, logs := jobapitest.StartServe(t, bin, inst.Config, nil)
 			victimURL := serveURL(t, logs.String())

@@ -29,6 +29,14 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
+// start is jobapitest.Start with a small Postgres pool: the suite runs a dozen replicas at
+// once, and the machine's Postgres has 100 connection slots for every suite.
+func start(t *testing.T, o jobapitest.Options) *jobapitest.Instance {
+	t.Helper()
+	o.Configure = then(o.Configure, func(c *server.Config) { c.DatabaseMaxConns = 4 })
+	return jobapitest.Start(t, o)
+}
+
 // backend configures a replica's object store.
 type backend struct {
 	name string

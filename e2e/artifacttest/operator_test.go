@@ -23,7 +23,7 @@ func TestOperatorArtifacts(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			inst := jobapitest.Start(t, jobapitest.Options{Configure: b.configure(t)})
+			inst := start(t, jobapitest.Options{Configure: b.configure(t)})
 			r := inst.NewRunner(t)
 			inst.CreatePipeline(t, 3, []string{"build"}, jobapitest.Job{"name": "a", "stage": "build", "script": "make"},
 				jobapitest.Job{"name": "none", "stage": "build", "script": "make"})
@@ -121,7 +121,7 @@ func TestExpiry(t *testing.T) {
 	t.Parallel()
 	var ahead atomic.Int64
 	now := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
-	inst := jobapitest.Start(t, jobapitest.Options{Now: now})
+	inst := start(t, jobapitest.Options{Now: now})
 	other := inst.Replica(t, jobapitest.Options{Now: now})
 	r := inst.NewRunner(t)
 

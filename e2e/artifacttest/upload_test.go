@@ -29,7 +29,7 @@ import (
 func TestUploadAnswers(t *testing.T) {
 	t.Parallel()
 	const limit = 1 << 20
-	inst := jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) { c.MaxArtifactSize = limit }})
+	inst := start(t, jobapitest.Options{Configure: func(c *server.Config) { c.MaxArtifactSize = limit }})
 	r := inst.NewRunner(t)
 	p := inst.CreatePipeline(t, 1, []string{"build", "test"},
 		jobapitest.Job{"name": "a", "stage": "build", "script": "make"},
@@ -151,7 +151,7 @@ func TestUploadAnswers(t *testing.T) {
 // A body that is not multipart, or has no file part, is a 400 with a message.
 func TestUploadMalformedBodies(t *testing.T) {
 	t.Parallel()
-	inst := jobapitest.Start(t, jobapitest.Options{})
+	inst := start(t, jobapitest.Options{})
 	r := inst.NewRunner(t)
 	inst.CreatePipeline(t, 1, []string{"build"}, jobapitest.Job{"name": "a", "stage": "build", "script": "make"})
 	job := r.TakeNamed(t, "a")
@@ -201,7 +201,7 @@ func TestUploadCutOffLeavesNothing(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			inst := jobapitest.Start(t, jobapitest.Options{Configure: b.configure(t)})
+			inst := start(t, jobapitest.Options{Configure: b.configure(t)})
 			r := inst.NewRunner(t)
 			inst.CreatePipeline(t, 1, []string{"build"}, jobapitest.Job{"name": "a", "stage": "build", "script": "make"})
 			job := r.TakeNamed(t, "a")
