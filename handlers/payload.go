@@ -269,7 +269,7 @@ func jobVariables(a builds.Assignment, base string, project jobProjectInfo, refN
 		vars.public("GIT_STRATEGY", "none")
 	}
 	for _, v := range b.Payload.Variables {
-		vars.set(api.JobVariable{Key: v.Key, Value: v.Value, Public: !v.Masked, Masked: v.Masked, File: v.File})
+		vars.set(api.JobVariable{Key: v.Key, Value: v.Value, Public: !v.Masked, Masked: v.Masked, File: v.File, Raw: v.Raw})
 	}
 	for _, v := range a.Project.JobVariables(b.Ref) {
 		vars.set(api.JobVariable{Key: v.Key, Value: v.Value, Masked: v.Masked, // project variables are never public, as in GitLab

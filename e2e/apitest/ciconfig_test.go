@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/e2e/jobapitest"
+	"github.com/jobapi/jobapi/runnerclient"
 )
 
 // pipelineYAML exercises what the HTTP layer adds to the compiler: the ref of the request,
@@ -17,6 +18,9 @@ const pipelineYAML = `
 stages: [build, test, deploy]
 variables:
   GLOBAL: g
+  LITERAL:
+    value: $NOT_EXPANDED
+    expand: false
 .base:
   image: golang:1.22
   before_script: [echo base]
@@ -94,6 +98,10 @@ func TestPipelineFromYAML(t *testing.T) {
 	}
 	if v, ok := job.Variable("GLOBAL"); !ok || v != "g" {
 		t.Errorf("build's GLOBAL = %q (%v), want the global variable g", v, ok)
+	}
+	literal := slices.IndexFunc(job.Variables, func(v runnerclient.Variable) bool { return v.Key == "LITERAL" })
+	if literal < 0 || !job.Variables[literal].Raw || job.Variables[literal].Value != "$NOT_EXPANDED" {
+		t.Errorf("LITERAL (expand: false) did not reach the runner raw as $NOT_EXPANDED: %+v", job.Variables)
 	}
 }
 
