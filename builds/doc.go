@@ -94,9 +94,9 @@
 //	played as nothing. Pipelines record no events: a change writes updated_at and
 //	progressed_at, and finished_at when it ends.
 //
-// The decisions are plain functions here (PipelineStatus, PlanAdvance, DecideAutoRetry,
-// DecideExpiredAck, PlanStuckStage, ReapParams.Rules); the store carries out what they
-// decide. Postgres holds the state of record and every transition is a compare-and-set
+// The decisions are plain functions here (PipelineStatus, PlanAdvance for stage pipelines,
+// PlanJobs for those with needs or when, DecideAutoRetry, DecideExpiredAck, PlanStuckStage,
+// WaitedFor, ReapParams.Rules); the store carries out what they decide. Postgres holds the state of record and every transition is a compare-and-set
 // (UPDATE … WHERE status = expected). Redis only holds the ack TTL: losing it can make a
 // waiting build time out early, never run twice.
 package builds

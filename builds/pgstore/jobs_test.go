@@ -204,7 +204,8 @@ func TestDAGPipelineAdvancesByNeeds(t *testing.T) {
 
 // TestDAGFailurePropagation: a blocking failure skips what needs it (transitively, in one
 // advance) and the later stages' on_success jobs, runs on_failure and always jobs, and
-// leaves DAG jobs that do not depend on it alone; the pipeline fails.
+// leaves DAG jobs that do not depend on it alone; the pipeline fails. A retry reopens what
+// it skipped.
 func TestDAGFailurePropagation(t *testing.T) {
 	t.Parallel()
 	f := newDAGFixture(t)
@@ -222,8 +223,26 @@ func TestDAGFailurePropagation(t *testing.T) {
 		"style": sCreated, "rollback": sCreated, "ship": sCreated})
 	f.complete(sSuccess, "lint", "style", "report")
 	f.expect(p, builds.PipelineRunning, statuses{"rollback": sPending, "ship": sSkipped})
+	jobs := f.expect(p, builds.PipelineRunning, statuses{"rollback": sPending, "ship": sSkipped})
 	f.complete(sSuccess, "rollback")
 	f.expect(p, builds.PipelineFailed, statuses{"rollback": sSuccess, "ship": sSkipped})
+
+	// An operator retry of compile reopens what was skipped downstream of it (its DAG chain
+	// and the later stages' jobs), and the pipeline runs to success.
+	if _, err := f.s.RetryBuild(f.ctx, jobs["compile"].ID, f.tick(), "op"); err != nil {
+		t.Fatal(err)
+	}
+	jobs = f.expect(p, builds.PipelineRunning, statuses{"compile": sPending, "unit": sCreated, "integration": sCreated,
+		"ship": sCreated, "report": sSuccess, "rollback": sSuccess, "style": sSuccess})
+	for _, name := range []string{"unit", "integration", "ship"} {
+		if n := f.events(jobs[name].ID, builds.EventReopened); n != 1 {
+			t.Errorf("%s has %d reopened events, want 1", name, n)
+		}
+	}
+	f.complete(sSuccess, "compile", "unit")
+	f.expect(p, builds.PipelineRunning, statuses{"integration": sPending, "ship": sPending})
+	f.complete(sSuccess, "integration", "ship")
+	f.expect(p, builds.PipelineSuccess, nil)
 }
 
 // TestAllowFailureExitCodes: a failure whose exit code the job lists is allowed (the build's
