@@ -62,9 +62,12 @@ type config struct {
 
 	ArtifactSize int64
 	ObjectStore  string
+
+	YAMLJobs   int
+	YAMLRepeat int
 }
 
-var allScenarios = []string{"baseline", "cycle", "ack", "idle", "sweep", "artifacts", "scale"}
+var allScenarios = []string{"baseline", "cycle", "ack", "idle", "sweep", "artifacts", "yaml", "scale"}
 
 type intList []int
 
@@ -142,6 +145,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.ScaleRunners, "scale-runners", 8, "scale: concurrent runners claiming")
 	artifactSize := fs.String("artifact-size", "1GB", "artifacts: the archive uploaded and downloaded (sizes such as 1GB, 100MB)")
 	fs.StringVar(&c.ObjectStore, "object-store", "", "in-process jobapi's JOBAPI_OBJECT_STORE, e.g. s3://bucket?endpoint=http://127.0.0.1:8333 with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY set (default: a directory of the run's own)")
+	fs.IntVar(&c.YAMLJobs, "yaml-jobs", 2000, "yaml: jobs in the .gitlab-ci.yml of each pipeline created")
+	fs.IntVar(&c.YAMLRepeat, "yaml-repeat", 5, "yaml: pipelines created (the median is the result)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

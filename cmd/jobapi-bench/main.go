@@ -124,6 +124,8 @@ func runScenarios(ctx context.Context, cfg config, stdout, stderr io.Writer) err
 			r, err = e.sweep(ctx)
 		case "artifacts":
 			r, err = e.artifacts(ctx)
+		case "yaml":
+			r, err = e.yamlPipeline(ctx)
 		case "scale":
 			r, err = e.scale(ctx, workers)
 		}

@@ -49,7 +49,7 @@ func TestSmoke(t *testing.T) {
 		"--idle-runners", "10", "--idle-interval", "200ms", "--idle-duration", "600ms", "--idle-backlog", "50",
 		"--sweep-waiting", "60", "--sweep-expired", "15",
 		"--scale-sizes", "20,40", "--scale-history", "50", "--scale-claims", "10", "--scale-runners", "2",
-		"--artifact-size", "3MB",
+		"--artifact-size", "3MB", "--yaml-jobs", "60", "--yaml-repeat", "2",
 	}, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.String(), stdout.String())
@@ -103,6 +103,9 @@ func TestSmoke(t *testing.T) {
 	}
 	if a := results["artifacts"]; a.Count != 2 || a.Extra["download_mb_per_s"] == nil || len(a.Targets) != 2 {
 		t.Errorf("artifacts: count %d, extra %v, targets %v; want an upload and a download with their RSS targets", a.Count, a.Extra, a.Targets)
+	}
+	if y := results["yaml"]; y.Count != 2 || y.Extra["create_median_ms"] == nil || len(y.Targets) != 1 {
+		t.Errorf("yaml: count %d, extra %v, targets %v; want two pipelines and the creation target", y.Count, y.Extra, y.Targets)
 	}
 	if s := results["scale"]; len(s.Endpoints) != 4 {
 		t.Errorf("scale: want 2 sizes, the history point and the first size again, got %v", s.Endpoints)
