@@ -222,3 +222,20 @@ func lines(s string) []string {
 	}
 	return out
 }
+
+// TestCorpusQuirksKeepTheirShape guards yaml-quirks.yml against an editor that would add
+// the final newline or turn its tabs into spaces: the file is there to prove that such
+// text compiles.
+func TestCorpusQuirksKeepTheirShape(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile(filepath.Join(corpusDir, "yaml-quirks.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.HasSuffix(src, []byte("\n")) {
+		t.Error("yaml-quirks.yml must end without a newline")
+	}
+	if !bytes.Contains(src, []byte("echo\tone\ttab")) {
+		t.Error("yaml-quirks.yml must keep the tabs inside its unquoted script lines")
+	}
+}
