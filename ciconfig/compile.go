@@ -141,10 +141,17 @@ func (cfg *config) pipeline(c Context) (Result, error) {
 	}
 	var kept []included
 	present := make(map[string]bool, len(cfg.jobs))
+	facts := factsOf(c, ctx)
 	for _, j := range cfg.jobs {
 		def := j.def
 		needs := j.needs
 		var ruleVars []yamlVar
+		if j.only != nil || j.except != nil {
+			vars := jobLookup(ctx, j, nil, globalMap)
+			if (j.only != nil && !j.only.satisfied(facts, vars, false)) || (j.except != nil && j.except.satisfied(facts, vars, true)) {
+				continue
+			}
+		}
 		if j.hasRules {
 			r := match(j.rules, jobLookup(ctx, j, nil, globalMap))
 			if r == nil || r.when == builds.WhenNever {

@@ -26,12 +26,10 @@ var unsupportedTop = map[string]string{
 // Keys a job may have.
 var jobKeys = []string{"stage", "type", "script", "before_script", "after_script", "image", "services",
 	"variables", "tags", "timeout", "retry", "allow_failure", "when", "start_in", "needs",
-	"dependencies", "artifacts", "cache", "rules", "parallel", "extends", "inherit"}
+	"dependencies", "artifacts", "cache", "rules", "parallel", "extends", "inherit", "only", "except"}
 
 // GitLab job keys jobapi does not support yet: a 400 naming them, never dropped.
 var jobUnsupported = map[string]string{
-	"only":                " (use rules:)",
-	"except":              " (use rules:)",
 	"environment":         " (deployments)",
 	"coverage":            " (coverage regex)",
 	"interruptible":       " (auto-cancel)",
@@ -93,7 +91,10 @@ type jobSpec struct {
 	depsLine    int
 	rules       []rule
 	hasRules    bool
-	staticWhen  string // the job's `when` (or on_success): what a rule without when gives
+	// only, except: the pre-rules syntax; nil when not given (only has GitLab's default
+	// when neither rules nor workflow:rules are).
+	only, except *policy
+	staticWhen   string // the job's `when` (or on_success): what a rule without when gives
 }
 
 type needSpec struct {
@@ -423,6 +424,32 @@ func (cfg *config) readJob(name string, v *val, defaults map[string]*val) error 
 				return errAt(x, name, "dependencies", "the %s should be part of needs", strings.Join(missing, ", "))
 			}
 		}
+	}
+	var both []string
+	for _, k := range []string{"only", "except"} {
+		x := v.get(k)
+		if x == nil || x.kind == vNull {
+			continue
+		}
+		if j.hasRules {
+			both = append(both, k)
+			continue
+		}
+		p, err := parsePolicy(x, name, k)
+		if err != nil {
+			return err
+		}
+		if k == "only" {
+			j.only = p
+		} else {
+			j.except = p
+		}
+	}
+	if len(both) > 0 {
+		return errAt(v, name, "", "config key may not be used with `rules`: %s", strings.Join(both, ", "))
+	}
+	if j.only == nil && !j.hasRules && !cfg.hasWorkflow {
+		j.only = defaultOnly
 	}
 	if j.hasRules {
 		if j.rules, err = parseRules(v.get("rules"), name, "rules", false); err != nil {

@@ -29,13 +29,21 @@
 //	            cache, artifacts; refused: interruptible, hooks, id_tokens, identity
 //	job         stage, type, script, before_script, after_script, image, services,
 //	            variables, tags, timeout, retry, allow_failure, when, start_in, needs,
-//	            dependencies, artifacts, cache, rules, parallel, extends, inherit
-//	            refused: only, except, environment, coverage, interruptible, trigger,
+//	            dependencies, artifacts, cache, rules, parallel, extends, inherit,
+//	            only, except (refs, variables; not with rules)
+//	            refused: environment, coverage, interruptible, trigger,
 //	            resource_group, release, id_tokens, secrets, pages (the keyword; a job
 //	            named pages is fine), hooks, identity, manual_confirmation, run,
 //	            dast_configuration, publish
 //	rules       if, when, allow_failure, variables, start_in, needs;
 //	            refused: changes, exists, interruptible
+//	only/except an array of refs, or {refs, variables}. refs: branch and tag names,
+//	            /regexps/, name@project/path, branches, tags, and the pipeline sources
+//	            (api, pushes, web, triggers, schedules, merge_requests: the source without
+//	            _event, or its plural); variables: rules:if expressions, any one holds.
+//	            A job with neither them nor rules gets only: [branches, tags] unless
+//	            workflow:rules are given (GitLab's default, so not in merge request
+//	            pipelines). refused: changes (no base commit to compare), kubernetes
 //	artifacts   paths, exclude, name, untracked, when, expire_in, reports (every report
 //	            type GitLab knows, coverage_report included); refused: expose_as,
 //	            public, access

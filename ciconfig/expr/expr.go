@@ -251,6 +251,10 @@ func matches(text string, pattern value) bool {
 	return strings.Contains(pattern.text(), text)
 }
 
+// CompileRegexp compiles a regexp written as GitLab writes them outside expressions
+// ("/body/flags": only/except refs), with the rules of =~.
+func CompileRegexp(s string) (*regexp.Regexp, error) { return compileSpelled(s) }
+
 // compileSpelled compiles a regexp written as a whole string "/body/flags", the form a
 // variable holds (GitLab's UntrustedRegexp::RubySyntax: the body runs to the last slash).
 func compileSpelled(s string) (*regexp.Regexp, error) {
