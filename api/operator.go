@@ -68,6 +68,9 @@ type Pipeline struct {
 	UpdatedAt       time.Time     `json:"updated_at"`
 	FinishedAt      *time.Time    `json:"finished_at"`
 	Jobs            []PipelineJob `json:"jobs"`
+	// Coverage: the average of its latest jobs' coverage, two decimals in a string as
+	// GitLab shows it ("87.50"); null when no job has one.
+	Coverage *string `json:"coverage"`
 	// Variables are the pipeline's own, by key and type: their values are not shown, as a
 	// pipeline variable cannot be masked and often carries a secret given at trigger time.
 	Variables []PipelineVariable `json:"variables"`
@@ -128,6 +131,8 @@ type JobDetail struct {
 	FinishedAt  *time.Time `json:"finished_at"`
 	ExitCode    *int64     `json:"exit_code"`
 	TraceSize   int64      `json:"trace_size"`
+	// Coverage: what the job's coverage regex found in its log; null without one.
+	Coverage *float64 `json:"coverage"`
 	// The job's stored artifacts, archive first, as GitLab's job API lists them (absent only
 	// where a view has not read them).
 	Artifacts []JobArtifact `json:"artifacts,omitzero"`

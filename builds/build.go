@@ -119,6 +119,8 @@ type Build struct {
 	UpdatedAt        time.Time
 	// ScheduledAt: when a delayed job becomes pending (set once it is scheduled).
 	ScheduledAt *time.Time
+	// Coverage: what the payload's CoverageRegex found in the log at finish (nil: none).
+	Coverage *float64
 
 	// From the pipeline, for the job payload.
 	Ref string
@@ -147,6 +149,7 @@ type Payload struct {
 	Cache                 []Cache     `json:"cache,omitempty"`
 	NodeIndex             int         `json:"node_index,omitempty"`
 	NodeTotal             int         `json:"node_total,omitempty"`
+	CoverageRegex         string      `json:"coverage_regex,omitempty"`
 }
 
 // PayloadOf is what the store keeps of a job definition beyond its columns.
@@ -156,7 +159,8 @@ func PayloadOf(j JobDefinition) Payload {
 		AllowFailure: j.AllowFailure, AllowFailureExitCodes: j.AllowFailureExitCodes,
 		When: j.When, StartInSeconds: j.StartInSeconds, Needs: j.Needs, NeedsDeclared: j.NeedsDeclared,
 		Dependencies: j.Dependencies, DependenciesDeclared: j.DependenciesDeclared, DependsOnStages: j.DependsOnStages,
-		Artifacts: j.Artifacts, Cache: j.Cache, NodeIndex: j.NodeIndex, NodeTotal: j.NodeTotal}
+		Artifacts: j.Artifacts, Cache: j.Cache, NodeIndex: j.NodeIndex, NodeTotal: j.NodeTotal,
+		CoverageRegex: j.CoverageRegex}
 }
 
 // Variable is a job variable as the operator defined it.

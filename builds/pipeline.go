@@ -95,6 +95,8 @@ type JobDefinition struct {
 	// NodeIndex and NodeTotal: the job's place among `parallel:` copies (1-based), 0 when
 	// the job is not parallel.
 	NodeIndex, NodeTotal int
+	// CoverageRegex: `coverage:` without its slashes (RE2), applied to the log at finish.
+	CoverageRegex string
 }
 
 // Limits on a definition, so that one request cannot flood the database.

@@ -648,6 +648,7 @@ func (s *Service) finishFromRunner(ctx context.Context, b Build, u JobUpdate, no
 		return "", err
 	}
 	s.forgetJob(b.ID)
+	s.recordCoverage(ctx, f.Build)
 	return f.Build.Status, nil
 }
 

@@ -180,6 +180,8 @@ type Store interface {
 	// offsets disagree, ErrConflict when the build is not on a runner.
 	AppendTrace(ctx context.Context, id int64, offset int64, data []byte, now time.Time) (int64, Status, error)
 	Trace(ctx context.Context, id int64) ([]byte, error)
+	// SetCoverage records the coverage found in a finished build's log.
+	SetCoverage(ctx context.Context, id int64, coverage float64) error
 
 	SweepExpiredAcks(ctx context.Context, p SweepParams) (SweepResult, error)
 	// HandleStuckStages applies each stuck pipeline's timeout strategy (SPEC §6).

@@ -26,12 +26,11 @@ var unsupportedTop = map[string]string{
 // Keys a job may have.
 var jobKeys = []string{"stage", "type", "script", "before_script", "after_script", "image", "services",
 	"variables", "tags", "timeout", "retry", "allow_failure", "when", "start_in", "needs",
-	"dependencies", "artifacts", "cache", "rules", "parallel", "extends", "inherit", "only", "except"}
+	"dependencies", "artifacts", "cache", "rules", "parallel", "extends", "inherit", "only", "except", "coverage"}
 
 // GitLab job keys jobapi does not support yet: a 400 naming them, never dropped.
 var jobUnsupported = map[string]string{
 	"environment":         " (deployments)",
-	"coverage":            " (coverage regex)",
 	"interruptible":       " (auto-cancel)",
 	"trigger":             " (downstream pipelines)",
 	"resource_group":      "",
@@ -423,6 +422,11 @@ func (cfg *config) readJob(name string, v *val, defaults map[string]*val) error 
 			if len(missing) > 0 {
 				return errAt(x, name, "dependencies", "the %s should be part of needs", strings.Join(missing, ", "))
 			}
+		}
+	}
+	if x := v.get("coverage"); x != nil && x.kind != vNull {
+		if def.CoverageRegex, err = parseCoverage(x, name); err != nil {
+			return err
 		}
 	}
 	var both []string

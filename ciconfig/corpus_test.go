@@ -57,6 +57,7 @@ type graphJob struct {
 	Variables     map[string]string  `json:"variables,omitempty"`
 	Artifacts     []builds.Artifacts `json:"artifacts,omitempty"`
 	Cache         []builds.Cache     `json:"cache,omitempty"`
+	Coverage      string             `json:"coverage_regex,omitempty"`
 }
 
 func graphOf(j builds.JobDefinition) graphJob {
@@ -64,7 +65,7 @@ func graphOf(j builds.JobDefinition) graphJob {
 		AllowFailure: j.AllowFailure, ExitCodes: j.AllowFailureExitCodes, Needs: j.Needs,
 		NeedsDeclared: j.NeedsDeclared, Dependencies: j.Dependencies, Image: j.Image.Name, Tags: j.Tags,
 		Timeout: j.TimeoutSeconds, BeforeScript: j.BeforeScript, Script: j.Script, AfterScript: j.AfterScript,
-		Artifacts: j.Artifacts, Cache: j.Cache}
+		Artifacts: j.Artifacts, Cache: j.Cache, Coverage: j.CoverageRegex}
 	if g.Dependencies == nil {
 		g.Dependencies = []string{}
 	}

@@ -30,8 +30,9 @@
 //	job         stage, type, script, before_script, after_script, image, services,
 //	            variables, tags, timeout, retry, allow_failure, when, start_in, needs,
 //	            dependencies, artifacts, cache, rules, parallel, extends, inherit,
-//	            only, except (refs, variables; not with rules)
-//	            refused: environment, coverage, interruptible, trigger,
+//	            only, except (refs, variables; not with rules), coverage (a /regex/, RE2,
+//	            kept without its slashes; builds applies it to the log at finish)
+//	            refused: environment, interruptible, trigger,
 //	            resource_group, release, id_tokens, secrets, pages (the keyword; a job
 //	            named pages is fine), hooks, identity, manual_confirmation, run,
 //	            dast_configuration, publish

@@ -682,3 +682,16 @@ func keyPath(job, key string) string {
 	}
 	return "jobs:" + job + ":" + key
 }
+
+// parseCoverage reads `coverage: /regex/` and returns the regex without its slashes, as
+// GitLab stores it (Entry::Coverage); it must compile as RE2, GitLab's engine for it.
+func parseCoverage(v *val, job string) (string, error) {
+	if v.kind != vString || len(v.text) < 2 || !strings.HasPrefix(v.text, "/") || !strings.HasSuffix(v.text, "/") {
+		return "", errAt(v, job, "coverage", "config must be a regular expression, such as '/Coverage: (\\d+\\.\\d+)%%/'")
+	}
+	body := v.text[1 : len(v.text)-1]
+	if _, err := regexp.Compile(body); err != nil {
+		return "", errAt(v, job, "coverage", "config must be a regular expression: %s", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+	}
+	return body, nil
+}

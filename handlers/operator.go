@@ -325,6 +325,10 @@ func pipelineView(p builds.Pipeline) api.Pipeline {
 		out.Jobs[i] = api.PipelineJob{ID: b.ID, Name: b.Name, Stage: b.Stage, Status: string(b.Status),
 			Attempt: b.Attempt, RetryOf: nonZero(b.RetryOf), RetriedBy: nonZero(b.RetriedBy)}
 	}
+	if c, ok := p.Coverage(); ok {
+		s := strconv.FormatFloat(c, 'f', 2, 64)
+		out.Coverage = &s
+	}
 	return out
 }
 
@@ -459,7 +463,7 @@ func jobView(v builds.JobView) api.JobDetail {
 		TwoPhase: b.TwoPhase, Tags: b.Tags, Timeout: b.TimeoutSeconds, AllowFailure: b.AllowFailure,
 		CreatedAt: b.CreatedAt, QueuedAt: b.QueuedAt, AssignedAt: b.AssignedAt, StartedAt: b.StartedAt,
 		FinishedAt: b.FinishedAt, ExitCode: b.ExitCode, TraceSize: b.TraceSize,
-		When: b.Payload.When, ScheduledAt: b.ScheduledAt}
+		When: b.Payload.When, ScheduledAt: b.ScheduledAt, Coverage: b.Coverage}
 	if out.When == "" {
 		out.When = builds.WhenOnSuccess
 	}

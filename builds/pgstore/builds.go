@@ -18,7 +18,8 @@ const buildCols = `b.id, b.project_id, b.pipeline_id, b.stage, b.stage_idx, b.na
     COALESCE(b.runner_manager_id, 0), COALESCE(m.system_id, ''), b.attempt, COALESCE(b.retry_of, 0),
     COALESCE(b.retried_by, 0), b.two_phase, b.cancel_requested, COALESCE(b.failure_reason, ''), b.exit_code,
     COALESCE(b.runner_final_state, ''), b.trace_size, b.created_at, b.queued_at, b.assigned_at,
-    b.ack_deadline, b.started_at, b.finished_at, b.updated_at, p.ref, p.sha, b.scheduled_at`
+    b.ack_deadline, b.started_at, b.finished_at, b.updated_at, p.ref, p.sha, b.scheduled_at,
+    b.coverage::float8`
 
 const buildJoins = ` JOIN pipelines p ON p.id = b.pipeline_id LEFT JOIN runner_managers m ON m.id = b.runner_manager_id `
 
@@ -37,7 +38,8 @@ func buildDests(b *builds.Build, status *string) []any {
 		&b.RunnerManagerID, &b.RunnerSystemID, &b.Attempt, &b.RetryOf,
 		&b.RetriedBy, &b.TwoPhase, &b.CancelRequested, &b.FailureReason, &b.ExitCode,
 		&b.RunnerFinalState, &b.TraceSize, &b.CreatedAt, &b.QueuedAt, &b.AssignedAt,
-		&b.AckDeadline, &b.StartedAt, &b.FinishedAt, &b.UpdatedAt, &b.Ref, &b.SHA, &b.ScheduledAt}
+		&b.AckDeadline, &b.StartedAt, &b.FinishedAt, &b.UpdatedAt, &b.Ref, &b.SHA, &b.ScheduledAt,
+		&b.Coverage}
 }
 
 // claimedCols is buildCols and what the job payload needs beyond the build (builds.Claimed),

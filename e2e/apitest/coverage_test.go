@@ -1,0 +1,80 @@
+package apitest_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/jobapi/jobapi/api"
+	"github.com/jobapi/jobapi/e2e/jobapitest"
+	"github.com/jobapi/jobapi/runnerclient"
+)
+
+const coverageYAML = `
+stages: [test]
+unit:
+  stage: test
+  script: go test -cover ./...
+  coverage: '/coverage: (\d+\.\d+)% of statements/'
+integration:
+  stage: test
+  script: ./integration
+  coverage: '/Total coverage: \d+\.\d+%/'
+lint:
+  stage: test
+  script: make lint
+  coverage: '/coverage: (\d+)%/'
+docs:
+  stage: test
+  script: make docs
+`
+
+// TestCoverage: a job's coverage regex is applied to its log when the runner finishes it
+// (GitLab's rule: the last matching line), shown on the job, and the pipeline shows the
+// average of its jobs that have one; a job whose log has no match, and a job without a
+// regex, show null.
+func TestCoverage(t *testing.T) {
+	t.Parallel()
+	inst := jobapitest.Start(t, jobapitest.Options{})
+	var proj api.Project
+	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "cov", "default_branch": "main"}, &proj)
+	resp, b := inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline?ref=main", coverageYAML, "Content-Type", "application/yaml")
+	wantStatus(t, resp, b, http.StatusCreated)
+	p := decode[api.Pipeline](t, b)
+
+	logs := map[string]string{
+		// The last matching line wins: 87.5, not the 12.0 of the first package.
+		"unit": "ok  a  coverage: 12.0% of statements\n\x1b[0;32mok  b  coverage: 87.5% of statements\x1b[0m\nPASS\n",
+		// A regex without a group: the first number of the match.
+		"integration": "running\r\nTotal coverage: 62.50%\r\ndone\r\n",
+		"lint":        "no coverage printed here\n",
+		"docs":        "coverage: 99% of nothing\n",
+	}
+	r := inst.NewRunner(t)
+	jobs := r.TakeAll(t, 4)
+	for name, job := range jobs {
+		if res := r.Patch(t, job, 0, logs[name]); res.Code != http.StatusAccepted {
+			t.Fatalf("PATCH trace of %s: %d", name, res.Code)
+		}
+		r.Finish(t, job, runnerclient.StateSuccess, "")
+	}
+
+	want := map[string]*float64{"unit": ptr(87.5), "integration": ptr(62.5), "lint": nil, "docs": nil}
+	for name, job := range jobs {
+		var got api.JobDetail
+		inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("%s/jobs/%d", projectPath(proj.ID), job.ID), nil, &got)
+		switch w := want[name]; {
+		case w == nil && got.Coverage != nil:
+			t.Errorf("%s coverage %v, want null", name, *got.Coverage)
+		case w != nil && (got.Coverage == nil || *got.Coverage != *w):
+			t.Errorf("%s coverage %v, want %v", name, got.Coverage, *w)
+		}
+	}
+	var got api.Pipeline
+	inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("%s/pipelines/%d", projectPath(proj.ID), p.ID), nil, &got)
+	if got.Coverage == nil || *got.Coverage != "75.00" {
+		t.Errorf("pipeline coverage %v, want \"75.00\" (the average of 87.5 and 62.5)", got.Coverage)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
