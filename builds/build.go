@@ -150,6 +150,7 @@ type Payload struct {
 	NodeIndex             int         `json:"node_index,omitempty"`
 	NodeTotal             int         `json:"node_total,omitempty"`
 	CoverageRegex         string      `json:"coverage_regex,omitempty"`
+	Interruptible         bool        `json:"interruptible,omitempty"`
 }
 
 // PayloadOf is what the store keeps of a job definition beyond its columns.
@@ -160,7 +161,7 @@ func PayloadOf(j JobDefinition) Payload {
 		When: j.When, StartInSeconds: j.StartInSeconds, Needs: j.Needs, NeedsDeclared: j.NeedsDeclared,
 		Dependencies: j.Dependencies, DependenciesDeclared: j.DependenciesDeclared, DependsOnStages: j.DependsOnStages,
 		Artifacts: j.Artifacts, Cache: j.Cache, NodeIndex: j.NodeIndex, NodeTotal: j.NodeTotal,
-		CoverageRegex: j.CoverageRegex}
+		CoverageRegex: j.CoverageRegex, Interruptible: j.Interruptible}
 }
 
 // Variable is a job variable as the operator defined it.

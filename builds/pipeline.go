@@ -97,6 +97,9 @@ type JobDefinition struct {
 	NodeIndex, NodeTotal int
 	// CoverageRegex: `coverage:` without its slashes (RE2), applied to the log at finish.
 	CoverageRegex string
+	// Interruptible: a newer pipeline on the same ref may cancel the job once it started
+	// (Service.CancelRedundant).
+	Interruptible bool
 }
 
 // Limits on a definition, so that one request cannot flood the database.

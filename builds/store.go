@@ -182,6 +182,9 @@ type Store interface {
 	Trace(ctx context.Context, id int64) ([]byte, error)
 	// SetCoverage records the coverage found in a finished build's log.
 	SetCoverage(ctx context.Context, id int64, coverage float64) error
+	// RedundantPipelines lists, oldest first, up to limit pipelines that pipeline id (of
+	// sha on ref) makes redundant under GitLab's auto-cancel rule (see CancelRedundant).
+	RedundantPipelines(ctx context.Context, projectID int64, ref, sha string, id int64, limit int) ([]int64, error)
 
 	SweepExpiredAcks(ctx context.Context, p SweepParams) (SweepResult, error)
 	// HandleStuckStages applies each stuck pipeline's timeout strategy (SPEC §6).

@@ -169,6 +169,9 @@ func (cfg *config) pipeline(c Context) (Result, error) {
 				def.AllowFailure = *r.allowFailure
 				def.AllowFailureExitCodes = nil
 			}
+			if r.interruptible != nil {
+				def.Interruptible = *r.interruptible
+			}
 			if r.hasNeeds {
 				needs = r.needs
 				def.NeedsDeclared = true

@@ -26,12 +26,11 @@ var unsupportedTop = map[string]string{
 // Keys a job may have.
 var jobKeys = []string{"stage", "type", "script", "before_script", "after_script", "image", "services",
 	"variables", "tags", "timeout", "retry", "allow_failure", "when", "start_in", "needs",
-	"dependencies", "artifacts", "cache", "rules", "parallel", "extends", "inherit", "only", "except", "coverage"}
+	"dependencies", "artifacts", "cache", "rules", "parallel", "extends", "inherit", "only", "except", "coverage", "interruptible"}
 
 // GitLab job keys jobapi does not support yet: a 400 naming them, never dropped.
 var jobUnsupported = map[string]string{
 	"environment":         " (deployments)",
-	"interruptible":       " (auto-cancel)",
 	"trigger":             " (downstream pipelines)",
 	"resource_group":      "",
 	"release":             "",
@@ -48,8 +47,8 @@ var jobUnsupported = map[string]string{
 
 // Keys of `default:`, and those jobs inherit from it.
 var (
-	defaultKeys        = []string{"image", "services", "before_script", "after_script", "tags", "timeout", "retry", "cache", "artifacts"}
-	defaultUnsupported = map[string]string{"interruptible": " (auto-cancel)", "hooks": "", "id_tokens": "", "identity": ""}
+	defaultKeys        = []string{"image", "services", "before_script", "after_script", "tags", "timeout", "retry", "cache", "artifacts", "interruptible"}
+	defaultUnsupported = map[string]string{"hooks": "", "id_tokens": "", "identity": ""}
 	legacyGlobals      = []string{"image", "services", "before_script", "after_script", "cache"}
 )
 
@@ -105,14 +104,15 @@ type needSpec struct {
 }
 
 type rule struct {
-	cond         *expr.Expr // nil: the rule always matches
-	when         string
-	allowFailure *bool
-	startIn      int
-	vars         []yamlVar
-	needs        []needSpec
-	hasNeeds     bool
-	line         int
+	cond          *expr.Expr // nil: the rule always matches
+	when          string
+	allowFailure  *bool
+	interruptible *bool
+	startIn       int
+	vars          []yamlVar
+	needs         []needSpec
+	hasNeeds      bool
+	line          int
 }
 
 // load parses and checks the whole file; nothing depends on the pipeline's ref yet.
@@ -290,6 +290,8 @@ func parseInheritable(def *builds.JobDefinition, k string, v *val, job, key stri
 		def.Cache, err = parseCaches(v, job, key, warn)
 	case "artifacts":
 		def.Artifacts, err = parseArtifacts(v, job, key)
+	case "interruptible":
+		def.Interruptible, err = boolValue(v, job, key)
 	}
 	return err
 }

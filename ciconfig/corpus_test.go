@@ -58,6 +58,7 @@ type graphJob struct {
 	Artifacts     []builds.Artifacts `json:"artifacts,omitempty"`
 	Cache         []builds.Cache     `json:"cache,omitempty"`
 	Coverage      string             `json:"coverage_regex,omitempty"`
+	Interruptible bool               `json:"interruptible,omitempty"`
 }
 
 func graphOf(j builds.JobDefinition) graphJob {
@@ -65,7 +66,7 @@ func graphOf(j builds.JobDefinition) graphJob {
 		AllowFailure: j.AllowFailure, ExitCodes: j.AllowFailureExitCodes, Needs: j.Needs,
 		NeedsDeclared: j.NeedsDeclared, Dependencies: j.Dependencies, Image: j.Image.Name, Tags: j.Tags,
 		Timeout: j.TimeoutSeconds, BeforeScript: j.BeforeScript, Script: j.Script, AfterScript: j.AfterScript,
-		Artifacts: j.Artifacts, Cache: j.Cache, Coverage: j.CoverageRegex}
+		Artifacts: j.Artifacts, Cache: j.Cache, Coverage: j.CoverageRegex, Interruptible: j.Interruptible}
 	if g.Dependencies == nil {
 		g.Dependencies = []string{}
 	}

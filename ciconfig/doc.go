@@ -26,18 +26,20 @@
 //	            services, before_script, after_script, cache (old globals = default:)
 //	            refused: include, spec (inputs header), workflow:name, workflow:auto_cancel
 //	default     image, services, before_script, after_script, tags, timeout, retry,
-//	            cache, artifacts; refused: interruptible, hooks, id_tokens, identity
+//	            cache, artifacts, interruptible; refused: hooks, id_tokens, identity
 //	job         stage, type, script, before_script, after_script, image, services,
 //	            variables, tags, timeout, retry, allow_failure, when, start_in, needs,
 //	            dependencies, artifacts, cache, rules, parallel, extends, inherit,
 //	            only, except (refs, variables; not with rules), coverage (a /regex/, RE2,
-//	            kept without its slashes; builds applies it to the log at finish)
-//	            refused: environment, interruptible, trigger,
+//	            kept without its slashes; builds applies it to the log at finish),
+//	            interruptible (a new pipeline on the ref may cancel the job: builds'
+//	            Service.CancelRedundant, GitLab's conservative auto-cancel)
+//	            refused: environment, trigger,
 //	            resource_group, release, id_tokens, secrets, pages (the keyword; a job
 //	            named pages is fine), hooks, identity, manual_confirmation, run,
 //	            dast_configuration, publish
-//	rules       if, when, allow_failure, variables, start_in, needs;
-//	            refused: changes, exists, interruptible
+//	rules       if, when, allow_failure, variables, start_in, needs, interruptible;
+//	            refused: changes, exists
 //	only/except an array of refs, or {refs, variables}. refs: branch and tag names,
 //	            /regexps/, name@project/path, branches, tags, and the pipeline sources
 //	            (api, pushes, web, triggers, schedules, merge_requests: the source without

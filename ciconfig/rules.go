@@ -12,9 +12,8 @@ var (
 	ruleWhen         = []string{builds.WhenOnSuccess, builds.WhenOnFailure, builds.WhenAlways, builds.WhenNever, builds.WhenManual, builds.WhenDelayed}
 	workflowRuleWhen = []string{builds.WhenAlways, builds.WhenNever}
 	ruleUnsupported  = map[string]string{
-		"changes":       ": jobapi creates pipelines from the API, without the pushed diff to compare",
-		"exists":        ": jobapi does not read the repository's files when it creates a pipeline",
-		"interruptible": " (auto-cancel)",
+		"changes": ": jobapi creates pipelines from the API, without the pushed diff to compare",
+		"exists":  ": jobapi does not read the repository's files when it creates a pipeline",
 	}
 	workflowRuleUnsupported = map[string]string{
 		"changes":     ruleUnsupported["changes"],
@@ -64,7 +63,7 @@ func parseRules(v *val, job, key string, workflow bool) ([]rule, error) {
 }
 
 func parseRule(v *val, job, key string, workflow bool) (rule, error) {
-	allowed := []string{"if", "when", "allow_failure", "variables", "start_in", "needs"}
+	allowed := []string{"if", "when", "allow_failure", "variables", "start_in", "needs", "interruptible"}
 	unsupported, whens := ruleUnsupported, ruleWhen
 	if workflow {
 		allowed, unsupported, whens = []string{"if", "when", "variables"}, workflowRuleUnsupported, workflowRuleWhen
@@ -95,6 +94,13 @@ func parseRule(v *val, job, key string, workflow bool) (rule, error) {
 			return rule{}, err
 		}
 		r.allowFailure = &b
+	}
+	if x := v.get("interruptible"); x != nil && x.kind != vNull {
+		b, err := boolValue(x, job, key+":interruptible")
+		if err != nil {
+			return rule{}, err
+		}
+		r.interruptible = &b
 	}
 	if x := v.get("variables"); x != nil && x.kind != vNull {
 		if r.vars, err = parseVariables(x, job, key+":variables", false); err != nil {

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"mime"
 	"net/http"
@@ -348,7 +349,8 @@ func (h *Handler) createPipeline(w http.ResponseWriter, r *http.Request) error {
 		return &httpError{code: http.StatusUnsupportedMediaType, msg: "a pipeline definition must be sent as JSON, or as .gitlab-ci.yml with Content-Type application/yaml"}
 	}
 	var def builds.PipelineDefinition
-	if isYAML(r) {
+	fromYAML := isYAML(r)
+	if fromYAML {
 		req, err := yamlRequest(r)
 		if err != nil {
 			return err
@@ -370,6 +372,7 @@ func (h *Handler) createPipeline(w http.ResponseWriter, r *http.Request) error {
 			if def, _, err = h.compile(r, pid, ci); err != nil {
 				return err
 			}
+			fromYAML = true
 		} else {
 			def = req.definition(pid)
 		}
@@ -377,6 +380,11 @@ func (h *Handler) createPipeline(w http.ResponseWriter, r *http.Request) error {
 	p, err := h.svc.CreatePipeline(r.Context(), def)
 	if err != nil {
 		return err
+	}
+	if fromYAML {
+		// GitLab's auto-cancel of redundant pipelines, once the new one is committed; a
+		// client that goes away does not stop it halfway.
+		h.svc.CancelRedundant(context.WithoutCancel(r.Context()), p)
 	}
 	out := pipelineView(p)
 	if out.GitStrategy, err = h.gitStrategy(r, pid); err != nil {
