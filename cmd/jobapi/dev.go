@@ -27,7 +27,13 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"JOBAPI_SWEEP_INTERVAL": "2s",
 		"JOBAPI_LOG_LEVEL":      "warn",
 	}
+	// decided holds what dev chose over the environment: a throwaway server replaces a URL
+	// that does not answer.
+	decided := map[string]string{}
 	lookup := func(k string) string {
+		if v, ok := decided[k]; ok {
+			return v
+		}
 		if v := getenv(k); v != "" {
 			return v
 		}
@@ -45,6 +51,9 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	dbURL := getenv("JOBAPI_DATABASE_URL")
 	if dbURL == "" || !localserver.PostgresReachable(ctx, dbURL) {
+		if dbURL != "" {
+			fmt.Fprintln(stdout, "JOBAPI_DATABASE_URL does not answer; using a throwaway Postgres instead")
+		}
 		fmt.Fprintln(stdout, "starting a throwaway Postgres in", dir)
 		pg, err := localserver.StartPostgres(ctx, dir+"/pg", stderr)
 		if err != nil {
@@ -56,20 +65,23 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return err
 		}
 		dbURL = strings.Replace(dbURL, "/postgres?", "/jobapi?", 1)
+		decided["JOBAPI_DATABASE_URL"] = dbURL
 	}
-	env["JOBAPI_DATABASE_URL"] = dbURL
 	// Artifacts go to a folder of the dev instance's own, removed with it.
 	env["JOBAPI_OBJECT_STORE"] = "file://" + dir + "/objects"
 
 	redisURL := getenv("JOBAPI_REDIS_URL")
 	if getenv("JOBAPI_REDIS_CLUSTER_ADDRS") == "" && (redisURL == "" || !localserver.RedisReachable(ctx, redisURL)) {
+		if redisURL != "" {
+			fmt.Fprintln(stdout, "JOBAPI_REDIS_URL does not answer; using a throwaway Redis instead")
+		}
 		fmt.Fprintln(stdout, "starting a throwaway Redis in", dir)
 		rd, err := localserver.StartRedis(ctx, dir+"/redis", stderr)
 		if err != nil {
 			return fmt.Errorf("start Redis (or set JOBAPI_REDIS_URL to a running one): %w", err)
 		}
 		defer rd.Stop()
-		env["JOBAPI_REDIS_URL"] = rd.URL
+		decided["JOBAPI_REDIS_URL"] = rd.URL
 	}
 
 	cfg, err := server.LoadConfig(lookup)

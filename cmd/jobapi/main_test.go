@@ -58,13 +58,35 @@ func TestMigrateVersion(t *testing.T) {
 func TestDevServesAndStops(t *testing.T) {
 	t.Parallel()
 	rdb, prefix := testenv.Redis(t)
-	e := env(map[string]string{
+	checkDev(t, env(map[string]string{
 		"JOBAPI_DATABASE_URL": testenv.DatabaseURL(t),
 		"JOBAPI_REDIS_URL":    fmt.Sprintf("redis://%s/%d", rdb.Options().Addr, rdb.Options().DB),
 		"JOBAPI_LISTEN_ADDR":  "127.0.0.1:0",
 		// A key space of this test's own (testenv deletes it afterwards).
 		"JOBAPI_REDIS_KEY_PREFIX": prefix,
-	})
+	}))
+}
+
+// A JOBAPI_DATABASE_URL that does not answer is replaced by a throwaway Postgres, which
+// the instance then uses (it once migrated the URL that did not answer, and failed).
+func TestDevReplacesADatabaseThatDoesNotAnswer(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := testenv.Redis(t)
+	out := checkDev(t, env(map[string]string{
+		"JOBAPI_DATABASE_URL":     "postgres://nobody@127.0.0.1:1/nothing?sslmode=disable&connect_timeout=2",
+		"JOBAPI_REDIS_URL":        fmt.Sprintf("redis://%s/%d", rdb.Options().Addr, rdb.Options().DB),
+		"JOBAPI_LISTEN_ADDR":      "127.0.0.1:0",
+		"JOBAPI_REDIS_KEY_PREFIX": prefix,
+	}))
+	if !strings.Contains(out, "JOBAPI_DATABASE_URL does not answer") {
+		t.Errorf("dev did not say it replaced the database:\n%s", out)
+	}
+}
+
+// checkDev runs `jobapi dev` with e until it serves, checks its readiness and printed runner
+// token, stops it and returns what it printed.
+func checkDev(t *testing.T, e func(string) string) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var out testenv.Buffer
 	done := make(chan error, 1)
@@ -108,4 +130,5 @@ func TestDevServesAndStops(t *testing.T) {
 	case <-time.After(40 * time.Second):
 		t.Fatal("dev did not stop after its context ended")
 	}
+	return out.String()
 }
