@@ -25,6 +25,8 @@ type Context struct {
 	// They win over the file's variables in rules, as project and pipeline variables do
 	// in GitLab.
 	Variables []builds.Variable
+	// Includes reads the files of `include:`; nil refuses them (400).
+	Includes Includes `json:"-"`
 }
 
 // Result is the pipeline a configuration gives for one Context.
@@ -44,7 +46,7 @@ type Result struct {
 // Context. Every error about what the user wrote is an *Error; ErrFilteredOut when
 // workflow:rules let no pipeline run, ErrNoJobs when rules left no job.
 func Compile(src []byte, c Context) (Result, error) {
-	cfg, err := load(src)
+	cfg, err := load(src, c)
 	if err != nil {
 		return Result{}, err
 	}

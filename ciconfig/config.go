@@ -19,8 +19,7 @@ var reservedTop = map[string]bool{
 
 // Top-level keys jobapi refuses, naming them (issue 17 brings them).
 var unsupportedTop = map[string]string{
-	"include": " (local, remote, project and template files)",
-	"spec":    " (the inputs header)",
+	"spec": " (the inputs header)",
 }
 
 // Keys a job may have.
@@ -116,13 +115,17 @@ type rule struct {
 }
 
 // load parses and checks the whole file; nothing depends on the pipeline's ref yet.
-func load(src []byte) (*config, error) {
+func load(src []byte, c Context) (*config, error) {
 	tree, err := parseYAML(src)
 	if err != nil {
 		return nil, err
 	}
 	if tree.kind != vMap {
 		return nil, &Error{Line: tree.line, Message: "Invalid configuration format: the top level must be a hash of jobs and keywords"}
+	}
+	vars := c.lookupTable()
+	if tree, err = resolveIncludes(tree, c.Includes, func(name string) (string, bool) { v, ok := vars[name]; return v, ok }); err != nil {
+		return nil, err
 	}
 	if tree, err = resolveExtends(tree); err != nil {
 		return nil, err

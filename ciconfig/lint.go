@@ -42,7 +42,7 @@ type LintNeed struct {
 // not valid. Nothing is written anywhere.
 func Lint(src []byte, c Context) LintResult {
 	out := LintResult{Errors: []string{}, Warnings: []string{}, Jobs: []LintJob{}}
-	cfg, err := load(src)
+	cfg, err := load(src, c)
 	if err == nil {
 		out.MergedYAML = cfg.merged
 		out.Warnings = append(out.Warnings, cfg.warnings...)

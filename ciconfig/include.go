@@ -1,0 +1,272 @@
+package ciconfig
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"path"
+	"strings"
+
+	"github.com/jobapi/jobapi/ciconfig/expr"
+)
+
+// Includes reads the files `include:` names. ciconfig stays pure: the server gives, per
+// request, an implementation that reads the project's repository at the pipeline's commit
+// and fetches remote files (package cisource); tests give their own files.
+type Includes interface {
+	// Local returns the file at path (relative to the repository's root, no leading
+	// slash) at the pipeline's commit; ErrIncludeNotFound when it does not exist.
+	Local(path string) ([]byte, error)
+	// Remote returns the body of an https URL.
+	Remote(url string) ([]byte, error)
+}
+
+// ErrIncludeNotFound is what an Includes answers for a file that does not exist.
+var ErrIncludeNotFound = errors.New("file not found")
+
+// IncludeError is an Includes failure the user can act on (a remote answering 404, a
+// file too large); its message is shown in the 400. Other errors are the server's (a
+// 500 in Compile's caller).
+type IncludeError struct{ Message string }
+
+func (e *IncludeError) Error() string { return e.Message }
+
+// GitLab's limits on include: at most 150 files in all (max_includes, its default), and
+// nesting at most 100 levels deep.
+const (
+	MaxIncludes     = 150
+	maxIncludeDepth = 100
+)
+
+var includeUnsupported = map[string]string{
+	"project":   " (files of another project)",
+	"template":  " (GitLab's templates)",
+	"component": " (CI/CD components)",
+	"artifact":  " (child pipelines)",
+	"inputs":    " (spec:inputs)",
+}
+
+// includer expands `include:` of the file and of the files it includes.
+type includer struct {
+	files Includes
+	vars  expr.Lookup // what include:rules:if sees
+	seen  map[string]bool
+	count int
+}
+
+// resolveIncludes returns the tree with its includes merged in, GitLab's way
+// (External::Processor): the included files deep-merged in order, a later one over an
+// earlier one, then the including file over them all; `include` itself removed.
+func resolveIncludes(tree *val, files Includes, vars expr.Lookup) (*val, error) {
+	if tree.get("include") == nil {
+		return tree, nil
+	}
+	x := &includer{files: files, vars: vars, seen: map[string]bool{}}
+	return x.expand(tree, 1)
+}
+
+func (x *includer) expand(tree *val, depth int) (*val, error) {
+	inc := tree.get("include")
+	if inc == nil || inc.kind == vNull {
+		return withoutKey(tree, "include"), nil
+	}
+	if depth > maxIncludeDepth {
+		return nil, errAt(inc, "", "include", "nested more than %d levels deep", maxIncludeDepth)
+	}
+	var items []*val
+	switch inc.kind {
+	case vString, vMap:
+		items = []*val{inc}
+	case vSeq:
+		items = inc.vals
+	default:
+		return nil, errAt(inc, "", "include", "config should be a hash, a string or an array containing hashes and strings")
+	}
+	var merged *val
+	for _, item := range items {
+		kind, loc, err := x.location(item)
+		if err != nil {
+			return nil, err
+		}
+		if kind == "" { // left out by its rules
+			continue
+		}
+		key := kind + ":" + loc
+		if x.seen[key] { // a file included twice (a diamond) is merged once
+			continue
+		}
+		x.seen[key] = true
+		if x.count++; x.count > MaxIncludes {
+			return nil, errAt(item, "", "include", "Maximum of %d nested includes are allowed!", MaxIncludes)
+		}
+		sub, err := x.read(item, kind, loc)
+		if err != nil {
+			return nil, err
+		}
+		if sub, err = x.expand(sub, depth+1); err != nil {
+			return nil, err
+		}
+		merged = deepMerge(merged, sub)
+	}
+	own := withoutKey(tree, "include")
+	if merged == nil {
+		return own, nil
+	}
+	return deepMerge(merged, own), nil
+}
+
+// location reads one entry: a string (a URL is remote, anything else local) or a hash
+// with local or remote and optional rules. kind "" means its rules leave it out.
+func (x *includer) location(item *val) (kind, loc string, err error) {
+	if item.kind == vString {
+		if strings.HasPrefix(item.text, "https://") || strings.HasPrefix(item.text, "http://") {
+			return "remote", item.text, nil
+		}
+		return "local", strings.TrimPrefix(item.text, "/"), nil
+	}
+	if item.kind != vMap {
+		return "", "", errAt(item, "", "include", "config should be a hash or a string")
+	}
+	if err := checkKeys(item, "", "include", []string{"local", "remote", "rules", "file"}, includeUnsupported); err != nil {
+		return "", "", err
+	}
+	if item.has("file") {
+		return "", "", errAt(item.get("file"), "", "include:file", "needs include:project, which is not supported by jobapi yet (files of another project)")
+	}
+	switch {
+	case item.has("local") && item.has("remote"):
+		return "", "", errAt(item, "", "include", "config should have exactly one of local, remote")
+	case item.has("local"):
+		kind = "local"
+	case item.has("remote"):
+		kind = "remote"
+	default:
+		return "", "", errAt(item, "", "include", "config should have exactly one of local, remote")
+	}
+	if loc, err = stringValue(item.get(kind), "", "include:"+kind); err != nil {
+		return "", "", err
+	}
+	if kind == "local" {
+		loc = strings.TrimPrefix(loc, "/")
+	}
+	if r := item.get("rules"); r != nil && r.kind != vNull {
+		ok, err := x.rulesAllow(r)
+		if err != nil || !ok {
+			return "", "", err
+		}
+	}
+	return kind, loc, nil
+}
+
+// rulesAllow applies include:rules: the first rule whose if holds decides (when: never
+// leaves the file out); no rule holding leaves it out, as in GitLab.
+func (x *includer) rulesAllow(v *val) (bool, error) {
+	if v.kind != vSeq {
+		return false, errAt(v, "", "include:rules", "config should be an array of hashes")
+	}
+	for _, item := range v.vals {
+		if item.kind != vMap {
+			return false, errAt(item, "", "include:rules", "config should be an array of hashes")
+		}
+		if err := checkKeys(item, "", "include:rules:rule", []string{"if", "when"}, map[string]string{
+			"exists":  ruleUnsupported["exists"],
+			"changes": ruleUnsupported["changes"],
+		}); err != nil {
+			return false, err
+		}
+		held := true
+		if c := item.get("if"); c != nil && c.kind != vNull {
+			text, err := stringValue(c, "", "include:rules:rule:if")
+			if err != nil {
+				return false, err
+			}
+			e, err := expr.Parse(text)
+			if err != nil {
+				return false, errAt(c, "", "include:rules:rule", "if invalid expression syntax (%s)", strings.TrimPrefix(err.Error(), "invalid expression syntax: "))
+			}
+			held = e.Eval(x.vars)
+		}
+		if !held {
+			continue
+		}
+		w := item.get("when")
+		if w == nil || w.kind == vNull {
+			return true, nil
+		}
+		switch w.text {
+		case "never":
+			return false, nil
+		case "always":
+			return true, nil
+		}
+		return false, errAt(w, "", "include:rules:rule", "when unknown value: %s (one of: never, always)", w.text)
+	}
+	return false, nil
+}
+
+// read fetches and parses one included file.
+func (x *includer) read(item *val, kind, loc string) (*val, error) {
+	if x.files == nil {
+		return nil, errAt(item, "", "include:"+kind, "%s cannot be read: the pipeline has no repository or file source", loc)
+	}
+	var src []byte
+	var err error
+	switch kind {
+	case "local":
+		p := loc
+		if p == "" || strings.ContainsAny(p, "*?[") {
+			return nil, errAt(item, "", "include:local", "%q: wildcard paths are not supported by jobapi yet", loc)
+		}
+		if clean := path.Clean(p); clean != p || strings.HasPrefix(clean, "../") || clean == ".." {
+			return nil, errAt(item, "", "include:local", "%q is not a path inside the repository", loc)
+		}
+		if !strings.HasSuffix(p, ".yml") && !strings.HasSuffix(p, ".yaml") {
+			return nil, errAt(item, "", "include:local", "Included file `%s` does not have YAML extension!", loc)
+		}
+		src, err = x.files.Local(p)
+		if errors.Is(err, ErrIncludeNotFound) {
+			return nil, errAt(item, "", "include:local", "Local file `%s` does not exist!", loc)
+		}
+	case "remote":
+		u, perr := url.Parse(loc)
+		if perr != nil || u.Scheme != "https" || u.Host == "" {
+			return nil, errAt(item, "", "include:remote", "%q: remote includes must be https URLs", loc)
+		}
+		if !strings.HasSuffix(u.Path, ".yml") && !strings.HasSuffix(u.Path, ".yaml") {
+			return nil, errAt(item, "", "include:remote", "Included file `%s` does not have YAML extension!", loc)
+		}
+		src, err = x.files.Remote(loc)
+	}
+	var ie *IncludeError
+	switch {
+	case errors.As(err, &ie):
+		return nil, errAt(item, "", "include:"+kind, "`%s`: %s", loc, ie.Message)
+	case err != nil:
+		return nil, fmt.Errorf("include %s %s: %w", kind, loc, err)
+	}
+	sub, err := parseYAML(src)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			return nil, &Error{Line: e.Line, Key: "include:" + kind, Message: fmt.Sprintf("`%s`: %s", loc, e.Message)}
+		}
+		return nil, err
+	}
+	if sub.kind != vMap {
+		return nil, errAt(item, "", "include:"+kind, "`%s`: Invalid configuration format", loc)
+	}
+	return sub, nil
+}
+
+func withoutKey(m *val, key string) *val {
+	if m.get(key) == nil {
+		return m
+	}
+	out := newMap(m.line)
+	for i, k := range m.keys {
+		if k != key {
+			out.set(k, m.vals[i])
+		}
+	}
+	return out
+}

@@ -1,0 +1,163 @@
+package ciconfig
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// files is an Includes over fixed texts: the input of these tests, as a repository would
+// give it.
+type files struct {
+	local, remote map[string]string
+	reads         []string
+}
+
+func (f *files) Local(p string) ([]byte, error) {
+	f.reads = append(f.reads, p)
+	s, ok := f.local[p]
+	if !ok {
+		return nil, ErrIncludeNotFound
+	}
+	return []byte(s), nil
+}
+
+func (f *files) Remote(u string) ([]byte, error) {
+	f.reads = append(f.reads, u)
+	s, ok := f.remote[u]
+	if !ok {
+		return nil, &IncludeError{Message: "answered 404"}
+	}
+	return []byte(s), nil
+}
+
+func TestIncludeMergeOrder(t *testing.T) {
+	t.Parallel()
+	f := &files{local: map[string]string{
+		"ci/base.yml": `
+variables: {A: base, B: base}
+.go: {image: "golang:1.22", tags: [docker]}
+build: {stage: build, script: make base, extends: .go}
+`,
+		"ci/override.yml": `
+include: ci/base.yml       # nested, and also included by the main file: merged once
+variables: {B: override}
+build: {script: make override}
+`,
+	}, remote: map[string]string{
+		"https://example.com/ci/lint.yml": "lint: {stage: test, script: golangci-lint run}\n",
+	}}
+	src := `
+include:
+  - local: /ci/base.yml
+  - ci/override.yml
+  - remote: https://example.com/ci/lint.yml
+  - local: ci/never.yml
+    rules:
+      - if: $CI_COMMIT_BRANCH == "release"
+variables: {C: main}
+build: {variables: {OWN: "1"}}
+`
+	c := mainPush
+	c.Includes = f
+	res := mustCompile(t, src, c)
+	if got := names(res); !slices.Equal(got, []string{"build", "lint"}) {
+		t.Fatalf("jobs %v", got)
+	}
+	b := job(t, res, "build")
+	// Later includes over earlier ones, the including file over all; hashes merged deep,
+	// so build keeps stage and extends from base, script from override, variables its own.
+	if !slices.Equal(b.Script, []string{"make override"}) || b.Stage != "build" || b.Image.Name != "golang:1.22" {
+		t.Errorf("build %+v", b)
+	}
+	vars := map[string]string{}
+	for _, v := range b.Variables {
+		vars[v.Key] = v.Value
+	}
+	if vars["A"] != "base" || vars["B"] != "override" || vars["C"] != "main" || vars["OWN"] != "1" {
+		t.Errorf("build variables %v", vars)
+	}
+	if slices.Contains(f.reads, "ci/never.yml") {
+		t.Error("an include whose rules do not hold was read")
+	}
+	if n := strings.Count(strings.Join(f.reads, " "), "ci/base.yml"); n != 1 {
+		t.Errorf("ci/base.yml read %d times, want once", n)
+	}
+	if strings.Contains(res.MergedYAML, "include") {
+		t.Errorf("merged YAML keeps include:\n%s", res.MergedYAML)
+	}
+}
+
+func TestIncludeErrors(t *testing.T) {
+	t.Parallel()
+	f := &files{local: map[string]string{
+		"bad.yml":    "job: {script: [",
+		"list.yml":   "- a\n",
+		"loop-a.yml": "include: loop-b.yml\na: {script: x}\n",
+		"loop-b.yml": "include: loop-a.yml\nb: {script: x}\n",
+	}}
+	for src, want := range map[string]string{
+		"include: missing.yml\n":                               "include:local Local file `missing.yml` does not exist! (line 1)",
+		"include: ci/file.txt\n":                               "include:local Included file `ci/file.txt` does not have YAML extension! (line 1)",
+		"include: ../up.yml\n":                                 `include:local "../up.yml" is not a path inside the repository (line 1)`,
+		"include: 'ci/*.yml'\n":                                `include:local "ci/*.yml": wildcard paths are not supported by jobapi yet (line 1)`,
+		"include: {remote: 'http://example.com/a.yml'}\n":      `include:remote "http://example.com/a.yml": remote includes must be https URLs (line 1)`,
+		"include: {remote: 'https://example.com/a.yml'}\n":     "include:remote `https://example.com/a.yml`: answered 404 (line 1)",
+		"include: bad.yml\n":                                   "include:local `bad.yml`: Invalid configuration format: did not find expected node content (line 2)",
+		"include: list.yml\n":                                  "include:local `list.yml`: Invalid configuration format (line 1)",
+		"include: {local: a.yml, remote: 'https://x/a.yml'}\n": "include config should have exactly one of local, remote (line 1)",
+		"include: [{local: a.yml, rules: [{exists: [x]}]}]\n":  "include:rules:rule:exists is not supported by jobapi yet: jobapi does not read the repository's files when it creates a pipeline (line 1)",
+		"include: 1\n":                                         "include config should be a hash, a string or an array containing hashes and strings (line 1)",
+	} {
+		c := mainPush
+		c.Includes = f
+		_, err := Compile([]byte(src+"job: {script: x}\n"), c)
+		if err == nil || err.Error() != want {
+			t.Errorf("%q:\n got %v\nwant %s", src, err, want)
+		}
+	}
+	// A loop is cut by the include-once rule, not refused: both files are merged once
+	// (b under a, so b's job comes first, as Ruby's deep_merge orders keys).
+	c := mainPush
+	c.Includes = f
+	if got := names(mustCompile(t, "include: loop-a.yml\n", c)); !slices.Equal(got, []string{"b", "a"}) {
+		t.Errorf("include loop: jobs %v, want [b a]", got)
+	}
+}
+
+// TestIncludeLimits: GitLab's 150 files in all, and 100 levels of nesting.
+func TestIncludeLimits(t *testing.T) {
+	t.Parallel()
+	f := &files{local: map[string]string{}}
+	var list strings.Builder
+	list.WriteString("include:\n")
+	for i := range MaxIncludes + 1 {
+		f.local[fmt.Sprintf("f%d.yml", i)] = fmt.Sprintf("job%d: {script: x}\n", i)
+		fmt.Fprintf(&list, "  - f%d.yml\n", i)
+	}
+	c := mainPush
+	c.Includes = f
+	_, err := Compile([]byte(list.String()), c)
+	if err == nil || err.Error() != "include Maximum of 150 nested includes are allowed! (line 152)" {
+		t.Errorf("151 files: %v", err)
+	}
+	all := list.String()
+	if res := mustCompile(t, all[:strings.LastIndex(all, "  - ")], c); len(res.Jobs) != MaxIncludes {
+		t.Errorf("150 files: %d jobs, want %d", len(res.Jobs), MaxIncludes)
+	}
+
+	chain := &files{local: map[string]string{}}
+	for i := range maxIncludeDepth + 1 {
+		chain.local[fmt.Sprintf("c%d.yml", i)] = fmt.Sprintf("include: c%d.yml\njob%d: {script: x}\n", i+1, i)
+	}
+	chain.local[fmt.Sprintf("c%d.yml", maxIncludeDepth-1)] = "last: {script: x}\n"
+	c.Includes = chain
+	if res := mustCompile(t, "include: c0.yml\n", c); len(res.Jobs) != maxIncludeDepth {
+		t.Errorf("100 levels: %d jobs, want %d", len(res.Jobs), maxIncludeDepth)
+	}
+	chain.local[fmt.Sprintf("c%d.yml", maxIncludeDepth-1)] = fmt.Sprintf("include: c%d.yml\njob: {script: x}\n", maxIncludeDepth)
+	if _, err := Compile([]byte("include: c0.yml\n"), c); err == nil || err.Error() != "include nested more than 100 levels deep (line 1)" {
+		t.Errorf("101 levels: %v", err)
+	}
+}
