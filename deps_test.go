@@ -47,6 +47,8 @@ var layerRules = []layerRule{
 		why:       "the web UI reads and acts through builds.Service like the API; storage stays behind it"},
 	{pkgs: "./ciconfig/...", allowed: []string{"./builds", "./ciconfig/...", "go.yaml.in/yaml/v3"}, forbidden: []string{"net/http", "database/sql"},
 		why: "the .gitlab-ci.yml compiler is pure: text in, builds' job definitions out, with a YAML parser; no storage, no transport"},
+	{pkgs: "./cisource", allowed: []string{"./builds", "./ciconfig"},
+		why: "the include reader runs git and fetches HTTPS with the standard library, for ciconfig's Includes"},
 	{pkgs: "./ciconfig/expr", allowed: []string{},
 		why: "the rules:if expression language uses only the standard library"},
 	{pkgs: "./...", forbidden: []string{"./cmd/..."},

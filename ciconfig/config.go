@@ -114,7 +114,8 @@ type rule struct {
 	line          int
 }
 
-// load parses and checks the whole file; nothing depends on the pipeline's ref yet.
+// load parses and checks the whole file with what it includes; only include:rules depend
+// on the pipeline (the Context's variables).
 func load(src []byte, c Context) (*config, error) {
 	tree, err := parseYAML(src)
 	if err != nil {

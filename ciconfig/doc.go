@@ -7,6 +7,9 @@
 //	parseYAML          text → value tree: YAML 1.1 scalars as Psych reads them, anchors and
 //	                   merge keys applied, repeated keys (the last wins), !reference kept;
 //	                   size, depth and alias expansion bounded
+//	resolveIncludes    include: local and remote files through Context.Includes, nested
+//	                   (each file once, 150 files, 100 levels), deep-merged in order with
+//	                   the including file on top (External::Processor)
 //	resolveExtends     extends: bases deep-merged in order, the entry on top (≤ 11 levels)
 //	resolveReferences  !reference [a, b] replaced by what it names, after extends
 //	mergedYAML         the result printed, as GitLab's lint shows it (merged_yaml)
@@ -24,7 +27,12 @@
 //
 //	top level   stages, types (old name), default, variables, workflow (rules), image,
 //	            services, before_script, after_script, cache (old globals = default:)
-//	            refused: include, spec (inputs header), workflow:name, workflow:auto_cancel
+//	            include (local: the repository at the pipeline's commit; remote: https,
+//	            1 MiB, 10 s, no private addresses; a string, a hash or a list of them;
+//	            include:rules with if and when)
+//	            refused: include:project, include:template, include:component,
+//	            include:artifact, include:inputs, wildcard local paths, spec (inputs
+//	            header), workflow:name, workflow:auto_cancel
 //	default     image, services, before_script, after_script, tags, timeout, retry,
 //	            cache, artifacts, interruptible; refused: hooks, id_tokens, identity
 //	job         stage, type, script, before_script, after_script, image, services,

@@ -97,8 +97,18 @@ func (h *Handler) ciContext(r *http.Request, pid int64, req ciRequest) (ciconfig
 	c := ciconfig.Context{Ref: name, RefIsTag: refType == "tag", SHA: req.SHA, DefaultBranch: "main", Source: source}
 	projectName, path := "project-"+strconv.FormatInt(pid, 10), ""
 	path = projectName
+	repoURL := ""
 	if jp.Project != nil {
 		c.DefaultBranch, projectName, path = jp.Project.DefaultBranch, jp.Project.Name, jp.Project.Path
+		repoURL = jp.Project.RepoURL
+	}
+	if h.includes != nil {
+		// include: local reads the repository at the pipeline's commit (its ref without one).
+		rev := req.SHA
+		if rev == "" {
+			rev = ref
+		}
+		c.Includes = h.includes.For(r.Context(), repoURL, rev)
 	}
 	base := h.externalBase(r)
 	host := base

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/cisource"
 )
 
 // Flags is the operator side of the feature-flag backend (the Features API).
@@ -47,6 +48,8 @@ type Deps struct {
 	ArtifactUploadTimeout time.Duration
 	// UI serves every path the API does not (the web UI at /); nil: those are 404.
 	UI http.Handler
+	// Includes reads .gitlab-ci.yml's include: files (nil: include is a 400).
+	Includes *cisource.Source
 }
 
 // Handler carries the dependencies of every route.
@@ -66,6 +69,7 @@ type Handler struct {
 	external         string
 	uploadTimeout    time.Duration
 	ui               http.Handler
+	includes         *cisource.Source
 }
 
 // Trace update intervals sent to runners (GitLab's UPDATE_FREQUENCY_DEFAULT and while watched).
@@ -88,6 +92,7 @@ func New(d Deps) http.Handler {
 		external:      d.ExternalURL,
 		uploadTimeout: d.ArtifactUploadTimeout,
 		ui:            d.UI,
+		includes:      d.Includes,
 	}
 	if h.uploadTimeout <= 0 {
 		h.uploadTimeout = time.Hour

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,6 +22,7 @@ import (
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/pgstore"
 	"github.com/jobapi/jobapi/builds/redisstore"
+	"github.com/jobapi/jobapi/cisource"
 	"github.com/jobapi/jobapi/featureflags"
 	"github.com/jobapi/jobapi/featureflags/pgflags"
 	"github.com/jobapi/jobapi/handlers"
@@ -307,7 +309,16 @@ func newHTTP(cfg Config, opts Options, d domain, fl flagBackend, reg *prometheus
 	hub *webui.Hub, log *slog.Logger) (*http.Server, net.Listener, error) {
 	ui := webui.New(webui.Deps{Service: d.svc, AdminToken: cfg.AdminToken, Flags: fl.web, Revocations: d.rs,
 		Hub: hub, TraceWatch: d.rs, ExternalURL: cfg.ExternalURL, Log: log, Now: opts.Now})
-	h := handlers.New(handlers.Deps{UI: ui, Service: d.svc, AdminToken: cfg.AdminToken, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
+	// include: local fetches into a directory of this replica's own, removed at shutdown.
+	includeDir, err := os.MkdirTemp("", "jobapi-includes-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("include cache: %w", err)
+	}
+	git, err := cisource.NewGitCache(includeDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	h := handlers.New(handlers.Deps{UI: ui, Service: d.svc, Includes: &cisource.Source{Git: git, Remote: cisource.NewRemote()}, AdminToken: cfg.AdminToken, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
 		Flags: fl.admin, Health: health{store: d.store, redis: d.rs},
 		Registry: reg, TraceWatch: d.rs, Limiter: limiter{rl}, ExternalURL: cfg.ExternalURL,
 		ArtifactUploadTimeout: cfg.ArtifactUploadTimeout,
@@ -328,6 +339,7 @@ func newHTTP(cfg Config, opts Options, d domain, fl flagBackend, reg *prometheus
 		// No WriteTimeout: long polls and waiters hold responses on purpose.
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	srv.RegisterOnShutdown(func() { _ = os.RemoveAll(includeDir) })
 	return srv, ln, nil
 }
 

@@ -1,0 +1,153 @@
+package cisource
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jobapi/jobapi/ciconfig"
+)
+
+// gitRepo makes a bare repository with one commit holding files and returns its file://
+// URL and the commit's sha.
+func gitRepo(t *testing.T, files map[string]string) (string, string) {
+	t.Helper()
+	work := t.TempDir()
+	run := func(dir string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
+			"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_GLOBAL=/dev/null")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	run(work, "init", "--quiet", "--initial-branch=main")
+	for name, text := range files {
+		p := filepath.Join(work, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(work, "add", ".")
+	run(work, "commit", "--quiet", "-m", "ci files")
+	sha := run(work, "rev-parse", "HEAD")
+	bare := filepath.Join(t.TempDir(), "repo.git")
+	run(work, "clone", "--quiet", "--bare", work, bare)
+	return "file://" + bare, sha
+}
+
+func TestGitCacheRead(t *testing.T) {
+	t.Parallel()
+	remote, sha := gitRepo(t, map[string]string{"ci/build.yml": "build: {script: make}\n", "big.yml": strings.Repeat("#", ciconfig.MaxConfigBytes+1)})
+	g, err := NewGitCache(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, rev := range []string{sha, sha, "main"} { // the second read finds the commit in the cache
+		got, err := g.Read(ctx, remote, rev, "ci/build.yml")
+		if err != nil || string(got) != "build: {script: make}\n" {
+			t.Errorf("Read at %s = %q, %v", rev, got, err)
+		}
+	}
+	if g.repos[filepathBase(t, g)].fetches != 2 {
+		t.Errorf("fetches %d, want 2 (the sha once, main once)", g.repos[filepathBase(t, g)].fetches)
+	}
+	if _, err := g.Read(ctx, remote, sha, "missing.yml"); !errors.Is(err, ciconfig.ErrIncludeNotFound) {
+		t.Errorf("missing file: %v", err)
+	}
+	var ie *ciconfig.IncludeError
+	if _, err := g.Read(ctx, remote, sha, "big.yml"); !errors.As(err, &ie) || !strings.Contains(ie.Message, "at most 1048576") {
+		t.Errorf("file over 1 MiB: %v", err)
+	}
+	if _, err := g.Read(ctx, remote, strings.Repeat("0", 40), "ci/build.yml"); !errors.As(err, &ie) {
+		t.Errorf("unknown commit: %v, want an IncludeError", err)
+	}
+	// Credentials in the remote never reach a message.
+	_, err = g.Read(ctx, "https://deploy:s3cret-token@127.0.0.1:1/group/app.git", sha, "ci/build.yml")
+	if !errors.As(err, &ie) || strings.Contains(err.Error(), "s3cret-token") {
+		t.Errorf("unreachable remote with credentials: %v", err)
+	}
+}
+
+func filepathBase(t *testing.T, g *GitCache) string {
+	t.Helper()
+	for name := range g.repos {
+		return name
+	}
+	t.Fatal("no repository in the cache")
+	return ""
+}
+
+// TestGitCacheBounds: at most MaxRepos repositories; the least recently used one goes.
+func TestGitCacheBounds(t *testing.T) {
+	t.Parallel()
+	remote, sha := gitRepo(t, map[string]string{"a.yml": "a: {script: x}\n"})
+	g, err := NewGitCache(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same repository under MaxRepos+1 spellings is MaxRepos+1 remotes.
+	for i := range MaxRepos + 1 {
+		if _, err := g.Read(context.Background(), remote+strings.Repeat("/", i+1), sha, "a.yml"); err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+	}
+	entries, err := os.ReadDir(g.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.repos) != MaxRepos || len(entries) != MaxRepos {
+		t.Errorf("%d repositories known, %d directories; want %d", len(g.repos), len(entries), MaxRepos)
+	}
+}
+
+func TestRemoteFetch(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/ci/lint.yml":
+			_, _ = w.Write([]byte("lint: {script: x}\n"))
+		case "/big.yml":
+			_, _ = w.Write([]byte(strings.Repeat("#", ciconfig.MaxConfigBytes+1)))
+		case "/plain.yml":
+			http.Redirect(w, r, "http://example.com/ci.yml", http.StatusFound)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	r := &Remote{Client: srv.Client()}
+	ctx := context.Background()
+	if got, err := r.Fetch(ctx, srv.URL+"/ci/lint.yml"); err != nil || string(got) != "lint: {script: x}\n" {
+		t.Errorf("Fetch = %q, %v", got, err)
+	}
+	for path, want := range map[string]string{
+		"/missing.yml": "HTTP 404",
+		"/big.yml":     "larger than 1048576 bytes",
+		"/plain.yml":   "not https",
+	} {
+		var ie *ciconfig.IncludeError
+		if _, err := r.Fetch(ctx, srv.URL+path); !errors.As(err, &ie) || !strings.Contains(ie.Message, want) {
+			t.Errorf("%s: %v, want an IncludeError with %q", path, err, want)
+		}
+	}
+	// The production client refuses the server's own network.
+	var ie *ciconfig.IncludeError
+	if _, err := NewRemote().Fetch(ctx, srv.URL+"/ci/lint.yml"); !errors.As(err, &ie) || !strings.Contains(ie.Message, "local or private network") {
+		t.Errorf("loopback remote: %v", err)
+	}
+}

@@ -1,0 +1,208 @@
+// Package cisource reads the files a .gitlab-ci.yml includes: `include: local` from the
+// project's repository at the pipeline's commit, fetched with git into a bounded cache
+// directory, and `include: remote` over HTTPS with size and time limits. It serves
+// ciconfig.Includes for one pipeline at a time (Source.For).
+package cisource
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/ciconfig"
+)
+
+// Bounds of the git cache: how many repositories it keeps, and how many commits one
+// repository takes (each fetch adds a shallow commit) before it is fetched anew, so that
+// the directory holds at most MaxRepos × FetchesPerRepo snapshots.
+const (
+	MaxRepos       = 16
+	FetchesPerRepo = 64
+	gitTimeout     = 60 * time.Second
+)
+
+// GitCache fetches commits of project repositories into Dir, one bare repository per
+// remote, and reads files from them.
+type GitCache struct {
+	Dir string
+
+	mu    sync.Mutex
+	repos map[string]*repo // by directory name
+}
+
+type repo struct {
+	mu      sync.Mutex
+	dir     string
+	fetches int
+	used    time.Time
+}
+
+// NewGitCache returns a cache in dir, created if needed.
+func NewGitCache(dir string) (*GitCache, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("include cache %s: %w", dir, err)
+	}
+	return &GitCache{Dir: dir, repos: map[string]*repo{}}, nil
+}
+
+var fullSHA = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// Read returns path at rev (a commit sha, or a branch or tag name) of the repository at
+// remote. ciconfig.ErrIncludeNotFound when the commit has no such file; a
+// *ciconfig.IncludeError when the repository cannot be fetched or the file is too large.
+func (g *GitCache) Read(ctx context.Context, remote, rev, path string) ([]byte, error) {
+	r, err := g.repo(remote)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
+	defer cancel()
+	if _, err := os.Stat(r.dir); err != nil { // evicted while this request waited for it
+		if _, err := r.git(ctx, "", "init", "--quiet", "--bare", r.dir); err != nil {
+			return nil, fmt.Errorf("include cache: git init: %w", err)
+		}
+	}
+	object := rev
+	if !fullSHA.MatchString(rev) || !r.has(ctx, rev) {
+		if err := r.fetch(ctx, remote, rev); err != nil {
+			return nil, err
+		}
+		if !fullSHA.MatchString(rev) {
+			object = "FETCH_HEAD"
+		}
+	}
+	spec := object + ":" + path
+	out, err := r.git(ctx, "", "cat-file", "-s", spec)
+	if err != nil {
+		return nil, ciconfig.ErrIncludeNotFound
+	}
+	size, _ := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	if size > ciconfig.MaxConfigBytes {
+		return nil, &ciconfig.IncludeError{Message: fmt.Sprintf("the file is %d bytes; at most %d (1 MiB) are accepted", size, ciconfig.MaxConfigBytes)}
+	}
+	out, err = r.git(ctx, "", "cat-file", "blob", spec)
+	if err != nil {
+		return nil, ciconfig.ErrIncludeNotFound
+	}
+	return out, nil
+}
+
+// repo returns the cache entry of remote, evicting the least recently used one when the
+// cache is full, and starting afresh one that has taken FetchesPerRepo commits.
+func (g *GitCache) repo(remote string) (*repo, error) {
+	sum := sha256.Sum256([]byte(remote))
+	name := hex.EncodeToString(sum[:12]) + ".git"
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r, ok := g.repos[name]
+	if ok && r.fetches >= FetchesPerRepo {
+		r.mu.Lock()
+		err := os.RemoveAll(r.dir)
+		r.mu.Unlock()
+		if err != nil {
+			return nil, fmt.Errorf("include cache: %w", err)
+		}
+		delete(g.repos, name)
+		ok = false
+	}
+	if !ok {
+		if len(g.repos) >= MaxRepos {
+			g.evictOldest()
+		}
+		r = &repo{dir: filepath.Join(g.Dir, name)}
+		if err := os.RemoveAll(r.dir); err != nil {
+			return nil, fmt.Errorf("include cache: %w", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
+		defer cancel()
+		if _, err := r.git(ctx, "", "init", "--quiet", "--bare", r.dir); err != nil {
+			return nil, fmt.Errorf("include cache: git init: %w", err)
+		}
+		g.repos[name] = r
+	}
+	r.used = time.Now()
+	return r, nil
+}
+
+func (g *GitCache) evictOldest() {
+	names := make([]string, 0, len(g.repos))
+	for n := range g.repos {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool { return g.repos[names[i]].used.Before(g.repos[names[j]].used) })
+	old := g.repos[names[0]]
+	old.mu.Lock()
+	_ = os.RemoveAll(old.dir) // a directory left behind is reused (emptied) on its next use
+	old.mu.Unlock()
+	delete(g.repos, names[0])
+}
+
+func (r *repo) has(ctx context.Context, sha string) bool {
+	_, err := r.git(ctx, "", "cat-file", "-e", sha+"^{commit}")
+	return err == nil
+}
+
+// fetch brings rev (shallow: the commit's tree only) from remote. The remote, which may
+// carry credentials, goes to git through its environment, not its arguments, and never
+// into a message.
+func (r *repo) fetch(ctx context.Context, remote, rev string) error {
+	r.fetches++
+	if _, err := r.git(ctx, remote, "fetch", "--quiet", "--depth=1", "--no-tags", "origin", rev); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) || errors.Is(err, context.DeadlineExceeded) {
+			return &ciconfig.IncludeError{Message: fmt.Sprintf("the project's repository %s could not be fetched at %s: %v",
+				builds.RedactURL(remote), rev, redact(err, remote))}
+		}
+		return err
+	}
+	return nil
+}
+
+// git runs git in the repository; with remote set, as remote "origin".
+func (r *repo) git(ctx context.Context, remote string, args ...string) ([]byte, error) {
+	if args[0] != "init" {
+		args = append([]string{"--git-dir", r.dir}, args...)
+	}
+	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_SSH_COMMAND=ssh -o BatchMode=yes",
+		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	if remote != "" {
+		cmd.Env = append(cmd.Env, "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=remote.origin.url", "GIT_CONFIG_VALUE_0="+remote)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.Bytes(), nil
+}
+
+// redact removes the remote (and its credentials) from git's message.
+func redact(err error, remote string) string {
+	msg := err.Error()
+	if remote != "" {
+		msg = strings.ReplaceAll(msg, remote, builds.RedactURL(remote))
+	}
+	if len(msg) > 300 {
+		msg = msg[:300] + "…"
+	}
+	return msg
+}
