@@ -123,6 +123,7 @@ func TestCorpus(t *testing.T) {
 			got := golden{}
 			for _, c := range want.Cases {
 				gc := goldenCase{Name: c.Name, Context: c.Context}
+				c.Context.Includes = corpusFiles{}
 				res, err := Compile(src, c.Context)
 				if err != nil {
 					gc.Error = err.Error()
@@ -156,6 +157,26 @@ func TestCorpus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// corpusFiles serves the corpus's includes from testdata/ci/files: local paths as they
+// are, remote URLs under files/remote/<host>/<path>.
+type corpusFiles struct{}
+
+func (corpusFiles) Local(p string) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(corpusDir, "files", filepath.FromSlash(p)))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, ErrIncludeNotFound
+	}
+	return b, err
+}
+
+func (corpusFiles) Remote(u string) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(corpusDir, "files", "remote", filepath.FromSlash(strings.TrimPrefix(u, "https://"))))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, &IncludeError{Message: "could not be fetched: HTTP 404"}
+	}
+	return b, err
 }
 
 // TestCorpusBad: every testdata/ci/bad/*.yml starts with "# error: <the exact message>"

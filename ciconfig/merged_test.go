@@ -19,7 +19,7 @@ func TestMergedYAMLReadsBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkMergedReadsBack(t, file, src, Context{Ref: "main", DefaultBranch: "main", Source: "push"})
+		checkMergedReadsBack(t, file, src, Context{Ref: "main", DefaultBranch: "main", Source: "push", Includes: corpusFiles{}})
 	}
 }
 
