@@ -110,8 +110,9 @@ func (g *GitCache) repo(remote string) (*repo, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	r, ok := g.repos[name]
-	if ok && r.fetches >= FetchesPerRepo {
-		r.mu.Lock()
+	// A repository in use (a fetch takes up to a minute) is never waited for here, under
+	// g.mu: it is started afresh, or evicted, at a later call instead.
+	if ok && r.fetches >= FetchesPerRepo && r.mu.TryLock() {
 		err := os.RemoveAll(r.dir)
 		r.mu.Unlock()
 		if err != nil {
@@ -139,17 +140,24 @@ func (g *GitCache) repo(remote string) (*repo, error) {
 	return r, nil
 }
 
+// evictOldest removes the least recently used repository that is not in use; when all
+// are, the cache holds one more for a while.
 func (g *GitCache) evictOldest() {
 	names := make([]string, 0, len(g.repos))
 	for n := range g.repos {
 		names = append(names, n)
 	}
 	sort.Slice(names, func(i, j int) bool { return g.repos[names[i]].used.Before(g.repos[names[j]].used) })
-	old := g.repos[names[0]]
-	old.mu.Lock()
-	_ = os.RemoveAll(old.dir) // a directory left behind is reused (emptied) on its next use
-	old.mu.Unlock()
-	delete(g.repos, names[0])
+	for _, n := range names {
+		old := g.repos[n]
+		if !old.mu.TryLock() {
+			continue
+		}
+		_ = os.RemoveAll(old.dir) // a directory left behind is emptied on its next use
+		old.mu.Unlock()
+		delete(g.repos, n)
+		return
+	}
 }
 
 func (r *repo) has(ctx context.Context, sha string) bool {
