@@ -171,6 +171,19 @@ func (corpusFiles) Local(p string) ([]byte, error) {
 	return b, err
 }
 
+func (corpusFiles) LocalPaths() ([]string, error) {
+	root := filepath.Join(corpusDir, "files")
+	var out []string
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(root, p)
+			out = append(out, filepath.ToSlash(rel))
+		}
+		return err
+	})
+	return out, err
+}
+
 func (corpusFiles) Remote(u string) ([]byte, error) {
 	b, err := os.ReadFile(filepath.Join(corpusDir, "files", "remote", filepath.FromSlash(strings.TrimPrefix(u, "https://"))))
 	if errors.Is(err, os.ErrNotExist) {

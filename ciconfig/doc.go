@@ -27,12 +27,13 @@
 //
 //	top level   stages, types (old name), default, variables, workflow (rules), image,
 //	            services, before_script, after_script, cache (old globals = default:)
-//	            include (local: the repository at the pipeline's commit; remote: https,
-//	            1 MiB, 10 s, no private addresses; a string, a hash or a list of them;
-//	            include:rules with if and when)
+//	            include (local: the repository at the pipeline's commit, wildcards *, ?,
+//	            **/, [..], {a,b} as GitLab's fnmatch; remote: https, 1 MiB, 10 s, no
+//	            private addresses; a string, a hash or a list of them; include:rules
+//	            with if and when)
 //	            refused: include:project, include:template, include:component,
-//	            include:artifact, include:inputs, wildcard local paths, spec (inputs
-//	            header), workflow:name, workflow:auto_cancel
+//	            include:artifact, include:inputs, spec (inputs header), workflow:name,
+//	            workflow:auto_cancel
 //	default     image, services, before_script, after_script, tags, timeout, retry,
 //	            cache, artifacts, interruptible; refused: hooks, id_tokens, identity
 //	job         stage, type, script, before_script, after_script, image, services,

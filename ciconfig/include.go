@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"regexp"
 	"strings"
 
 	"github.com/jobapi/jobapi/ciconfig/expr"
@@ -19,6 +20,9 @@ type Includes interface {
 	Local(path string) ([]byte, error)
 	// Remote returns the body of an https URL.
 	Remote(url string) ([]byte, error)
+	// LocalPaths lists every file of the repository at the pipeline's commit, for local
+	// includes with wildcards.
+	LocalPaths() ([]string, error)
 }
 
 // ErrIncludeNotFound is what an Includes answers for a file that does not exist.
@@ -91,22 +95,30 @@ func (x *includer) expand(tree *val, depth int) (*val, error) {
 		if kind == "" { // left out by its rules
 			continue
 		}
-		key := kind + ":" + loc
-		if x.seen[key] { // a file included twice (a diamond) is merged once
-			continue
+		locs := []string{loc}
+		if kind == "local" && strings.ContainsAny(loc, "*?[{") {
+			if locs, err = x.glob(item, loc); err != nil {
+				return nil, err
+			}
 		}
-		x.seen[key] = true
-		if x.count++; x.count > MaxIncludes {
-			return nil, errAt(item, "", "include", "Maximum of %d nested includes are allowed!", MaxIncludes)
+		for _, loc := range locs {
+			key := kind + ":" + loc
+			if x.seen[key] { // a file included twice (a diamond) is merged once
+				continue
+			}
+			x.seen[key] = true
+			if x.count++; x.count > MaxIncludes {
+				return nil, errAt(item, "", "include", "Maximum of %d nested includes are allowed!", MaxIncludes)
+			}
+			sub, err := x.read(item, kind, loc)
+			if err != nil {
+				return nil, err
+			}
+			if sub, err = x.expand(sub, depth+1); err != nil {
+				return nil, err
+			}
+			merged = deepMerge(merged, sub)
 		}
-		sub, err := x.read(item, kind, loc)
-		if err != nil {
-			return nil, err
-		}
-		if sub, err = x.expand(sub, depth+1); err != nil {
-			return nil, err
-		}
-		merged = deepMerge(merged, sub)
 	}
 	own := withoutKey(tree, "include")
 	if merged == nil {
@@ -214,8 +226,8 @@ func (x *includer) read(item *val, kind, loc string) (*val, error) {
 	switch kind {
 	case "local":
 		p := loc
-		if p == "" || strings.ContainsAny(p, "*?[") {
-			return nil, errAt(item, "", "include:local", "%q: wildcard paths are not supported by jobapi yet", loc)
+		if p == "" {
+			return nil, errAt(item, "", "include:local", "config can't be blank")
 		}
 		if clean := path.Clean(p); clean != p || strings.HasPrefix(clean, "../") || clean == ".." {
 			return nil, errAt(item, "", "include:local", "%q is not a path inside the repository", loc)
@@ -256,6 +268,84 @@ func (x *includer) read(item *val, kind, loc string) (*val, error) {
 		return nil, errAt(item, "", "include:"+kind, "`%s`: Invalid configuration format", loc)
 	}
 	return sub, nil
+}
+
+// glob lists the repository's files a local wildcard path matches, in the repository's
+// (git's) order, as GitLab's search_files_by_wildcard_path with File.fnmatch (FNM_PATHNAME,
+// FNM_DOTMATCH, FNM_EXTGLOB): * and ? stay within a directory, **/ spans any number of
+// them, [...] and {a,b} as in a shell.
+func (x *includer) glob(item *val, pattern string) ([]string, error) {
+	if x.files == nil {
+		return nil, errAt(item, "", "include:local", "%s cannot be read: the pipeline has no repository or file source", pattern)
+	}
+	re, err := globRegexp(pattern)
+	if err != nil {
+		return nil, errAt(item, "", "include:local", "%q is not a valid wildcard path: %v", pattern, err)
+	}
+	all, err := x.files.LocalPaths()
+	var ie *IncludeError
+	switch {
+	case errors.As(err, &ie):
+		return nil, errAt(item, "", "include:local", "`%s`: %s", pattern, ie.Message)
+	case err != nil:
+		return nil, fmt.Errorf("include local %s: %w", pattern, err)
+	}
+	var out []string
+	for _, p := range all {
+		if re.MatchString(p) {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errAt(item, "", "include:local", "Local file `%s` does not exist!", pattern)
+	}
+	return out, nil
+}
+
+// globRegexp turns an fnmatch pattern (FNM_PATHNAME | FNM_DOTMATCH | FNM_EXTGLOB) into an
+// anchored regexp.
+func globRegexp(pattern string) (*regexp.Regexp, error) {
+	var b strings.Builder
+	b.WriteString("^")
+	braces := 0
+	for i := 0; i < len(pattern); i++ {
+		c := pattern[i]
+		switch {
+		case c == '*' && strings.HasPrefix(pattern[i:], "**/"):
+			b.WriteString("(?:[^/]*/)*")
+			i += 2
+		case c == '*':
+			b.WriteString("[^/]*")
+		case c == '?':
+			b.WriteString("[^/]")
+		case c == '[':
+			end := strings.IndexByte(pattern[i+1:], ']')
+			if end < 0 {
+				return nil, errors.New("[ without ]")
+			}
+			class := pattern[i+1 : i+1+end]
+			if strings.HasPrefix(class, "!") {
+				class = "^" + class[1:]
+			}
+			b.WriteString("[" + class + "]")
+			i += end + 1
+		case c == '{':
+			braces++
+			b.WriteString("(?:")
+		case c == '}' && braces > 0:
+			braces--
+			b.WriteString(")")
+		case c == ',' && braces > 0:
+			b.WriteString("|")
+		default:
+			b.WriteString(regexp.QuoteMeta(string(c)))
+		}
+	}
+	if braces > 0 {
+		return nil, errors.New("{ without }")
+	}
+	b.WriteString("$")
+	return regexp.Compile(b.String())
 }
 
 func withoutKey(m *val, key string) *val {

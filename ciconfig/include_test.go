@@ -23,6 +23,15 @@ func (f *files) Local(p string) ([]byte, error) {
 	return []byte(s), nil
 }
 
+func (f *files) LocalPaths() ([]string, error) {
+	var out []string
+	for p := range f.local {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
 func (f *files) Remote(u string) ([]byte, error) {
 	f.reads = append(f.reads, u)
 	s, ok := f.remote[u]
@@ -101,7 +110,8 @@ func TestIncludeErrors(t *testing.T) {
 		"include: missing.yml\n":                               "include:local Local file `missing.yml` does not exist! (line 1)",
 		"include: ci/file.txt\n":                               "include:local Included file `ci/file.txt` does not have YAML extension! (line 1)",
 		"include: ../up.yml\n":                                 `include:local "../up.yml" is not a path inside the repository (line 1)`,
-		"include: 'ci/*.yml'\n":                                `include:local "ci/*.yml": wildcard paths are not supported by jobapi yet (line 1)`,
+		"include: 'ci/*.yml'\n":                                "include:local Local file `ci/*.yml` does not exist! (line 1)",
+		"include: 'ci/[a.yml'\n":                               `include:local "ci/[a.yml" is not a valid wildcard path: [ without ] (line 1)`,
 		"include: {remote: 'http://example.com/a.yml'}\n":      `include:remote "http://example.com/a.yml": remote includes must be https URLs (line 1)`,
 		"include: {remote: 'https://example.com/a.yml'}\n":     "include:remote `https://example.com/a.yml`: answered 404 (line 1)",
 		"include: bad.yml\n":                                   "include:local `bad.yml`: Invalid configuration format: did not find expected node content (line 2)",
@@ -159,5 +169,57 @@ func TestIncludeLimits(t *testing.T) {
 	chain.local[fmt.Sprintf("c%d.yml", maxIncludeDepth-1)] = fmt.Sprintf("include: c%d.yml\njob: {script: x}\n", maxIncludeDepth)
 	if _, err := Compile([]byte("include: c0.yml\n"), c); err == nil || err.Error() != "include nested more than 100 levels deep (line 1)" {
 		t.Errorf("101 levels: %v", err)
+	}
+}
+
+func TestGlobRegexp(t *testing.T) {
+	t.Parallel()
+	paths := []string{"a.yml", "ci/a.yml", "ci/b.yaml", "ci/.hidden.yml", "ci/x/c.yml", "ci/x/y/d.yml", "docs/e.yml"}
+	for pattern, want := range map[string][]string{
+		"ci/*.yml":        {"ci/a.yml", "ci/.hidden.yml"},
+		"ci/**/*.yml":     {"ci/a.yml", "ci/.hidden.yml", "ci/x/c.yml", "ci/x/y/d.yml"},
+		"**/*.yml":        {"a.yml", "ci/a.yml", "ci/.hidden.yml", "ci/x/c.yml", "ci/x/y/d.yml", "docs/e.yml"},
+		"ci/*.{yml,yaml}": {"ci/a.yml", "ci/b.yaml", "ci/.hidden.yml"},
+		"ci/[ab].y?ml":    {"ci/b.yaml"},
+		"ci/[!b].yml":     {"ci/a.yml"},
+		"*.yml":           {"a.yml"},
+		"ci/x/*/d.yml":    {"ci/x/y/d.yml"},
+		"docs/e.yml":      {"docs/e.yml"},
+		"ci/a+b(c).yml":   nil,
+	} {
+		re, err := globRegexp(pattern)
+		if err != nil {
+			t.Fatalf("%s: %v", pattern, err)
+		}
+		var got []string
+		for _, p := range paths {
+			if re.MatchString(p) {
+				got = append(got, p)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s matches %v, want %v", pattern, got, want)
+		}
+	}
+}
+
+// TestIncludeWildcard: a local wildcard includes every file it matches, in the
+// repository's order, each once.
+func TestIncludeWildcard(t *testing.T) {
+	t.Parallel()
+	f := &files{local: map[string]string{
+		"ci/jobs/a.yml":      "a: {script: a}\n",
+		"ci/jobs/b.yml":      "b: {script: b}\nvariables: {V: b}\n",
+		"ci/jobs/deep/c.yml": "c: {script: c}\n",
+		"ci/other.txt":       "not yaml",
+	}}
+	c := mainPush
+	c.Includes = f
+	res := mustCompile(t, "include:\n  - local: ci/jobs/*.yml\n  - ci/jobs/**/*.yml\n", c)
+	if got := names(res); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Errorf("jobs %v, want [a b c]", got)
+	}
+	if _, err := Compile([]byte("include: 'ci/*'\n"), c); err == nil || !strings.Contains(err.Error(), "Included file `ci/other.txt` does not have YAML extension!") {
+		t.Errorf("a wildcard matching a text file: %v", err)
 	}
 }

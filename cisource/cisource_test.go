@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -65,6 +66,9 @@ func TestGitCacheRead(t *testing.T) {
 	}
 	if g.repos[filepathBase(t, g)].fetches != 2 {
 		t.Errorf("fetches %d, want 2 (the sha once, main once)", g.repos[filepathBase(t, g)].fetches)
+	}
+	if paths, err := g.List(ctx, remote, sha); err != nil || !slices.Equal(paths, []string{"big.yml", "ci/build.yml"}) {
+		t.Errorf("List = %v, %v", paths, err)
 	}
 	if _, err := g.Read(ctx, remote, sha, "missing.yml"); !errors.Is(err, ciconfig.ErrIncludeNotFound) {
 		t.Errorf("missing file: %v", err)

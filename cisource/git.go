@@ -60,13 +60,56 @@ func NewGitCache(dir string) (*GitCache, error) {
 
 var fullSHA = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
+// maxListed bounds the file list of one commit read for wildcard includes.
+const maxListed = 200_000
+
+// List returns the paths of every file at rev (a commit sha, or a branch or tag name) of
+// the repository at remote, in git's order.
+func (g *GitCache) List(ctx context.Context, remote, rev string) ([]string, error) {
+	var out []byte
+	err := g.at(ctx, remote, rev, func(ctx context.Context, r *repo, object string) error {
+		var err error
+		out, err = r.git(ctx, "", "ls-tree", "-r", "-z", "--name-only", object)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	paths := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
+	if len(paths) > maxListed {
+		return nil, &ciconfig.IncludeError{Message: fmt.Sprintf("the repository has more than %d files to match a wildcard against", maxListed)}
+	}
+	return paths, nil
+}
+
 // Read returns path at rev (a commit sha, or a branch or tag name) of the repository at
 // remote. ciconfig.ErrIncludeNotFound when the commit has no such file; a
 // *ciconfig.IncludeError when the repository cannot be fetched or the file is too large.
 func (g *GitCache) Read(ctx context.Context, remote, rev, path string) ([]byte, error) {
+	var out []byte
+	err := g.at(ctx, remote, rev, func(ctx context.Context, r *repo, object string) error {
+		spec := object + ":" + path
+		size, err := r.git(ctx, "", "cat-file", "-s", spec)
+		if err != nil {
+			return ciconfig.ErrIncludeNotFound
+		}
+		if n, _ := strconv.ParseInt(strings.TrimSpace(string(size)), 10, 64); n > ciconfig.MaxConfigBytes {
+			return &ciconfig.IncludeError{Message: fmt.Sprintf("the file is %d bytes; at most %d (1 MiB) are accepted", n, ciconfig.MaxConfigBytes)}
+		}
+		if out, err = r.git(ctx, "", "cat-file", "blob", spec); err != nil {
+			return ciconfig.ErrIncludeNotFound
+		}
+		return nil
+	})
+	return out, err
+}
+
+// at runs read on the repository of remote with rev fetched, under the repository's lock;
+// object names rev's commit there.
+func (g *GitCache) at(ctx context.Context, remote, rev string, read func(ctx context.Context, r *repo, object string) error) error {
 	r, err := g.repo(remote)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -74,32 +117,19 @@ func (g *GitCache) Read(ctx context.Context, remote, rev, path string) ([]byte, 
 	defer cancel()
 	if _, err := os.Stat(r.dir); err != nil { // evicted while this request waited for it
 		if _, err := r.git(ctx, "", "init", "--quiet", "--bare", r.dir); err != nil {
-			return nil, fmt.Errorf("include cache: git init: %w", err)
+			return fmt.Errorf("include cache: git init: %w", err)
 		}
 	}
 	object := rev
 	if !fullSHA.MatchString(rev) || !r.has(ctx, rev) {
 		if err := r.fetch(ctx, remote, rev); err != nil {
-			return nil, err
+			return err
 		}
 		if !fullSHA.MatchString(rev) {
 			object = "FETCH_HEAD"
 		}
 	}
-	spec := object + ":" + path
-	out, err := r.git(ctx, "", "cat-file", "-s", spec)
-	if err != nil {
-		return nil, ciconfig.ErrIncludeNotFound
-	}
-	size, _ := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
-	if size > ciconfig.MaxConfigBytes {
-		return nil, &ciconfig.IncludeError{Message: fmt.Sprintf("the file is %d bytes; at most %d (1 MiB) are accepted", size, ciconfig.MaxConfigBytes)}
-	}
-	out, err = r.git(ctx, "", "cat-file", "blob", spec)
-	if err != nil {
-		return nil, ciconfig.ErrIncludeNotFound
-	}
-	return out, nil
+	return read(ctx, r, object)
 }
 
 // repo returns the cache entry of remote, evicting the least recently used one when the

@@ -115,6 +115,16 @@ func (p *pipelineFiles) Local(path string) ([]byte, error) {
 	return p.s.Git.Read(p.ctx, p.remote, p.rev, path)
 }
 
+func (p *pipelineFiles) LocalPaths() ([]string, error) {
+	if p.s.Git == nil || p.remote == "" {
+		return nil, &ciconfig.IncludeError{Message: "the project has no repository to read it from (repo_url)"}
+	}
+	if p.rev == "" {
+		return nil, &ciconfig.IncludeError{Message: "the pipeline has neither a sha nor a ref to read it at"}
+	}
+	return p.s.Git.List(p.ctx, p.remote, p.rev)
+}
+
 func (p *pipelineFiles) Remote(u string) ([]byte, error) {
 	if p.s.Remote == nil {
 		return nil, &ciconfig.IncludeError{Message: "remote includes are off"}

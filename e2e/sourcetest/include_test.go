@@ -24,9 +24,11 @@ func includeRepo(t *testing.T) (bare, sha string) {
 	git(t, root, "init", "--quiet", "--bare", "--initial-branch=main", bare)
 	git(t, root, "init", "--quiet", "--initial-branch=main", work)
 	files := map[string]string{
-		"ci/build.yml":  "include: ci/common.yml\nbuild:\n  stage: build\n  extends: .common\n  script: make\n",
-		"ci/common.yml": ".common:\n  image: golang:1.22\nvariables:\n  FROM_COMMON: \"yes\"\n",
-		"ci/test.yml":   "test:\n  stage: test\n  script: go test ./...\n",
+		"ci/build.yml":         "include: ci/common.yml\nbuild:\n  stage: build\n  extends: .common\n  script: make\n",
+		"ci/common.yml":        ".common:\n  image: golang:1.22\nvariables:\n  FROM_COMMON: \"yes\"\n",
+		"ci/test.yml":          "test:\n  stage: test\n  script: go test ./...\n",
+		"ci/checks/vet.yml":    "vet:\n  stage: test\n  script: go vet ./...\n",
+		"ci/checks/format.yml": "format:\n  stage: test\n  script: gofmt -l .\n",
 	}
 	for name, text := range files {
 		p := filepath.Join(work, name)
@@ -61,6 +63,7 @@ func TestIncludeLocal(t *testing.T) {
 include:
   - local: ci/build.yml
   - /ci/test.yml
+  - local: ci/checks/*.yml
 stages: [build, test]
 `
 	for _, q := range []string{"?ref=main&sha=" + sha, "?ref=main"} {
@@ -76,8 +79,8 @@ stages: [build, test]
 		for _, j := range p.Jobs {
 			names = append(names, j.Name)
 		}
-		if !slices.Equal(names, []string{"build", "test"}) {
-			t.Errorf("%s: jobs %v, want [build test]", q, names)
+		if want := []string{"build", "test", "format", "vet"}; !slices.Equal(names, want) {
+			t.Errorf("%s: jobs %v, want %v", q, names, want)
 		}
 	}
 	r := inst.NewRunner(t)
