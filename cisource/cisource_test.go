@@ -3,6 +3,7 @@ package cisource
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jobapi/jobapi/ciconfig"
@@ -153,5 +155,38 @@ func TestRemoteFetch(t *testing.T) {
 	var ie *ciconfig.IncludeError
 	if _, err := NewRemote().Fetch(ctx, srv.URL+"/ci/lint.yml"); !errors.As(err, &ie) || !strings.Contains(ie.Message, "local or private network") {
 		t.Errorf("loopback remote: %v", err)
+	}
+}
+
+// TestGitCacheConcurrent: requests for more remotes than the cache keeps, at once, all
+// read their file while entries are evicted under them.
+func TestGitCacheConcurrent(t *testing.T) {
+	t.Parallel()
+	remote, sha := gitRepo(t, map[string]string{"a.yml": "a: {script: x}\n"})
+	g, err := NewGitCache(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 3*(MaxRepos+4))
+	for round := range 3 {
+		for i := range MaxRepos + 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got, err := g.Read(context.Background(), remote+strings.Repeat("/", i+1), sha, "a.yml")
+				if err == nil && string(got) != "a: {script: x}\n" {
+					err = fmt.Errorf("round %d remote %d read %q", round, i, got)
+				}
+				if err != nil {
+					errs <- err
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }

@@ -39,15 +39,18 @@ const (
 type GitCache struct {
 	Dir string
 
-	mu    sync.Mutex
-	repos map[string]*repo // by directory name
+	// stripes lock the repository directories, by name: a lock outlives the cache's entry
+	// of its directory, so that a request that waits for a directory while it is evicted
+	// never shares it with one that comes after.
+	stripes [64]sync.Mutex
+	mu      sync.Mutex
+	repos   map[string]*repo // by directory name, under mu
 }
 
 type repo struct {
-	mu      sync.Mutex
-	dir     string
-	fetches int
-	used    time.Time
+	name, dir string
+	fetches   int
+	used      time.Time
 }
 
 // NewGitCache returns a cache in dir, created if needed.
@@ -104,18 +107,21 @@ func (g *GitCache) Read(ctx context.Context, remote, rev, path string) ([]byte, 
 	return out, err
 }
 
-// at runs read on the repository of remote with rev fetched, under the repository's lock;
+// at runs read on the repository of remote with rev fetched, under the directory's lock;
 // object names rev's commit there.
 func (g *GitCache) at(ctx context.Context, remote, rev string, read func(ctx context.Context, r *repo, object string) error) error {
-	r, err := g.repo(remote)
+	sum := sha256.Sum256([]byte(remote))
+	name := hex.EncodeToString(sum[:12]) + ".git"
+	lock := g.stripe(name)
+	lock.Lock()
+	defer lock.Unlock()
+	r, err := g.repo(name)
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
 	defer cancel()
-	if _, err := os.Stat(r.dir); err != nil { // evicted while this request waited for it
+	if _, err := os.Stat(r.dir); err != nil {
 		if _, err := r.git(ctx, "", "init", "--quiet", "--bare", r.dir); err != nil {
 			return fmt.Errorf("include cache: git init: %w", err)
 		}
@@ -132,22 +138,22 @@ func (g *GitCache) at(ctx context.Context, remote, rev string, read func(ctx con
 	return read(ctx, r, object)
 }
 
-// repo returns the cache entry of remote, evicting the least recently used one when the
-// cache is full, and starting afresh one that has taken FetchesPerRepo commits.
-func (g *GitCache) repo(remote string) (*repo, error) {
-	sum := sha256.Sum256([]byte(remote))
-	name := hex.EncodeToString(sum[:12]) + ".git"
+func (g *GitCache) stripe(name string) *sync.Mutex {
+	var h uint32
+	for i := 0; i < len(name); i++ {
+		h = h*31 + uint32(name[i])
+	}
+	return &g.stripes[h%uint32(len(g.stripes))]
+}
+
+// repo returns the cache entry of directory name, whose lock the caller holds: started
+// afresh once it has taken FetchesPerRepo commits; a new one evicts the least recently
+// used other when the cache is full.
+func (g *GitCache) repo(name string) (*repo, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	r, ok := g.repos[name]
-	// A repository in use (a fetch takes up to a minute) is never waited for here, under
-	// g.mu: it is started afresh, or evicted, at a later call instead.
-	if ok && r.fetches >= FetchesPerRepo && r.mu.TryLock() {
-		err := os.RemoveAll(r.dir)
-		r.mu.Unlock()
-		if err != nil {
-			return nil, fmt.Errorf("include cache: %w", err)
-		}
+	if ok && r.fetches >= FetchesPerRepo {
 		delete(g.repos, name)
 		ok = false
 	}
@@ -155,14 +161,10 @@ func (g *GitCache) repo(remote string) (*repo, error) {
 		if len(g.repos) >= MaxRepos {
 			g.evictOldest()
 		}
-		r = &repo{dir: filepath.Join(g.Dir, name)}
+		r = &repo{name: name, dir: filepath.Join(g.Dir, name)}
+		// Whatever a former entry left there goes: the caller holds the directory's lock.
 		if err := os.RemoveAll(r.dir); err != nil {
 			return nil, fmt.Errorf("include cache: %w", err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
-		defer cancel()
-		if _, err := r.git(ctx, "", "init", "--quiet", "--bare", r.dir); err != nil {
-			return nil, fmt.Errorf("include cache: git init: %w", err)
 		}
 		g.repos[name] = r
 	}
@@ -170,22 +172,23 @@ func (g *GitCache) repo(remote string) (*repo, error) {
 	return r, nil
 }
 
-// evictOldest removes the least recently used repository that is not in use; when all
-// are, the cache holds one more for a while.
+// evictOldest removes the least recently used repository whose directory is not in use
+// (its lock is free); when all are, the cache holds one more for a while. It never waits
+// for a lock: its caller holds g.mu and a directory's lock.
 func (g *GitCache) evictOldest() {
-	names := make([]string, 0, len(g.repos))
-	for n := range g.repos {
-		names = append(names, n)
+	victims := make([]*repo, 0, len(g.repos))
+	for _, r := range g.repos {
+		victims = append(victims, r)
 	}
-	sort.Slice(names, func(i, j int) bool { return g.repos[names[i]].used.Before(g.repos[names[j]].used) })
-	for _, n := range names {
-		old := g.repos[n]
-		if !old.mu.TryLock() {
+	sort.Slice(victims, func(i, j int) bool { return victims[i].used.Before(victims[j].used) })
+	for _, r := range victims {
+		lock := g.stripe(r.name)
+		if !lock.TryLock() {
 			continue
 		}
-		_ = os.RemoveAll(old.dir) // a directory left behind is emptied on its next use
-		old.mu.Unlock()
-		delete(g.repos, n)
+		_ = os.RemoveAll(r.dir) // a directory left behind is emptied on its next use
+		lock.Unlock()
+		delete(g.repos, r.name)
 		return
 	}
 }
