@@ -135,8 +135,6 @@ type jobCard struct {
 
 type edge struct {
 	Path string
-	// From and To name the jobs, for the title a pointer shows.
-	From, To string
 }
 
 func buildPipelineData(p builds.Pipeline, now time.Time) pipelineData {
@@ -187,7 +185,7 @@ func buildPipelineData(p builds.Pipeline, now time.Time) pipelineData {
 				if !ok {
 					continue
 				}
-				d.Edges = append(d.Edges, edge{Path: curve(from.X+cardW, from.Y+cardH/2, c.X, c.Y+cardH/2), From: need, To: c.Name})
+				d.Edges = append(d.Edges, edge{Path: curve(from.X+cardW, from.Y+cardH/2, c.X, c.Y+cardH/2)})
 			}
 		}
 	}

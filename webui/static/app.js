@@ -147,9 +147,12 @@
     });
   }
 
-  if (body.dataset.live && window.EventSource) {
-    let opened = false;
-    const es = new EventSource("/events?" + body.dataset.live);
+  // One stream per visible page. A browser opens at most six HTTP/1.1 connections to a
+  // host, so a hidden tab gives its stream back and catches up when it is shown again.
+  let es = null, opened = false;
+  function connect() {
+    if (es || document.visibilityState === "hidden") return;
+    es = new EventSource("/events?" + body.dataset.live);
     es.addEventListener("open", function () {
       setState("live");
       body.dataset.liveConnected = "1";
@@ -159,6 +162,19 @@
     });
     es.addEventListener("change", function () { refresh(); tailLog(); });
     es.addEventListener("error", function () { setState("live updates reconnecting…"); delete body.dataset.liveConnected; });
+  }
+  function disconnect() {
+    if (!es) return;
+    es.close();
+    es = null;
+    delete body.dataset.liveConnected;
+    setState("live updates paused while the tab is hidden");
+  }
+  if (body.dataset.live && window.EventSource) {
+    connect();
+    document.addEventListener("visibilitychange", function () {
+      if (document.visibilityState === "hidden") disconnect(); else connect();
+    });
   }
   window.jobapi = { refresh: refresh, tailLog: tailLog, csrf: csrf };
 })();
