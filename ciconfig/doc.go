@@ -22,15 +22,15 @@
 // Every mistake in the file is an *Error naming the job and key, with the line when the
 // YAML gives one; a key jobapi does not support is such an error too, never dropped.
 //
-// Supported keys (issue 12), and those refused with a 400 naming them (issue 17 and
-// later):
+// Supported keys (issues 12 and 17), and those refused with a 400 naming them:
 //
 //	top level   stages, types (old name), default, variables, workflow (rules), image,
 //	            services, before_script, after_script, cache (old globals = default:)
 //	            include (local: the repository at the pipeline's commit, wildcards *, ?,
 //	            **/, [..], {a,b} as GitLab's fnmatch; remote: https, 1 MiB, 10 s, no
 //	            private addresses; a string, a hash or a list of them; include:rules
-//	            with if and when)
+//	            with if and when, exists and changes refused; each file once, 150
+//	            files, 100 levels)
 //	            refused: include:project, include:template, include:component,
 //	            include:artifact, include:inputs, spec (inputs header), workflow:name,
 //	            workflow:auto_cancel
@@ -43,10 +43,9 @@
 //	            kept without its slashes; builds applies it to the log at finish),
 //	            interruptible (a new pipeline on the ref may cancel the job: builds'
 //	            Service.CancelRedundant, GitLab's conservative auto-cancel)
-//	            refused: environment, trigger,
-//	            resource_group, release, id_tokens, secrets, pages (the keyword; a job
-//	            named pages is fine), hooks, identity, manual_confirmation, run,
-//	            dast_configuration, publish
+//	            refused: environment, trigger, resource_group, release, id_tokens,
+//	            secrets, pages (the keyword; a job named pages is fine), hooks,
+//	            identity, manual_confirmation, run, dast_configuration, publish
 //	rules       if, when, allow_failure, variables, start_in, needs, interruptible;
 //	            refused: changes, exists
 //	only/except an array of refs, or {refs, variables}. refs: branch and tag names,
