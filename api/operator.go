@@ -39,6 +39,8 @@ type Manager struct {
 	Executor     string          `json:"executor"`
 	Features     map[string]bool `json:"features"`
 	ContactedAt  time.Time       `json:"contacted_at"`
+	// IPAddress is where the machine last contacted jobapi from (GitLab's ip_address).
+	IPAddress string `json:"ip_address"`
 }
 
 // PipelineJob is a job inside a pipeline listing.

@@ -37,6 +37,8 @@ type Manager struct {
 	Shell        string
 	Features     json.RawMessage
 	ContactedAt  time.Time
+	// IPAddress is the peer address of the request that last wrote the row.
+	IPAddress string
 }
 
 // ManagerInfo is what a runner reports about itself on verify and job requests.
@@ -47,6 +49,8 @@ type ManagerInfo struct {
 	Architecture string
 	Executor     string
 	Shell        string
+	// IPAddress is the request's peer address (not reported by the runner).
+	IPAddress string
 	// Features as reported; a map, not JSON: most job requests never store it (the manager
 	// row is written at most once a minute), so it is encoded only then.
 	Features map[string]bool

@@ -209,7 +209,7 @@ func runnerView(r builds.Runner) api.Runner {
 		features := map[string]bool{}
 		_ = json.Unmarshal(m.Features, &features)
 		out.Managers = append(out.Managers, api.Manager{SystemID: m.SystemID, Version: m.Version, Revision: m.Revision,
-			Platform: m.Platform, Architecture: m.Architecture, Executor: m.Executor, Features: features, ContactedAt: m.ContactedAt})
+			Platform: m.Platform, Architecture: m.Architecture, Executor: m.Executor, Features: features, ContactedAt: m.ContactedAt, IPAddress: m.IPAddress})
 	}
 	return out
 }

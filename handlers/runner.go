@@ -17,10 +17,11 @@ import (
 	"github.com/jobapi/jobapi/builds"
 )
 
-func managerInfo(in api.RunnerInfo) builds.ManagerInfo {
+func managerInfo(r *http.Request, in api.RunnerInfo) builds.ManagerInfo {
 	features := in.Features
 	return builds.ManagerInfo{Version: clip(in.Version), Revision: clip(in.Revision), Platform: clip(in.Platform),
-		Architecture: clip(in.Architecture), Executor: clip(in.Executor), Shell: clip(in.Shell), Features: features}
+		Architecture: clip(in.Architecture), Executor: clip(in.Executor), Shell: clip(in.Shell), Features: features,
+		IPAddress: clientAddr(r)}
 }
 
 // maxReported bounds runner-reported strings before they reach the database.
@@ -76,7 +77,7 @@ func (h *Handler) verifyRunner(w http.ResponseWriter, r *http.Request) error {
 	if err := h.limit(r, "runners_verify", token, h.limits.RunnerVerify); err != nil {
 		return err
 	}
-	runner, err := h.svc.VerifyRunner(r.Context(), token, req.SystemID, managerInfo(req.Info))
+	runner, err := h.svc.VerifyRunner(r.Context(), token, req.SystemID, managerInfo(r, req.Info))
 	if err != nil {
 		return err
 	}
@@ -120,7 +121,7 @@ func (h *Handler) requestJob(w http.ResponseWriter, r *http.Request) error {
 	}
 	a, err := h.svc.RequestJob(r.Context(), builds.JobRequest{
 		Token: token, SystemID: req.SystemID, LastUpdate: req.LastUpdate,
-		Info: managerInfo(info), TwoPhaseCapable: features.twoPhase,
+		Info: managerInfo(r, info), TwoPhaseCapable: features.twoPhase,
 	})
 	h.metrics.jobRequests.WithLabelValues(jobRequestResult(err)).Inc()
 	if err != nil {

@@ -74,7 +74,7 @@ func (s *Store) Runner(ctx context.Context, id int64, p builds.Page) (builds.Run
 	r.Managers, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (builds.Manager, error) {
 		var m builds.Manager
 		err := row.Scan(&m.ID, &m.RunnerID, &m.SystemID, &m.Version, &m.Revision, &m.Platform,
-			&m.Architecture, &m.Executor, &m.Shell, &m.Features, &m.ContactedAt, &total)
+			&m.Architecture, &m.Executor, &m.Shell, &m.Features, &m.ContactedAt, &m.IPAddress, &total)
 		return m, err
 	})
 	if err != nil {
@@ -126,14 +126,14 @@ func (s *Store) countRunners(ctx context.Context) int {
 	return n
 }
 
-const managerCols = `id, runner_id, system_id, version, revision, platform, architecture, executor, shell, features, contacted_at`
+const managerCols = `id, runner_id, system_id, version, revision, platform, architecture, executor, shell, features, contacted_at, ip_address`
 
 const managersOf = `SELECT ` + managerCols + ` FROM runner_managers WHERE runner_id = ANY($1) ORDER BY id`
 
 func scanManager(row pgx.Row) (builds.Manager, error) {
 	var m builds.Manager
 	err := row.Scan(&m.ID, &m.RunnerID, &m.SystemID, &m.Version, &m.Revision, &m.Platform,
-		&m.Architecture, &m.Executor, &m.Shell, &m.Features, &m.ContactedAt)
+		&m.Architecture, &m.Executor, &m.Shell, &m.Features, &m.ContactedAt, &m.IPAddress)
 	return m, err
 }
 
@@ -186,14 +186,15 @@ func (s *Store) UpdateRunner(ctx context.Context, id int64, u builds.RunnerUpdat
 const upsertManager = `
 WITH m AS (
     INSERT INTO runner_managers (runner_id, system_id, version, revision, platform, architecture,
-                                 executor, shell, features, contacted_at)
-    SELECT $1::bigint, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::jsonb, $10::timestamptz
+                                 executor, shell, features, contacted_at, ip_address)
+    SELECT $1::bigint, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::jsonb, $10::timestamptz,
+           $12::text
     WHERE $11::int <= 0
        OR (SELECT count(*) FROM runner_managers WHERE runner_id = $1 AND system_id <> $2) < $11
     ON CONFLICT (runner_id, system_id) DO UPDATE SET
         version = EXCLUDED.version, revision = EXCLUDED.revision, platform = EXCLUDED.platform,
         architecture = EXCLUDED.architecture, executor = EXCLUDED.executor, shell = EXCLUDED.shell,
-        features = EXCLUDED.features, contacted_at = EXCLUDED.contacted_at
+        features = EXCLUDED.features, contacted_at = EXCLUDED.contacted_at, ip_address = EXCLUDED.ip_address
     RETURNING ` + managerCols + `
 ), r AS (
     UPDATE runners SET contacted_at = $10 WHERE id = $1
@@ -211,7 +212,7 @@ func (s *Store) UpsertManager(ctx context.Context, runnerID int64, systemID stri
 		}
 	}
 	m, err := scanManager(s.pool.QueryRow(ctx, upsertManager, runnerID, systemID, info.Version, info.Revision,
-		info.Platform, info.Architecture, info.Executor, info.Shell, string(features), now, maxManagers))
+		info.Platform, info.Architecture, info.Executor, info.Shell, string(features), now, maxManagers, info.IPAddress))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return builds.Manager{}, fmt.Errorf("runner %d: %w", runnerID, builds.ErrTooManyManagers)
 	}

@@ -56,6 +56,9 @@ func TestVerifyRunner(t *testing.T) {
 	if m.ContactedAt.IsZero() || rn.ContactedAt == nil {
 		t.Errorf("contacted_at not recorded: manager %v runner %v", m.ContactedAt, rn.ContactedAt)
 	}
+	if m.IPAddress != "127.0.0.1" {
+		t.Errorf("manager ip_address %q, want the runner's peer address 127.0.0.1", m.IPAddress)
+	}
 
 	// Verifying again (new version) updates the same manager; another system_id adds one.
 	info := runnerInfo()

@@ -1,0 +1,1 @@
+ALTER TABLE runner_managers DROP COLUMN ip_address;
