@@ -2,8 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -63,41 +61,14 @@ func parseChanges(msg string, fn func(builds.Change)) {
 // connection fails; like Subscribe it reports a broken connection instead of hiding it, so
 // that live views poll while hints may be missed.
 func (s *Store) SubscribeChanges(ctx context.Context, ready func(), fn func(builds.Change)) error {
-	ps := s.rdb.Subscribe(ctx, s.changesChannel(), s.eventsChannel())
-	defer ps.Close()
-	subscribed := 0
-	for {
-		msg, err := ps.ReceiveTimeout(ctx, eventsPing)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			var netErr interface{ Timeout() bool }
-			if errors.As(err, &netErr) && netErr.Timeout() {
-				pctx, cancel := callCtx(ctx)
-				err = ps.Ping(pctx)
-				cancel()
-				if err == nil {
-					continue
-				}
-			}
-			return fmt.Errorf("change hints: %w", err)
-		}
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			if subscribed++; subscribed == 2 {
-				ready()
-			}
-		case *redis.Message:
-			if m.Channel == s.eventsChannel() {
-				if id, err := strconv.ParseInt(m.Payload, 10, 64); err == nil {
-					fn(builds.Change{PipelineID: id})
-				}
-				continue
-			}
+	events := s.eventsChannel()
+	return s.receive(ctx, "change hints", []string{s.changesChannel(), events}, ready, func(m *redis.Message) {
+		if m.Channel != events {
 			parseChanges(m.Payload, fn)
+		} else if id, err := strconv.ParseInt(m.Payload, 10, 64); err == nil {
+			fn(builds.Change{PipelineID: id})
 		}
-	}
+	})
 }
 
 func (s *Store) revokedKey(id string) string { return s.prefix + "web:revoked:" + id }

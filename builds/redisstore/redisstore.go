@@ -233,8 +233,20 @@ const eventsPing = 5 * time.Second
 // hide a broken connection behind go-redis's silent reconnects: the caller must know, so
 // that waiters switch to polling while events may be missed.
 func (s *Store) Subscribe(ctx context.Context, ready func(), fn func(pipelineID int64)) error {
-	ps := s.rdb.Subscribe(ctx, s.eventsChannel())
+	return s.receive(ctx, "pipeline events", []string{s.eventsChannel()}, ready, func(m *redis.Message) {
+		if id, err := strconv.ParseInt(m.Payload, 10, 64); err == nil {
+			fn(id)
+		}
+	})
+}
+
+// receive subscribes to channels and hands each message to fn until ctx ends (nil) or the
+// connection fails (an error naming what): a silent subscription pings after eventsPing
+// instead of trusting go-redis's reconnects. ready runs once every channel is subscribed.
+func (s *Store) receive(ctx context.Context, what string, channels []string, ready func(), fn func(*redis.Message)) error {
+	ps := s.rdb.Subscribe(ctx, channels...)
 	defer ps.Close()
+	subscribed := 0
 	for {
 		msg, err := ps.ReceiveTimeout(ctx, eventsPing)
 		if err != nil {
@@ -250,15 +262,15 @@ func (s *Store) Subscribe(ctx context.Context, ready func(), fn func(pipelineID 
 					continue
 				}
 			}
-			return fmt.Errorf("pipeline events: %w", err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		switch m := msg.(type) {
 		case *redis.Subscription:
-			ready()
-		case *redis.Message:
-			if id, err := strconv.ParseInt(m.Payload, 10, 64); err == nil {
-				fn(id)
+			if subscribed++; subscribed == len(channels) {
+				ready()
 			}
+		case *redis.Message:
+			fn(m)
 		}
 	}
 }
