@@ -129,28 +129,29 @@ type Build struct {
 
 // Payload is what the runner needs beyond the columns: it is copied to a retry unchanged.
 type Payload struct {
-	BeforeScript          []string    `json:"before_script,omitempty"`
-	Script                []string    `json:"script"`
-	AfterScript           []string    `json:"after_script,omitempty"`
-	Variables             []Variable  `json:"variables,omitempty"`
-	Image                 Image       `json:"image,omitzero"`
-	Services              []Image     `json:"services,omitempty"`
-	Retry                 RetryRule   `json:"retry"`
-	AllowFailure          bool        `json:"allow_failure,omitempty"`
-	AllowFailureExitCodes []int       `json:"allow_failure_exit_codes,omitempty"`
-	When                  string      `json:"when,omitempty"`
-	StartInSeconds        int         `json:"start_in_seconds,omitempty"`
-	Needs                 []Need      `json:"needs,omitempty"`
-	NeedsDeclared         bool        `json:"needs_declared,omitempty"`
-	Dependencies          []string    `json:"dependencies,omitempty"`
-	DependenciesDeclared  bool        `json:"dependencies_declared,omitempty"`
-	DependsOnStages       bool        `json:"depends_on_stages,omitempty"` // see JobDefinition
-	Artifacts             []Artifacts `json:"artifacts,omitempty"`
-	Cache                 []Cache     `json:"cache,omitempty"`
-	NodeIndex             int         `json:"node_index,omitempty"`
-	NodeTotal             int         `json:"node_total,omitempty"`
-	CoverageRegex         string      `json:"coverage_regex,omitempty"`
-	Interruptible         bool        `json:"interruptible,omitempty"`
+	BeforeScript          []string     `json:"before_script,omitempty"`
+	Script                []string     `json:"script"`
+	AfterScript           []string     `json:"after_script,omitempty"`
+	Variables             []Variable   `json:"variables,omitempty"`
+	Image                 Image        `json:"image,omitzero"`
+	Services              []Image      `json:"services,omitempty"`
+	Retry                 RetryRule    `json:"retry"`
+	AllowFailure          bool         `json:"allow_failure,omitempty"`
+	AllowFailureExitCodes []int        `json:"allow_failure_exit_codes,omitempty"`
+	When                  string       `json:"when,omitempty"`
+	StartInSeconds        int          `json:"start_in_seconds,omitempty"`
+	Needs                 []Need       `json:"needs,omitempty"`
+	NeedsDeclared         bool         `json:"needs_declared,omitempty"`
+	Dependencies          []string     `json:"dependencies,omitempty"`
+	DependenciesDeclared  bool         `json:"dependencies_declared,omitempty"`
+	DependsOnStages       bool         `json:"depends_on_stages,omitempty"` // see JobDefinition
+	Artifacts             []Artifacts  `json:"artifacts,omitempty"`
+	Cache                 []Cache      `json:"cache,omitempty"`
+	NodeIndex             int          `json:"node_index,omitempty"`
+	NodeTotal             int          `json:"node_total,omitempty"`
+	CoverageRegex         string       `json:"coverage_regex,omitempty"`
+	Interruptible         bool         `json:"interruptible,omitempty"`
+	Environment           *Environment `json:"environment,omitempty"`
 }
 
 // PayloadOf is what the store keeps of a job definition beyond its columns.
@@ -161,7 +162,7 @@ func PayloadOf(j JobDefinition) Payload {
 		When: j.When, StartInSeconds: j.StartInSeconds, Needs: j.Needs, NeedsDeclared: j.NeedsDeclared,
 		Dependencies: j.Dependencies, DependenciesDeclared: j.DependenciesDeclared, DependsOnStages: j.DependsOnStages,
 		Artifacts: j.Artifacts, Cache: j.Cache, NodeIndex: j.NodeIndex, NodeTotal: j.NodeTotal,
-		CoverageRegex: j.CoverageRegex, Interruptible: j.Interruptible}
+		CoverageRegex: j.CoverageRegex, Interruptible: j.Interruptible, Environment: j.Environment}
 }
 
 // Variable is a job variable as the operator defined it.

@@ -100,6 +100,8 @@ type JobDefinition struct {
 	// Interruptible: a newer pipeline on the same ref may cancel the job once it started
 	// (Service.CancelRedundant).
 	Interruptible bool
+	// Environment: `environment:` with its name and url expanded; nil without one.
+	Environment *Environment
 }
 
 // Limits on a definition, so that one request cannot flood the database.

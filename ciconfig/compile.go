@@ -183,6 +183,13 @@ func (cfg *config) pipeline(c Context) (Result, error) {
 		if len(def.Tags) > 0 {
 			def.Tags = expandTags(def.Tags, jobLookup(ctx, j, ruleVars, globalMap))
 		}
+		if j.env != nil {
+			env, err := j.env.expand(j.name, predefinedForEnvironment(jobLookup(ctx, j, ruleVars, globalMap), j.name))
+			if err != nil {
+				return Result{}, err
+			}
+			def.Environment = env
+		}
 		var vars varSet
 		for _, g := range globals {
 			if j.inheritVars == nil || j.inheritVars[g.key] {

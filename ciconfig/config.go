@@ -25,11 +25,10 @@ var unsupportedTop = map[string]string{
 // Keys a job may have.
 var jobKeys = []string{"stage", "type", "script", "before_script", "after_script", "image", "services",
 	"variables", "tags", "timeout", "retry", "allow_failure", "when", "start_in", "needs",
-	"dependencies", "artifacts", "cache", "rules", "parallel", "extends", "inherit", "only", "except", "coverage", "interruptible"}
+	"dependencies", "artifacts", "cache", "rules", "parallel", "extends", "inherit", "only", "except", "coverage", "interruptible", "environment"}
 
 // GitLab job keys jobapi does not support yet: a 400 naming them, never dropped.
 var jobUnsupported = map[string]string{
-	"environment":         " (deployments)",
 	"trigger":             " (downstream pipelines)",
 	"resource_group":      "",
 	"release":             "",
@@ -92,6 +91,7 @@ type jobSpec struct {
 	// when neither rules nor workflow:rules are).
 	only, except *policy
 	staticWhen   string // the job's `when` (or on_success): what a rule without when gives
+	env          *envSpec
 }
 
 type needSpec struct {
@@ -143,6 +143,9 @@ func load(src []byte, c Context) (*config, error) {
 	}
 	cfg.merged = mergedYAML(tree, cfg.stages)
 	if err := cfg.checkGraph(); err != nil {
+		return nil, err
+	}
+	if err := cfg.checkOnStop(); err != nil {
 		return nil, err
 	}
 	return cfg, nil
@@ -432,6 +435,11 @@ func (cfg *config) readJob(name string, v *val, defaults map[string]*val) error 
 	}
 	if x := v.get("coverage"); x != nil && x.kind != vNull {
 		if def.CoverageRegex, err = parseCoverage(x, name); err != nil {
+			return err
+		}
+	}
+	if x := v.get("environment"); x != nil && x.kind != vNull {
+		if j.env, err = parseEnvironment(x, name); err != nil {
 			return err
 		}
 	}

@@ -36,29 +36,30 @@ type goldenCase struct {
 // graphJob is the part of a job definition the corpus pins: the graph and what defaults,
 // extends and rules decide.
 type graphJob struct {
-	Name          string             `json:"name"`
-	Stage         string             `json:"stage"`
-	When          string             `json:"when"`
-	StartIn       int                `json:"start_in,omitempty"`
-	AllowFailure  bool               `json:"allow_failure,omitempty"`
-	ExitCodes     []int              `json:"allow_failure_exit_codes,omitempty"`
-	Needs         []builds.Need      `json:"needs,omitempty"`
-	NeedsDeclared bool               `json:"needs_declared,omitempty"`
-	Dependencies  []string           `json:"dependencies"`
-	Node          string             `json:"node,omitempty"`
-	Image         string             `json:"image,omitempty"`
-	Services      []string           `json:"services,omitempty"`
-	Tags          []string           `json:"tags,omitempty"`
-	Timeout       int                `json:"timeout,omitempty"`
-	Retry         *builds.RetryRule  `json:"retry,omitempty"`
-	BeforeScript  []string           `json:"before_script,omitempty"`
-	Script        []string           `json:"script"`
-	AfterScript   []string           `json:"after_script,omitempty"`
-	Variables     map[string]string  `json:"variables,omitempty"`
-	Artifacts     []builds.Artifacts `json:"artifacts,omitempty"`
-	Cache         []builds.Cache     `json:"cache,omitempty"`
-	Coverage      string             `json:"coverage_regex,omitempty"`
-	Interruptible bool               `json:"interruptible,omitempty"`
+	Name          string              `json:"name"`
+	Stage         string              `json:"stage"`
+	When          string              `json:"when"`
+	StartIn       int                 `json:"start_in,omitempty"`
+	AllowFailure  bool                `json:"allow_failure,omitempty"`
+	ExitCodes     []int               `json:"allow_failure_exit_codes,omitempty"`
+	Needs         []builds.Need       `json:"needs,omitempty"`
+	NeedsDeclared bool                `json:"needs_declared,omitempty"`
+	Dependencies  []string            `json:"dependencies"`
+	Node          string              `json:"node,omitempty"`
+	Image         string              `json:"image,omitempty"`
+	Services      []string            `json:"services,omitempty"`
+	Tags          []string            `json:"tags,omitempty"`
+	Timeout       int                 `json:"timeout,omitempty"`
+	Retry         *builds.RetryRule   `json:"retry,omitempty"`
+	BeforeScript  []string            `json:"before_script,omitempty"`
+	Script        []string            `json:"script"`
+	AfterScript   []string            `json:"after_script,omitempty"`
+	Variables     map[string]string   `json:"variables,omitempty"`
+	Artifacts     []builds.Artifacts  `json:"artifacts,omitempty"`
+	Cache         []builds.Cache      `json:"cache,omitempty"`
+	Coverage      string              `json:"coverage_regex,omitempty"`
+	Interruptible bool                `json:"interruptible,omitempty"`
+	Environment   *builds.Environment `json:"environment,omitempty"`
 }
 
 func graphOf(j builds.JobDefinition) graphJob {
@@ -66,7 +67,7 @@ func graphOf(j builds.JobDefinition) graphJob {
 		AllowFailure: j.AllowFailure, ExitCodes: j.AllowFailureExitCodes, Needs: j.Needs,
 		NeedsDeclared: j.NeedsDeclared, Dependencies: j.Dependencies, Image: j.Image.Name, Tags: j.Tags,
 		Timeout: j.TimeoutSeconds, BeforeScript: j.BeforeScript, Script: j.Script, AfterScript: j.AfterScript,
-		Artifacts: j.Artifacts, Cache: j.Cache, Coverage: j.CoverageRegex, Interruptible: j.Interruptible}
+		Artifacts: j.Artifacts, Cache: j.Cache, Coverage: j.CoverageRegex, Interruptible: j.Interruptible, Environment: j.Environment}
 	if g.Dependencies == nil {
 		g.Dependencies = []string{}
 	}

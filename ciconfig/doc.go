@@ -42,8 +42,16 @@
 //	            only, except (refs, variables; not with rules), coverage (a /regex/, RE2,
 //	            kept without its slashes; builds applies it to the log at finish),
 //	            interruptible (a new pipeline on the ref may cancel the job: builds'
-//	            Service.CancelRedundant, GitLab's conservative auto-cancel)
-//	            refused: environment, trigger, resource_group, release, id_tokens,
+//	            Service.CancelRedundant, GitLab's conservative auto-cancel),
+//	            environment (a name, or name, url, action start|prepare|verify|access|
+//	            stop, on_stop, deployment_tier; name and url expanded at pipeline
+//	            creation, GitLab's ExpandVariables.expand: the job's, the global and
+//	            predefined variables, CI_COMMIT_REF_SLUG included, an undefined one
+//	            empty; the url also sees CI_ENVIRONMENT_NAME and _SLUG; on_stop must
+//	            name a job of the same environment with action: stop; the runner gets
+//	            CI_ENVIRONMENT_NAME, _SLUG, _URL, _ACTION, _TIER; refused:
+//	            auto_stop_in, kubernetes)
+//	            refused: trigger, resource_group, release, id_tokens,
 //	            secrets, pages (the keyword; a job named pages is fine), hooks,
 //	            identity, manual_confirmation, run, dast_configuration, publish
 //	rules       if, when, allow_failure, variables, start_in, needs, interruptible;

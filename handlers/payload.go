@@ -39,24 +39,6 @@ func splitRef(ref string) (name, refType string) {
 	return strings.TrimPrefix(ref, "refs/heads/"), "branch"
 }
 
-// refSlug is GitLab's slug (CI_COMMIT_REF_SLUG, CI_JOB_NAME_SLUG, CI_PROJECT_PATH_SLUG):
-// lowercased, every other character a dash, at most 63, no dash at either end.
-func refSlug(s string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(s) {
-		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('-')
-		}
-	}
-	out := b.String()
-	if len(out) > 63 {
-		out = out[:63]
-	}
-	return strings.Trim(out, "-")
-}
-
 // withJobToken puts gitlab-ci-token:<job token> into an http(s) remote without credentials,
 // as GitLab does for its own repositories; a remote with credentials keeps them.
 func withJobToken(remote, token string) string {
@@ -223,7 +205,7 @@ func jobVariables(a builds.Assignment, base string, project jobProjectInfo, refN
 	vars.public("CI_PROJECT_ID", strconv.FormatInt(b.ProjectID, 10))
 	vars.public("CI_PROJECT_NAME", project.name)
 	vars.public("CI_PROJECT_PATH", project.fullPath)
-	vars.public("CI_PROJECT_PATH_SLUG", refSlug(project.fullPath))
+	vars.public("CI_PROJECT_PATH_SLUG", builds.RefSlug(project.fullPath))
 	vars.public("CI_PROJECT_NAMESPACE", projectNamespace)
 	vars.public("CI_PROJECT_ROOT_NAMESPACE", projectNamespace)
 	vars.public("CI_PROJECT_URL", project.url)
@@ -237,7 +219,7 @@ func jobVariables(a builds.Assignment, base string, project jobProjectInfo, refN
 	vars.public("CI_PIPELINE_CREATED_AT", a.Pipeline.CreatedAt.UTC().Format(time.RFC3339))
 	vars.public("CI_JOB_ID", strconv.FormatInt(b.ID, 10))
 	vars.public("CI_JOB_NAME", b.Name)
-	vars.public("CI_JOB_NAME_SLUG", refSlug(b.Name))
+	vars.public("CI_JOB_NAME_SLUG", builds.RefSlug(b.Name))
 	vars.public("CI_JOB_STAGE", b.Stage)
 	vars.public("CI_JOB_URL", fmt.Sprintf("%s/-/jobs/%d", project.url, b.ID))
 	vars.set(api.JobVariable{Key: "CI_JOB_TOKEN", Value: a.JobToken, Masked: true})
@@ -252,12 +234,22 @@ func jobVariables(a builds.Assignment, base string, project jobProjectInfo, refN
 	vars.public("CI_COMMIT_SHORT_SHA", shortSHA)
 	vars.public("CI_COMMIT_BEFORE_SHA", a.Pipeline.BeforeSHA)
 	vars.public("CI_COMMIT_REF_NAME", refName)
-	vars.public("CI_COMMIT_REF_SLUG", refSlug(refName))
+	vars.public("CI_COMMIT_REF_SLUG", builds.RefSlug(refName))
 	vars.public("CI_COMMIT_REF_PROTECTED", strconv.FormatBool(protected))
 	if refType == "tag" {
 		vars.public("CI_COMMIT_TAG", refName)
 	} else {
 		vars.public("CI_COMMIT_BRANCH", refName)
+	}
+	if env := b.Payload.Environment; env != nil {
+		// Expanded when the pipeline was created (ciconfig), as GitLab does.
+		vars.public("CI_ENVIRONMENT_NAME", env.Name)
+		vars.public("CI_ENVIRONMENT_SLUG", env.Slug)
+		if env.URL != "" {
+			vars.public("CI_ENVIRONMENT_URL", env.URL)
+		}
+		vars.public("CI_ENVIRONMENT_ACTION", env.Action)
+		vars.public("CI_ENVIRONMENT_TIER", env.Tier)
 	}
 	vars.public("CI_RUNNER_ID", strconv.FormatInt(b.RunnerID, 10))
 	vars.public("CI_RUNNER_DESCRIPTION", a.Runner.Description)
