@@ -3,6 +3,7 @@ package contract_test
 import (
 	"archive/zip"
 	"bytes"
+	"compress/gzip"
 	"mime/multipart"
 	"net/http"
 	"testing"
@@ -38,7 +39,23 @@ func artifactScenario(t *testing.T, c *client, runnerToken, systemID string) {
 		rawBody(contentType, body), jobToken(job.Token), invalid)
 	c.do(http.StatusBadRequest, "POST", path("/api/v4/jobs/%d/artifacts?artifact_type=junit&artifact_format=gzip", job.ID),
 		rawBody(contentType, body), jobToken(job.Token)) // a zip is no gzip: damaged
+	junitBody, junitType := junitUpload(t)
+	c.do(http.StatusCreated, "POST", path("/api/v4/jobs/%d/artifacts?artifact_type=junit&artifact_format=gzip", job.ID),
+		rawBody(junitType, junitBody), jobToken(job.Token))
 	c.do(http.StatusOK, "PUT", path("/api/v4/jobs/%d", job.ID), jsonBody(t, map[string]any{"state": "success"}), jobToken(job.Token))
+
+	var report api.TestReport
+	c.decode(&report, http.StatusOK, "GET", path("/api/v4/projects/%d/pipelines/%d/test_report", projectID, p.ID), nil, admin)
+	if report.TotalCount != 2 || report.FailedCount != 1 || len(report.TestSuites) != 1 || report.TestSuites[0].Name != "package" {
+		t.Errorf("test report = %+v, want suite package with 2 cases, 1 failed", report)
+	}
+	var summary api.TestReportSummary
+	c.decode(&summary, http.StatusOK, "GET", path("/api/v4/projects/%d/pipelines/%d/test_report_summary", projectID, p.ID), nil, admin)
+	if summary.Total.Count != 2 || len(summary.TestSuites) != 1 || len(summary.TestSuites[0].BuildIDs) != 1 || summary.TestSuites[0].BuildIDs[0] != job.ID {
+		t.Errorf("test report summary = %+v, want 2 cases from job %d", summary, job.ID)
+	}
+	c.do(http.StatusNotFound, "GET", path("/api/v4/projects/%d/pipelines/99999999/test_report", projectID), nil, admin)
+	c.do(http.StatusNotFound, "GET", path("/api/v4/projects/%d/pipelines/99999999/test_report_summary", projectID), nil, admin)
 
 	var ship api.Job
 	c.decode(&ship, http.StatusCreated, "POST", "/api/v4/jobs/request", request)
@@ -68,6 +85,29 @@ func artifactScenario(t *testing.T, c *client, runnerToken, systemID string) {
 	c.do(http.StatusNoContent, "DELETE", base, nil, admin)
 	c.do(http.StatusNotFound, "GET", base, nil, admin)
 	c.do(http.StatusOK, "PUT", path("/api/v4/jobs/%d", ship.ID), jsonBody(t, map[string]any{"state": "success"}), jobToken(ship.Token))
+}
+
+// junitUpload is a gzipped JUnit report in the multipart body gitlab-runner sends.
+func junitUpload(t *testing.T) (body []byte, contentType string) {
+	t.Helper()
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte(`<testsuite name="dist"><testcase name="builds" time="0.5"/>` +
+		`<testcase name="signs" time="0.25"><failure message="no key">gpg: no secret key</failure></testcase></testsuite>`))
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var mb bytes.Buffer
+	mw := multipart.NewWriter(&mb)
+	fw, err := mw.CreateFormFile("file", "junit.xml.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = fw.Write(gz.Bytes())
+	if err := mw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return mb.Bytes(), mw.FormDataContentType()
 }
 
 // artifactUpload is a small archive and the multipart body gitlab-runner would send it in.
