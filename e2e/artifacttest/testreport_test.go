@@ -13,6 +13,7 @@ import (
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/e2e/jobapitest"
 	"github.com/jobapi/jobapi/runnerclient"
+	"github.com/jobapi/jobapi/testenv"
 )
 
 const testReportYAML = `
@@ -180,3 +181,32 @@ func TestPipelineTestReport(t *testing.T) {
 }
 
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+
+// The object store down while the report is read is an outage (503 with Retry-After), not
+// a suite_error that would pass a broken store off as a broken report; once it is back the
+// report is whole.
+func TestPipelineTestReportStoreDown(t *testing.T) {
+	t.Parallel()
+	srv := testenv.S3(t)
+	inst := start(t, jobapitest.Options{Configure: onS3(srv)})
+	r := inst.NewRunner(t)
+	p := createYAML(t, inst, "unit:\n  script: make test\n  artifacts:\n    reports:\n      junit: report.xml\n")
+	job := r.TakeNamed(t, "unit")
+	wantUpload(t, "report", upload(t, r, job, gzipMembers(t, `<testsuite><testcase name="t"/></testsuite>`), junitGzip),
+		http.StatusCreated, runnerclient.UploadSucceeded)
+	r.Finish(t, job, runnerclient.StateSuccess, "")
+	path := fmt.Sprintf("/api/v4/projects/1/pipelines/%d/test_report", p.ID)
+
+	srv.Proxy.Stop()
+	resp, body := inst.Do(t, "GET", path, nil)
+	wantJSONError(t, resp, body, http.StatusServiceUnavailable)
+	if resp.Header.Get("Retry-After") == "" {
+		t.Error("503 without Retry-After")
+	}
+	srv.Proxy.Start()
+	var rep api.TestReport
+	inst.MustDo(t, http.StatusOK, "GET", path, nil, &rep)
+	if rep.TotalCount != 1 || rep.SuccessCount != 1 || len(rep.TestSuites) != 1 || rep.TestSuites[0].SuiteError != nil {
+		t.Errorf("report once the store is back: %+v", rep)
+	}
+}
