@@ -88,6 +88,11 @@ func (s *Service) PipelineTestReport(ctx context.Context, projectID, id int64) (
 	if err != nil {
 		return TestReport{}, err
 	}
+	return s.TestReportOf(ctx, p)
+}
+
+// TestReportOf is PipelineTestReport of a pipeline already read (the web UI's page has it).
+func (s *Service) TestReportOf(ctx context.Context, p Pipeline) (TestReport, error) {
 	report := TestReport{Suites: []TestSuite{}}
 	if s.artifacts == nil || s.objects == nil {
 		return report, nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/junit"
 )
 
 // pipelineStatuses are the statuses the list can be filtered by.
@@ -116,6 +117,21 @@ type pipelineData struct {
 	// Jobs counts the latest attempts; Attempts all of them.
 	Jobs, Attempts int
 	Finished       bool
+	// Tests is the pipeline's JUnit test report, read for the full page only (a live
+	// refresh redraws the graph, not this); nil when the pipeline has no reports.
+	Tests *builds.TestReport
+	// TestsError says the report could not be read (the object store failed).
+	TestsError string
+	// FailedCases are the report's failed and errored cases, the first maxFailedCases.
+	FailedCases []failedCase
+}
+
+// maxFailedCases bounds the failures the page lists; the API has them all.
+const maxFailedCases = 50
+
+type failedCase struct {
+	Suite string
+	junit.Case
 }
 
 type stageColumn struct {
@@ -227,7 +243,31 @@ func (u *UI) pipelinePage(w http.ResponseWriter, r *http.Request) {
 		u.fragment(w, r, "pipeline", "graph", v)
 		return
 	}
+	v.Data = u.addTests(r, v.Data.(pipelineData))
 	u.render(w, r, http.StatusOK, "pipeline", v)
+}
+
+// addTests puts the pipeline's test report on its page; a store that fails costs the
+// section, never the page.
+func (u *UI) addTests(r *http.Request, d pipelineData) pipelineData {
+	rep, err := u.svc.TestReportOf(r.Context(), d.Pipeline)
+	if err != nil {
+		u.log.WarnContext(r.Context(), "test report not read for the pipeline page", "pipeline_id", d.ID, "error", err)
+		d.TestsError = "the test report could not be read just now; reload to try again"
+		return d
+	}
+	if len(rep.Suites) == 0 {
+		return d
+	}
+	d.Tests = &rep
+	for _, s := range rep.Suites {
+		for _, c := range s.Cases {
+			if (c.Status == junit.StatusFailed || c.Status == junit.StatusError) && len(d.FailedCases) < maxFailedCases {
+				d.FailedCases = append(d.FailedCases, failedCase{Suite: s.Name, Case: c})
+			}
+		}
+	}
+	return d
 }
 
 func (u *UI) cancelPipeline(w http.ResponseWriter, r *http.Request) {
