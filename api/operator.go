@@ -206,3 +206,58 @@ type ProjectVariable struct {
 	VariableType     string `json:"variable_type"`
 	EnvironmentScope string `json:"environment_scope"`
 }
+
+// Environment is GitLab's environment (GET /projects/:id/environments[/:environment_id]).
+type Environment struct {
+	ID          int64     `json:"id"`
+	Name        string    `json:"name"`
+	Slug        string    `json:"slug"`
+	ExternalURL *string   `json:"external_url"`
+	State       string    `json:"state"` // available or stopped
+	Tier        string    `json:"tier"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	// LastDeployment: the latest successful deployment, in GET of one environment only (as
+	// GitLab); null when none succeeded.
+	LastDeployment *Deployment `json:"last_deployment,omitempty"`
+}
+
+// Deployment is GitLab's deployment (GET /projects/:id/deployments, last_deployment).
+// Status and finished_at follow its job's.
+type Deployment struct {
+	ID          int64                 `json:"id"`
+	Ref         string                `json:"ref"`
+	Sha         string                `json:"sha"`
+	Status      string                `json:"status"`
+	CreatedAt   time.Time             `json:"created_at"`
+	UpdatedAt   time.Time             `json:"updated_at"`
+	FinishedAt  *time.Time            `json:"finished_at"`
+	Environment DeploymentEnvironment `json:"environment"`
+	Deployable  Deployable            `json:"deployable"`
+}
+
+// DeploymentEnvironment is the environment a deployment names.
+type DeploymentEnvironment struct {
+	ID   int64  `json:"id"`
+	Name string `json:"name"`
+}
+
+// Deployable is the job that deploys, with its pipeline.
+type Deployable struct {
+	ID         int64              `json:"id"`
+	Name       string             `json:"name"`
+	Stage      string             `json:"stage"`
+	Status     string             `json:"status"`
+	Ref        string             `json:"ref"`
+	CreatedAt  time.Time          `json:"created_at"`
+	StartedAt  *time.Time         `json:"started_at"`
+	FinishedAt *time.Time         `json:"finished_at"`
+	Pipeline   DeployablePipeline `json:"pipeline"`
+}
+
+// DeployablePipeline is the pipeline of a deployable.
+type DeployablePipeline struct {
+	ID  int64  `json:"id"`
+	Ref string `json:"ref"`
+	Sha string `json:"sha"`
+}

@@ -63,6 +63,8 @@ type Service struct {
 	// objects and artifacts hold job artifacts (nil: the artifact API answers 503/404).
 	objects   ObjectStore
 	artifacts ArtifactStore
+	// environments keeps environments and deployments (nil: their API answers 503).
+	environments EnvironmentStore
 	// views serve the operator web UI's listings (nil: they answer ErrUnavailable).
 	views Views
 	// changes carries hints for live views; batch holds them until the next flush.
@@ -96,6 +98,8 @@ type Deps struct {
 	// Objects and Artifacts keep job artifacts: the bytes and the rows (nil: none kept).
 	Objects   ObjectStore
 	Artifacts ArtifactStore
+	// Environments keeps environments and deployments (nil: their API answers 503).
+	Environments EnvironmentStore
 	// Views serve the web UI's listings and log ranges (nil: they answer ErrUnavailable).
 	Views Views
 	// Changes carries hints for live views between replicas (nil: none are sent); run
@@ -131,7 +135,7 @@ func NewService(d Deps) *Service {
 	}
 	s := &Service{store: d.Store, leases: d.Leases, queue: d.Queue, gate: d.TwoPhase, cfg: cfg, now: d.Now, log: d.Log,
 		observer: d.Observer, events: d.Events, audits: d.Audit, projects: d.Projects,
-		objects: d.Objects, artifacts: d.Artifacts, views: d.Views, changes: d.Changes,
+		objects: d.Objects, artifacts: d.Artifacts, environments: d.Environments, views: d.Views, changes: d.Changes,
 		batch:   changeBatch{pending: map[Change]struct{}{}},
 		runners: newRunnerCache(cfg.RunnerCacheTTL), hub: newPipelineHub(), jobs: newJobCache(jobCacheSize),
 		touches: newRecent[time.Time](jobCacheSize)}

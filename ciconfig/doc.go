@@ -49,8 +49,8 @@
 //	            predefined variables, CI_COMMIT_REF_SLUG included, an undefined one
 //	            empty; the url also sees CI_ENVIRONMENT_NAME and _SLUG; on_stop must
 //	            name a job of the same environment with action: stop; the runner gets
-//	            CI_ENVIRONMENT_NAME, _SLUG, _URL, _ACTION, _TIER; refused:
-//	            auto_stop_in, kubernetes)
+//	            CI_ENVIRONMENT_NAME, _SLUG, _URL, _ACTION, _TIER; builds/pgstore
+//	            records environments and deployments; refused: auto_stop_in, kubernetes)
 //	            refused: trigger, resource_group, release, id_tokens,
 //	            secrets, pages (the keyword; a job named pages is fine), hooks,
 //	            identity, manual_confirmation, run, dast_configuration, publish

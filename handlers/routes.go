@@ -90,6 +90,9 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 			r.Get("/projects/{project_id}/jobs/{job_id}/artifacts", h.wrap(h.getJobArtifacts))
 			r.Get("/projects/{project_id}/jobs/{job_id}/artifacts/*", h.wrap(h.getJobArtifactFile))
 			r.Delete("/projects/{project_id}/jobs/{job_id}/artifacts", h.wrap(h.deleteJobArtifacts))
+			r.Get("/projects/{project_id}/environments", h.wrap(h.listEnvironments))
+			r.Get("/projects/{project_id}/environments/{environment_id}", h.wrap(h.getEnvironment))
+			r.Get("/projects/{project_id}/deployments", h.wrap(h.listDeployments))
 			r.Get("/admin/jobs", h.wrap(h.listJobs))
 			r.Get("/admin/events", h.wrap(h.listAuditEvents))
 

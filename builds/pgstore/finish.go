@@ -134,6 +134,9 @@ func afterFinish(ctx context.Context, tx querier, f builds.Finish, b builds.Buil
 		f.RunnerManager = b.RunnerSystemID // the statement derived it too
 	}
 	res := builds.Finished{Build: b}
+	if err := finishEnvironment(ctx, tx, b, f.To, f.Now); err != nil {
+		return builds.Finished{}, err
+	}
 	d := builds.DecideAutoRetry(f, b)
 	switch {
 	case d.Retry:
@@ -168,6 +171,10 @@ WITH n AS (
     RETURNING *
 ), o AS (
     UPDATE builds SET retried_by = (SELECT id FROM n) WHERE id = $1
+), d AS (
+    -- A retried deploy job deploys again: a deployment of its own (migration 000020).
+    INSERT INTO deployments (project_id, environment_id, build_id, ref, sha, created_at)
+    SELECT od.project_id, od.environment_id, n.id, od.ref, od.sha, $2 FROM n JOIN deployments od ON od.build_id = $1
 ), e AS (
     INSERT INTO build_events (build_id, type, at, detail)
     SELECT $1, 'retried', $2, jsonb_build_object('new_id', n.id, 'reason', $3::text, 'actor', $4::text) FROM n

@@ -101,6 +101,11 @@ func (s *Store) CreatePipeline(ctx context.Context, d builds.PipelineDefinition,
 		if _, err := tx.Exec(ctx, insertEvents, id, now); err != nil {
 			return err
 		}
+		if hasEnvironment(d.Jobs) {
+			if _, err := tx.Exec(ctx, recordEnvironments, id, now); err != nil {
+				return fmt.Errorf("record environments: %w", err)
+			}
+		}
 		if !perJob {
 			return nil
 		}

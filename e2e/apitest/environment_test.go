@@ -46,7 +46,26 @@ func TestEnvironmentVariablesReachTheRunner(t *testing.T) {
 	p := decode[api.Pipeline](t, b)
 
 	r := inst.NewRunner(t)
+	// The first attempt fails and is retried: each attempt is a deployment.
+	first := r.TakeNamed(t, "deploy_review")
+	r.Finish(t, first, runnerclient.StateFailed, "script_failure")
+	inst.MustDo(t, http.StatusCreated, "POST", fmt.Sprintf("%s/jobs/%d/retry", projectPath(proj.ID), first.ID), nil, nil)
 	deploy := r.TakeNamed(t, "deploy_review")
+	deps := listDeployments(t, inst, proj.ID)
+	if len(deps) != 2 || deps[0].Status != "failed" || deps[0].Deployable.ID != first.ID || deps[0].FinishedAt == nil ||
+		deps[1].Status != "running" || deps[1].Deployable.ID != deploy.ID || deps[1].FinishedAt != nil {
+		t.Fatalf("deployments while the retry runs: %+v, want the failed attempt and the running one", deps)
+	}
+	envs := listEnvironments(t, inst, proj.ID)
+	if len(envs) != 1 || envs[0].Name != "review/feature-login-page" || envs[0].Slug != "review-feature-lo-kxm5zt" ||
+		envs[0].State != "available" || envs[0].Tier != "development" || envs[0].ExternalURL == nil ||
+		*envs[0].ExternalURL != "https://review-feature-lo-kxm5zt.apps.example.com" {
+		t.Fatalf("environments: %+v, want review/feature-login-page, available, with its url", envs)
+	}
+	env := getEnvironment(t, inst, proj.ID, envs[0].ID)
+	if env.LastDeployment != nil {
+		t.Errorf("last_deployment %+v before any deployment succeeded, want null", env.LastDeployment)
+	}
 	wantVariables(t, deploy, map[string]string{
 		"CI_ENVIRONMENT_NAME":   "review/feature-login-page",
 		"CI_ENVIRONMENT_SLUG":   "review-feature-lo-kxm5zt",
@@ -56,6 +75,12 @@ func TestEnvironmentVariablesReachTheRunner(t *testing.T) {
 	})
 	r.Finish(t, deploy, runnerclient.StateSuccess, "")
 	r.NoJob(t) // the stop job is manual
+	env = getEnvironment(t, inst, proj.ID, envs[0].ID)
+	if last := env.LastDeployment; env.State != "available" || last == nil || last.Status != "success" ||
+		last.Deployable.ID != deploy.ID || last.Deployable.Name != "deploy_review" || last.Deployable.Pipeline.ID != p.ID ||
+		last.Ref != "Feature/Login-Page" || last.Sha != p.Sha || last.Environment.Name != "review/feature-login-page" || last.FinishedAt == nil {
+		t.Fatalf("environment after the deploy: %+v, last deployment %+v; want available, the retry's deployment succeeded", env, last)
+	}
 
 	stop := jobByName(t, p, "stop_review")
 	inst.MustDo(t, http.StatusOK, "POST", fmt.Sprintf("%s/jobs/%d/play", projectPath(proj.ID), stop.ID), nil, nil)
@@ -69,7 +94,63 @@ func TestEnvironmentVariablesReachTheRunner(t *testing.T) {
 	if v, ok := stopJob.Variable("CI_ENVIRONMENT_URL"); ok {
 		t.Errorf("stop job has CI_ENVIRONMENT_URL %q; it gives no url", v)
 	}
+	if got := getEnvironment(t, inst, proj.ID, envs[0].ID); got.State != "available" {
+		t.Errorf("environment %s while its stop job runs, want available", got.State)
+	}
 	r.Finish(t, stopJob, runnerclient.StateSuccess, "")
+	if got := getEnvironment(t, inst, proj.ID, envs[0].ID); got.State != "stopped" || got.LastDeployment == nil || got.LastDeployment.Deployable.ID != deploy.ID {
+		t.Errorf("environment after its stop job: %+v, want stopped, its last deployment kept", got)
+	}
+	if deps := listDeployments(t, inst, proj.ID); len(deps) != 2 {
+		t.Errorf("%d deployments after the stop job, want 2: a stop job does not deploy", len(deps))
+	}
+
+	// A new deploy of the same environment makes it available again; pages hold one each.
+	resp, b = inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline", map[string]any{"ref": "Feature/Login-Page", "ci_config": reviewAppYAML})
+	wantStatus(t, resp, b, http.StatusCreated)
+	again := r.TakeNamed(t, "deploy_review")
+	r.Finish(t, again, runnerclient.StateSuccess, "")
+	if got := getEnvironment(t, inst, proj.ID, envs[0].ID); got.State != "available" || got.LastDeployment == nil || got.LastDeployment.Deployable.ID != again.ID {
+		t.Errorf("environment after a new deploy: %+v, want available with the new deployment", got)
+	}
+	if n := len(listEnvironments(t, inst, proj.ID)); n != 1 {
+		t.Errorf("%d environments, want the one: a name is unique per project", n)
+	}
+	resp, b = inst.Do(t, "GET", projectPath(proj.ID)+"/deployments?page=2&per_page=2", nil)
+	wantStatus(t, resp, b, http.StatusOK)
+	page := decode[[]api.Deployment](t, b)
+	if len(page) != 1 || page[0].Deployable.ID != again.ID || resp.Header.Get("X-Total") != "3" ||
+		resp.Header.Get("X-Total-Pages") != "2" || resp.Header.Get("X-Page") != "2" || resp.Header.Get("X-Next-Page") != "" {
+		t.Errorf("deployments page 2 of 2: %d items, headers %v", len(page), resp.Header)
+	}
+
+	// Other projects see none of it; an unknown environment is a 404.
+	if n := len(listEnvironments(t, inst, proj.ID+1)); n != 0 {
+		t.Errorf("another project lists %d environments", n)
+	}
+	resp, b = inst.Do(t, "GET", fmt.Sprintf("%s/environments/%d", projectPath(proj.ID+1), envs[0].ID), nil)
+	wantJSONError(t, resp, b, http.StatusNotFound)
+}
+
+func listEnvironments(t *testing.T, inst *jobapitest.Instance, pid int64) []api.Environment {
+	t.Helper()
+	var out []api.Environment
+	inst.MustDo(t, http.StatusOK, "GET", projectPath(pid)+"/environments", nil, &out)
+	return out
+}
+
+func getEnvironment(t *testing.T, inst *jobapitest.Instance, pid, id int64) api.Environment {
+	t.Helper()
+	var out api.Environment
+	inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("%s/environments/%d", projectPath(pid), id), nil, &out)
+	return out
+}
+
+func listDeployments(t *testing.T, inst *jobapitest.Instance, pid int64) []api.Deployment {
+	t.Helper()
+	var out []api.Deployment
+	inst.MustDo(t, http.StatusOK, "GET", projectPath(pid)+"/deployments", nil, &out)
+	return out
 }
 
 // TestEnvironmentBadInput: a wrong environment is a 400 naming it, and nothing is written.

@@ -448,6 +448,9 @@ func TestScenario(t *testing.T) {
 	// ---- artifacts: the runner's upload and a dependent job's download, the operator's calls
 	artifactScenario(t, c, r1.Token, systemID)
 
+	// ---- environments: a deploy, its stop job, the environments and deployments API
+	environmentScenario(t, c, r1.Token, systemID)
+
 	// ---- the operator audit log: every change above, newest first
 	var audit []api.AuditEvent
 	c.decode(&audit, http.StatusOK, "GET", "/api/v4/admin/events?per_page=100", nil, admin)

@@ -1,0 +1,101 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/jobapi/jobapi/api"
+	"github.com/jobapi/jobapi/builds"
+)
+
+// The environments and deployments API (GitLab's shapes): environments and deployments
+// come from .gitlab-ci.yml's environment, recorded by the store with the jobs.
+
+func (h *Handler) listEnvironments(w http.ResponseWriter, r *http.Request) error {
+	pid, err := projectID(r)
+	if err != nil {
+		return err
+	}
+	pg, err := pageOf(r)
+	if err != nil {
+		return err
+	}
+	list, total, err := h.svc.Environments(r.Context(), pid, pg)
+	if err != nil {
+		return err
+	}
+	out := make([]api.Environment, len(list))
+	for i, e := range list {
+		out[i] = environmentView(e)
+	}
+	writePage(w, pg, total, out)
+	return nil
+}
+
+func (h *Handler) getEnvironment(w http.ResponseWriter, r *http.Request) error {
+	pid, err := projectID(r)
+	if err != nil {
+		return err
+	}
+	id, err := pathID(r, "environment_id")
+	if err != nil {
+		return err
+	}
+	e, err := h.svc.Environment(r.Context(), pid, id)
+	if err != nil {
+		return err
+	}
+	out := environmentView(e)
+	// GitLab's single environment always has the key, null without a deployment.
+	type withLast struct {
+		api.Environment
+		LastDeployment *api.Deployment `json:"last_deployment"`
+	}
+	body := withLast{Environment: out}
+	if e.LastDeployment != nil {
+		d := deploymentView(*e.LastDeployment)
+		body.LastDeployment = &d
+	}
+	writeJSON(w, http.StatusOK, body)
+	return nil
+}
+
+func (h *Handler) listDeployments(w http.ResponseWriter, r *http.Request) error {
+	pid, err := projectID(r)
+	if err != nil {
+		return err
+	}
+	pg, err := pageOf(r)
+	if err != nil {
+		return err
+	}
+	list, total, err := h.svc.Deployments(r.Context(), pid, pg)
+	if err != nil {
+		return err
+	}
+	out := make([]api.Deployment, len(list))
+	for i, d := range list {
+		out[i] = deploymentView(d)
+	}
+	writePage(w, pg, total, out)
+	return nil
+}
+
+func environmentView(e builds.ProjectEnvironment) api.Environment {
+	out := api.Environment{ID: e.ID, Name: e.Name, Slug: e.Slug, State: e.State, Tier: e.Tier,
+		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
+	if e.ExternalURL != "" {
+		url := e.ExternalURL
+		out.ExternalURL = &url
+	}
+	return out
+}
+
+func deploymentView(d builds.Deployment) api.Deployment {
+	b := d.Build
+	return api.Deployment{ID: d.ID, Ref: d.Ref, Sha: d.SHA, Status: d.Status, CreatedAt: d.CreatedAt,
+		UpdatedAt: d.UpdatedAt, FinishedAt: d.FinishedAt,
+		Environment: api.DeploymentEnvironment{ID: d.EnvironmentID, Name: d.EnvironmentName},
+		Deployable: api.Deployable{ID: b.ID, Name: b.Name, Stage: b.Stage, Status: string(b.Status), Ref: b.Ref,
+			CreatedAt: b.CreatedAt, StartedAt: b.StartedAt, FinishedAt: b.FinishedAt,
+			Pipeline: api.DeployablePipeline{ID: b.PipelineID, Ref: b.Ref, Sha: b.SHA}}}
+}

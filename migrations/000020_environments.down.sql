@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS deployments;
+DROP TABLE IF EXISTS environments;
