@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/jobapi/jobapi/api"
@@ -11,24 +12,7 @@ import (
 // come from .gitlab-ci.yml's environment, recorded by the store with the jobs.
 
 func (h *Handler) listEnvironments(w http.ResponseWriter, r *http.Request) error {
-	pid, err := projectID(r)
-	if err != nil {
-		return err
-	}
-	pg, err := pageOf(r)
-	if err != nil {
-		return err
-	}
-	list, total, err := h.svc.Environments(r.Context(), pid, pg)
-	if err != nil {
-		return err
-	}
-	out := make([]api.Environment, len(list))
-	for i, e := range list {
-		out[i] = environmentView(e)
-	}
-	writePage(w, pg, total, out)
-	return nil
+	return writeProjectPage(w, r, h.svc.Environments, environmentView)
 }
 
 func (h *Handler) getEnvironment(w http.ResponseWriter, r *http.Request) error {
@@ -60,6 +44,12 @@ func (h *Handler) getEnvironment(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) listDeployments(w http.ResponseWriter, r *http.Request) error {
+	return writeProjectPage(w, r, h.svc.Deployments, deploymentView)
+}
+
+// writeProjectPage answers one page of a project's list: read with list, shown with view.
+func writeProjectPage[T, V any](w http.ResponseWriter, r *http.Request,
+	list func(context.Context, int64, builds.Page) ([]T, int, error), view func(T) V) error {
 	pid, err := projectID(r)
 	if err != nil {
 		return err
@@ -68,13 +58,13 @@ func (h *Handler) listDeployments(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	list, total, err := h.svc.Deployments(r.Context(), pid, pg)
+	items, total, err := list(r.Context(), pid, pg)
 	if err != nil {
 		return err
 	}
-	out := make([]api.Deployment, len(list))
-	for i, d := range list {
-		out[i] = deploymentView(d)
+	out := make([]V, len(items))
+	for i, item := range items {
+		out[i] = view(item)
 	}
 	writePage(w, pg, total, out)
 	return nil
