@@ -143,10 +143,8 @@ func (s *Store) unstick(ctx context.Context, tx pgx.Tx, id, projectID int64, sta
 	detail := map[string]any{"pipeline_id": id, "stage": stage, "strategy": strategy}
 	plan := builds.PlanStuckStage(strategy, waiting, detail, now)
 	if plan.MoveOn {
-		for _, b := range waiting {
-			if _, err := tx.Exec(ctx, addEvent, b.ID, builds.EventStuckStage, now, "", detail); err != nil {
-				return nil, false, err
-			}
+		if err := markStuck(ctx, tx, waiting, detail, now); err != nil {
+			return nil, false, err
 		}
 		if _, err := tx.Exec(ctx, moveOn, id, stageIdx, now); err != nil {
 			return nil, false, err
@@ -201,10 +199,8 @@ func (s *Store) unstickJobs(ctx context.Context, tx pgx.Tx, id, projectID int64,
 	detail := map[string]any{"pipeline_id": id, "stage": stage, "strategy": strategy}
 	plan := builds.PlanStuckStage(strategy, waiting, detail, now)
 	if plan.MoveOn {
-		for _, b := range waiting {
-			if _, err := tx.Exec(ctx, addEvent, b.ID, builds.EventStuckStage, now, "", detail); err != nil {
-				return nil, false, err
-			}
+		if err := markStuck(ctx, tx, waiting, detail, now); err != nil {
+			return nil, false, err
 		}
 		if _, err := tx.Exec(ctx, leaveBehind, ids); err != nil {
 			return nil, false, err
@@ -226,4 +222,15 @@ func (s *Store) unstickJobs(ctx context.Context, tx pgx.Tx, id, projectID int64,
 	// One advance after the last, not one per build.
 	q, err := advance(ctx, tx, id, now)
 	return out, queued || q, err
+}
+
+// markStuck appends the stuck-stage event to each build the optimistic strategy leaves
+// behind (the stage and the DAG form of the check alike).
+func markStuck(ctx context.Context, tx pgx.Tx, waiting []builds.StuckBuild, detail map[string]any, now time.Time) error {
+	for _, b := range waiting {
+		if _, err := tx.Exec(ctx, addEvent, b.ID, builds.EventStuckStage, now, "", detail); err != nil {
+			return err
+		}
+	}
+	return nil
 }
