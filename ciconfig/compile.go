@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"strings"
 
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/ciconfig/expr"
@@ -13,9 +12,12 @@ import (
 
 // Context is what rules and workflow:rules see about the pipeline being created.
 type Context struct {
-	Ref           string // branch or tag name ("main", "v1.2.0"), never "refs/..."
-	RefIsTag      bool
-	SHA           string
+	Ref      string // branch or tag name ("main", "v1.2.0"), never "refs/..."
+	RefIsTag bool
+	SHA      string
+	// BeforeSHA: the ref's previous tip in a push pipeline (CI_COMMIT_BEFORE_SHA); "" or
+	// zeros when there is none. rules:changes compare it with SHA.
+	BeforeSHA     string `json:",omitempty"`
 	DefaultBranch string
 	Source        string // CI_PIPELINE_SOURCE: "api" (default), "push", "web", "trigger", "schedule", "merge_request_event"
 	// Variables visible to rules:if and workflow:rules (predefined, project, pipeline; a
@@ -27,6 +29,9 @@ type Context struct {
 	Variables []builds.Variable
 	// Includes reads the files of `include:`; nil refuses them (400).
 	Includes Includes `json:"-"`
+	// Repository answers changes and exists clauses; nil refuses those that are reached
+	// (400).
+	Repository Repository `json:"-"`
 }
 
 // Result is the pipeline a configuration gives for one Context.
@@ -118,12 +123,15 @@ func (cfg *config) pipeline(c Context) (Result, error) {
 		return "", false
 	}
 	if cfg.hasWorkflow {
-		r := match(cfg.workflow, func(name string) (string, bool) {
+		r, err := cfg.repo.match(cfg.workflow, func(name string) (string, bool) {
 			if v, ok := ctx[name]; ok {
 				return v, true
 			}
 			return globalAt(name)
-		})
+		}, "", "workflow:rules:rule")
+		if err != nil {
+			return Result{}, err
+		}
 		if r == nil || r.when == builds.WhenNever {
 			return Result{}, ErrFilteredOut
 		}
@@ -150,12 +158,30 @@ func (cfg *config) pipeline(c Context) (Result, error) {
 		var ruleVars []yamlVar
 		if j.only != nil || j.except != nil {
 			vars := jobLookup(ctx, j, nil, globalMap)
-			if (j.only != nil && !j.only.satisfied(facts, vars, false)) || (j.except != nil && j.except.satisfied(facts, vars, true)) {
-				continue
+			if j.only != nil {
+				ok, err := j.only.satisfied(facts, vars, cfg.repo, j.name, "only", false)
+				if err != nil {
+					return Result{}, err
+				}
+				if !ok {
+					continue
+				}
+			}
+			if j.except != nil {
+				ok, err := j.except.satisfied(facts, vars, cfg.repo, j.name, "except", true)
+				if err != nil {
+					return Result{}, err
+				}
+				if ok {
+					continue
+				}
 			}
 		}
 		if j.hasRules {
-			r := match(j.rules, jobLookup(ctx, j, nil, globalMap))
+			r, err := cfg.repo.match(j.rules, jobLookup(ctx, j, nil, globalMap), j.name, "rules:rule")
+			if err != nil {
+				return Result{}, err
+			}
 			if r == nil || r.when == builds.WhenNever {
 				continue
 			}
@@ -223,7 +249,7 @@ func (cfg *config) pipeline(c Context) (Result, error) {
 		names[i] = k.def.Name
 	}
 
-	res := Result{Warnings: slices.Clone(cfg.warnings), MergedYAML: cfg.merged}
+	res := Result{Warnings: append(slices.Clone(cfg.warnings), cfg.repo.warnings...), MergedYAML: cfg.merged}
 	res.Jobs = make([]builds.JobDefinition, len(kept))
 	firstOfStage := 0
 	for i, k := range kept {
@@ -316,17 +342,7 @@ var tagVariable = regexp.MustCompile(`\$([a-zA-Z_][a-zA-Z0-9_]*)|\$\{([a-zA-Z_][
 func expandTags(tags []string, vars expr.Lookup) []string {
 	out := make([]string, 0, len(tags))
 	for _, t := range tags {
-		if strings.ContainsAny(t, "$%") {
-			t = tagVariable.ReplaceAllStringFunc(t, func(m string) string {
-				sub := tagVariable.FindStringSubmatch(m)
-				name := sub[1] + sub[2] + sub[3]
-				if v, ok := vars(name); ok {
-					return v
-				}
-				return m
-			})
-		}
-		if t != "" {
+		if t = expandExisting(t, vars); t != "" {
 			out = append(out, t)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/jobapi/jobapi/builds"
-	"github.com/jobapi/jobapi/ciconfig/expr"
 )
 
 // Top-level keys that are not jobs. The legacy globals (image, services, before_script,
@@ -72,6 +71,7 @@ type config struct {
 	instances   map[string][]string // a parallel job's name → its copies' names
 	merged      string
 	warnings    []string
+	repo        *repoFacts // what changes and exists clauses read, for the load's Context
 }
 
 // jobSpec is one job (one copy of a parallel job) as the file defines it.
@@ -103,7 +103,7 @@ type needSpec struct {
 }
 
 type rule struct {
-	cond          *expr.Expr // nil: the rule always matches
+	clauses       // none given: the rule always matches
 	when          string
 	allowFailure  *bool
 	interruptible *bool
@@ -125,7 +125,8 @@ func load(src []byte, c Context) (*config, error) {
 		return nil, &Error{Line: tree.line, Message: "Invalid configuration format: the top level must be a hash of jobs and keywords"}
 	}
 	vars := c.lookupTable()
-	if tree, err = resolveIncludes(tree, c.Includes, func(name string) (string, bool) { v, ok := vars[name]; return v, ok }); err != nil {
+	repo := newRepoFacts(c, vars)
+	if tree, err = resolveIncludes(tree, c.Includes, repo, func(name string) (string, bool) { v, ok := vars[name]; return v, ok }); err != nil {
 		return nil, err
 	}
 	if tree, err = resolveExtends(tree); err != nil {
@@ -137,7 +138,7 @@ func load(src []byte, c Context) (*config, error) {
 	if countNodes(tree, map[*val]int{}) > MaxNodes {
 		return nil, tooLarge(0)
 	}
-	cfg := &config{instances: map[string][]string{}}
+	cfg := &config{instances: map[string][]string{}, repo: repo}
 	if err := cfg.readTop(tree); err != nil {
 		return nil, err
 	}
@@ -475,7 +476,7 @@ func (cfg *config) readJob(name string, v *val, defaults map[string]*val) error 
 		}
 		if !cfg.hasWorkflow && len(j.rules) > 0 {
 			last := j.rules[len(j.rules)-1]
-			if last.cond == nil && last.when != "never" && last.allowFailure == nil && last.vars == nil && !last.hasNeeds {
+			if last.cond == nil && last.changes == nil && last.exists == nil && last.when != "never" && last.allowFailure == nil && last.vars == nil && !last.hasNeeds {
 				cfg.warn(fmt.Sprintf("jobs:%s may allow multiple pipelines to run for a single action due to `rules:when` clause with no `workflow:rules`", name))
 			}
 		}

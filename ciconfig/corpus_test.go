@@ -8,6 +8,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -25,12 +26,15 @@ type golden struct {
 }
 
 type goldenCase struct {
-	Name    string     `json:"name"`
-	Context Context    `json:"context"`
-	Error   string     `json:"error,omitempty"`
-	Stages  []string   `json:"stages,omitempty"`
-	Jobs    []graphJob `json:"jobs,omitempty"`
-	Warns   []string   `json:"warnings,omitempty"`
+	Name    string  `json:"name"`
+	Context Context `json:"context"`
+	// Repository: what the project's repository answers in this case (rules:changes,
+	// only/except:changes, rules:exists); none given, the pipeline has no repository.
+	Repository *corpusRepo `json:"repository,omitempty"`
+	Error      string      `json:"error,omitempty"`
+	Stages     []string    `json:"stages,omitempty"`
+	Jobs       []graphJob  `json:"jobs,omitempty"`
+	Warns      []string    `json:"warnings,omitempty"`
 }
 
 // graphJob is the part of a job definition the corpus pins: the graph and what defaults,
@@ -123,8 +127,11 @@ func TestCorpus(t *testing.T) {
 			}
 			got := golden{}
 			for _, c := range want.Cases {
-				gc := goldenCase{Name: c.Name, Context: c.Context}
+				gc := goldenCase{Name: c.Name, Context: c.Context, Repository: c.Repository}
 				c.Context.Includes = corpusFiles{}
+				if c.Repository != nil {
+					c.Context.Repository = c.Repository
+				}
 				res, err := Compile(src, c.Context)
 				if err != nil {
 					gc.Error = err.Error()
@@ -158,6 +165,24 @@ func TestCorpus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// corpusRepo is a case's repository: its files at the pipeline's commit, the files the
+// push changed (before_sha..sha, whatever the base), and the refs compare_to may name (their
+// merge base with the pipeline's commit changed the same files).
+type corpusRepo struct {
+	Files []string `json:"files,omitempty"`
+	Diff  []string `json:"changed"`
+	Refs  []string `json:"refs,omitempty"`
+}
+
+func (r *corpusRepo) Paths() ([]string, error)              { return r.Files, nil }
+func (r *corpusRepo) Changed(base string) ([]string, error) { return r.Diff, nil }
+func (r *corpusRepo) MergeBase(rev string) (string, error) {
+	if slices.Contains(r.Refs, rev) {
+		return strings.Repeat("c", 40), nil
+	}
+	return "", ErrRevisionNotFound
 }
 
 // corpusFiles serves the corpus's includes from testdata/ci/files: local paths as they

@@ -29,8 +29,8 @@
 //	            include (local: the repository at the pipeline's commit, wildcards *, ?,
 //	            **/, [..], {a,b} as GitLab's fnmatch; remote: https, 1 MiB, 10 s, no
 //	            private addresses; a string, a hash or a list of them; include:rules
-//	            with if and when, exists and changes refused; each file once, 150
-//	            files, 100 levels)
+//	            with if, changes, exists and when; each file once, 150 files, 100
+//	            levels)
 //	            refused: include:project, include:template, include:component,
 //	            include:artifact, include:inputs, spec (inputs header), workflow:name,
 //	            workflow:auto_cancel
@@ -39,7 +39,7 @@
 //	job         stage, type, script, before_script, after_script, image, services,
 //	            variables, tags, timeout, retry, allow_failure, when, start_in, needs,
 //	            dependencies, artifacts, cache, rules, parallel, extends, inherit,
-//	            only, except (refs, variables; not with rules), coverage (a /regex/, RE2,
+//	            only, except (refs, variables, changes; not with rules), coverage (a /regex/, RE2,
 //	            kept without its slashes; builds applies it to the log at finish),
 //	            interruptible (a new pipeline on the ref may cancel the job: builds'
 //	            Service.CancelRedundant, GitLab's conservative auto-cancel),
@@ -54,15 +54,46 @@
 //	            refused: trigger, resource_group, release, id_tokens,
 //	            secrets, pages (the keyword; a job named pages is fine), hooks,
 //	            identity, manual_confirmation, run, dast_configuration, publish
-//	rules       if, when, allow_failure, variables, start_in, needs, interruptible;
-//	            refused: changes, exists
-//	only/except an array of refs, or {refs, variables}. refs: branch and tag names,
+//	rules       if, changes, exists, when, allow_failure, variables, start_in, needs,
+//	            interruptible (workflow:rules: if, changes, exists, when, variables)
+//	changes     rules:changes, a list or {paths, compare_to} (≤ 50 paths), in jobs,
+//	            workflow:rules and include:rules; only/except:changes (a list). The
+//	            files changed come from git (Context.Repository: cisource, the
+//	            project's repo_url): without compare_to, GitLab's Pipeline#modified_paths
+//	            for a push: a branch pipeline with a before_sha and a sha that are real
+//	            commits compares before_sha..sha (git diff, renames as both paths); every
+//	            other pipeline has no base and its changes hold: a new branch (before_sha
+//	            zeros), a tag, and the API, web, schedule and trigger pipelines (GitLab's
+//	            have no before_sha; jobapi compares whenever the caller gives one, as
+//	            GitLab's code does). GitLab's merge request and external pull request
+//	            pipelines compare with the request's diff: jobapi has no merge requests
+//	            (such a source is a 400). compare_to (a branch, tag, refs/… or full sha;
+//	            variables expanded) compares the merge base of it and the pipeline's
+//	            commit with the commit, whatever the pipeline (a ref the repository lacks:
+//	            400 "is not a valid ref"). Paths of rules:changes expand defined
+//	            variables (others stay as written); only/except:changes match as written.
+//	            Globs: File.fnmatch with FNM_PATHNAME | FNM_DOTMATCH | FNM_EXTGLOB (*, ?,
+//	            **/, [..], {a,b}, \ escapes). An empty diff: false. Past 50,000 changed
+//	            files or 50,000 comparisons (files × patterns) the clause holds, as
+//	            GitLab assumes a match, with a warning (only/except:changes too, where
+//	            GitLab has no limit: git stops at 50,001 names). A before_sha the
+//	            repository lacks, an unreachable repository or none: a 400 naming the
+//	            clause, never a silent true.
+//	exists      rules:exists, a list or {paths} (≤ 50), in jobs, workflow:rules and
+//	            include:rules: any file at the pipeline's commit matches (exact paths, dir/
+//	            for a directory, **/*.ext as a suffix, other globs as changes'); variables
+//	            expanded; past 50,000 comparisons of files × patterns (top-level files only
+//	            when every glob is of the top level) it holds, with a warning. A
+//	            repository over 200,000 files is a 400. refused: exists:project, ref,
+//	            regexp
+//	only/except an array of refs, or {refs, variables, changes}. refs: branch and tag names,
 //	            /regexps/, name@project/path, branches, tags, and the pipeline sources
 //	            (api, pushes, web, triggers, schedules, merge_requests: the source without
 //	            _event, or its plural); variables: rules:if expressions, any one holds.
 //	            A job with neither them nor rules gets only: [branches, tags] unless
 //	            workflow:rules are given (GitLab's default, so not in merge request
-//	            pipelines). refused: changes (no base commit to compare), kubernetes
+//	            pipelines); a hash under only: without refs takes those refs too (GitLab
+//	            deep-merges it over the default). refused: kubernetes
 //	artifacts   paths, exclude, name, untracked, when, expire_in, reports (every report
 //	            type GitLab knows, coverage_report included); refused: expose_as,
 //	            public, access

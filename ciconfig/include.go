@@ -53,7 +53,8 @@ var includeUnsupported = map[string]string{
 // includer expands `include:` of the file and of the files it includes.
 type includer struct {
 	files Includes
-	vars  expr.Lookup // what include:rules:if sees
+	repo  *repoFacts  // what include:rules:exists and changes read
+	vars  expr.Lookup // what include:rules see
 	seen  map[string]bool
 	count int
 }
@@ -61,11 +62,11 @@ type includer struct {
 // resolveIncludes returns the tree with its includes merged in, GitLab's way
 // (External::Processor): the included files deep-merged in order, a later one over an
 // earlier one, then the including file over them all; `include` itself removed.
-func resolveIncludes(tree *val, files Includes, vars expr.Lookup) (*val, error) {
+func resolveIncludes(tree *val, files Includes, repo *repoFacts, vars expr.Lookup) (*val, error) {
 	if tree.get("include") == nil {
 		return tree, nil
 	}
-	x := &includer{files: files, vars: vars, seen: map[string]bool{}}
+	x := &includer{files: files, repo: repo, vars: vars, seen: map[string]bool{}}
 	return x.expand(tree, 1)
 }
 
@@ -180,23 +181,33 @@ func (x *includer) rulesAllow(v *val) (bool, error) {
 		if item.kind != vMap {
 			return false, errAt(item, "", "include:rules", "config should be an array of hashes")
 		}
-		if err := checkKeys(item, "", "include:rules:rule", []string{"if", "when"}, map[string]string{
-			"exists":  ruleUnsupported["exists"],
-			"changes": ruleUnsupported["changes"],
-		}); err != nil {
+		if err := checkKeys(item, "", "include:rules:rule", []string{"if", "exists", "changes", "when"}, nil); err != nil {
 			return false, err
 		}
-		held := true
+		var cl clauses
 		if c := item.get("if"); c != nil && c.kind != vNull {
 			text, err := stringValue(c, "", "include:rules:rule:if")
 			if err != nil {
 				return false, err
 			}
-			e, err := expr.Parse(text)
-			if err != nil {
+			if cl.cond, err = expr.Parse(text); err != nil {
 				return false, errAt(c, "", "include:rules:rule", "if invalid expression syntax (%s)", strings.TrimPrefix(err.Error(), "invalid expression syntax: "))
 			}
-			held = e.Eval(x.vars)
+		}
+		var err error
+		if c := item.get("changes"); c != nil && c.kind != vNull {
+			if cl.changes, err = parseChanges(c, "", "include:rules:rule:changes"); err != nil {
+				return false, err
+			}
+		}
+		if c := item.get("exists"); c != nil && c.kind != vNull {
+			if cl.exists, err = parseExists(c, "", "include:rules:rule:exists"); err != nil {
+				return false, err
+			}
+		}
+		held, err := x.repo.holds(&cl, x.vars, "", "include:rules:rule", item.line)
+		if err != nil {
+			return false, err
 		}
 		if !held {
 			continue
@@ -324,11 +335,14 @@ func globRegexp(pattern string) (*regexp.Regexp, error) {
 				return nil, errors.New("[ without ]")
 			}
 			class := pattern[i+1 : i+1+end]
-			if strings.HasPrefix(class, "!") {
-				class = "^" + class[1:]
+			if strings.HasPrefix(class, "!") || strings.HasPrefix(class, "^") {
+				class = "^/" + class[1:] // FNM_PATHNAME: no class matches a slash
 			}
 			b.WriteString("[" + class + "]")
 			i += end + 1
+		case c == '\\' && i+1 < len(pattern): // an escaped character is itself
+			i++
+			b.WriteString(regexp.QuoteMeta(string(pattern[i])))
 		case c == '{':
 			braces++
 			b.WriteString("(?:")

@@ -45,12 +45,14 @@ func Lint(src []byte, c Context) LintResult {
 	cfg, err := load(src, c)
 	if err == nil {
 		out.MergedYAML = cfg.merged
-		out.Warnings = append(out.Warnings, cfg.warnings...)
 		var res Result
 		if res, err = cfg.pipeline(c); err == nil {
+			out.Warnings = append(out.Warnings, res.Warnings...)
 			for _, j := range res.Jobs {
 				out.Jobs = append(out.Jobs, lintJob(j))
 			}
+		} else {
+			out.Warnings = append(append(out.Warnings, cfg.warnings...), cfg.repo.warnings...)
 		}
 	}
 	if err != nil {

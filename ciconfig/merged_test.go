@@ -19,7 +19,8 @@ func TestMergedYAMLReadsBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkMergedReadsBack(t, file, src, Context{Ref: "main", DefaultBranch: "main", Source: "push", Includes: corpusFiles{}})
+		checkMergedReadsBack(t, file, src, Context{Ref: "main", DefaultBranch: "main", Source: "push", Includes: corpusFiles{},
+			Repository: &corpusRepo{Files: []string{"Dockerfile", "go.mod", "package.json"}}})
 	}
 }
 

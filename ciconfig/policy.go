@@ -15,6 +15,7 @@ type policy struct {
 	hasRefs bool
 	vars    []*expr.Expr
 	hasVars bool
+	changes *changesClause // nil: not given
 }
 
 type refPattern struct {
@@ -27,7 +28,6 @@ type refPattern struct {
 var defaultOnly = &policy{hasRefs: true, refs: []refPattern{{name: "branches"}, {name: "tags"}}}
 
 var policyUnsupported = map[string]string{
-	"changes":    ": jobapi creates pipelines from the API, without a base commit to compare the files with",
 	"kubernetes": ": jobapi has no Kubernetes integration",
 }
 
@@ -41,10 +41,22 @@ func parsePolicy(v *val, job, key string) (*policy, error) {
 		if len(v.keys) == 0 {
 			return nil, errAt(v, job, key, "config can't be blank")
 		}
-		if err := checkKeys(v, job, key, []string{"refs", "variables"}, policyUnsupported); err != nil {
+		if err := checkKeys(v, job, key, []string{"refs", "variables", "changes"}, policyUnsupported); err != nil {
 			return nil, err
 		}
 		refs = v.get("refs")
+		if x := v.get("changes"); x != nil && x.kind != vNull {
+			// GitLab takes an array of strings here (a string too, as Array(globs)), not
+			// rules:changes' hash, and matches the globs as written.
+			var paths []string
+			var err error
+			if x.kind == vString {
+				paths = []string{x.text}
+			} else if paths, err = stringList(x, job, key+":changes"); err != nil {
+				return nil, err
+			}
+			p.changes = &changesClause{paths: paths, policy: true}
+		}
 		if x := v.get("variables"); x != nil && x.kind != vNull {
 			list, err := stringList(x, job, key+":variables")
 			if err != nil {
@@ -61,6 +73,10 @@ func parsePolicy(v *val, job, key string) (*policy, error) {
 		}
 	default:
 		return nil, errAt(v, job, key, "config has to be either an array of conditions or a hash")
+	}
+	if (refs == nil || refs.kind == vNull) && v.kind == vMap && key == "only" {
+		// GitLab deep-merges a hash under only: over the default {refs: [branches, tags]}.
+		p.refs, p.hasRefs = defaultOnly.refs, true
 	}
 	if refs != nil && refs.kind != vNull {
 		list, err := stringList(refs, job, key+":refs")
@@ -100,11 +116,12 @@ func factsOf(c Context, ctx map[string]string) pipelineFacts {
 	}
 }
 
-// satisfied: for `only`, every part given holds; for `except` (except=true), some part does.
-func (p *policy) satisfied(f pipelineFacts, vars expr.Lookup, except bool) bool {
-	var parts []bool
-	if p.hasRefs {
-		parts = append(parts, p.refsMatch(f))
+// satisfied: for `only`, every part given holds; for `except` (except=true), some part
+// does. Parts are answered in GitLab's order (refs, variables, changes) and the
+// repository read only when the others did not decide already.
+func (p *policy) satisfied(f pipelineFacts, vars expr.Lookup, repo *repoFacts, job, key string, except bool) (bool, error) {
+	if p.hasRefs && p.refsMatch(f) == except {
+		return except, nil
 	}
 	if p.hasVars {
 		held := false
@@ -114,14 +131,20 @@ func (p *policy) satisfied(f pipelineFacts, vars expr.Lookup, except bool) bool 
 				break
 			}
 		}
-		parts = append(parts, held)
-	}
-	for _, ok := range parts {
-		if ok == except {
-			return except
+		if held == except {
+			return except, nil
 		}
 	}
-	return !except
+	if p.changes != nil {
+		held, err := repo.changesHold(p.changes, vars, job, key+":changes", 0)
+		if err != nil {
+			return false, err
+		}
+		if held == except {
+			return except, nil
+		}
+	}
+	return !except, nil
 }
 
 func (p *policy) refsMatch(f pipelineFacts) bool {

@@ -9,15 +9,9 @@ import (
 )
 
 var (
-	ruleWhen         = []string{builds.WhenOnSuccess, builds.WhenOnFailure, builds.WhenAlways, builds.WhenNever, builds.WhenManual, builds.WhenDelayed}
-	workflowRuleWhen = []string{builds.WhenAlways, builds.WhenNever}
-	ruleUnsupported  = map[string]string{
-		"changes": ": jobapi creates pipelines from the API, without the pushed diff to compare",
-		"exists":  ": jobapi does not read the repository's files when it creates a pipeline",
-	}
+	ruleWhen                = []string{builds.WhenOnSuccess, builds.WhenOnFailure, builds.WhenAlways, builds.WhenNever, builds.WhenManual, builds.WhenDelayed}
+	workflowRuleWhen        = []string{builds.WhenAlways, builds.WhenNever}
 	workflowRuleUnsupported = map[string]string{
-		"changes":     ruleUnsupported["changes"],
-		"exists":      ruleUnsupported["exists"],
 		"auto_cancel": " (auto-cancel)",
 	}
 )
@@ -63,10 +57,10 @@ func parseRules(v *val, job, key string, workflow bool) ([]rule, error) {
 }
 
 func parseRule(v *val, job, key string, workflow bool) (rule, error) {
-	allowed := []string{"if", "when", "allow_failure", "variables", "start_in", "needs", "interruptible"}
-	unsupported, whens := ruleUnsupported, ruleWhen
+	allowed := []string{"if", "changes", "exists", "when", "allow_failure", "variables", "start_in", "needs", "interruptible"}
+	unsupported, whens := map[string]string(nil), ruleWhen
 	if workflow {
-		allowed, unsupported, whens = []string{"if", "when", "variables"}, workflowRuleUnsupported, workflowRuleWhen
+		allowed, unsupported, whens = []string{"if", "changes", "exists", "when", "variables"}, workflowRuleUnsupported, workflowRuleWhen
 	}
 	if err := checkKeys(v, job, key, allowed, unsupported); err != nil {
 		return rule{}, err
@@ -79,6 +73,16 @@ func parseRule(v *val, job, key string, workflow bool) (rule, error) {
 		}
 		if r.cond, err = expr.Parse(x.text); err != nil {
 			return rule{}, errAt(x, job, key, "if invalid expression syntax (%s)", strings.TrimPrefix(err.Error(), "invalid expression syntax: "))
+		}
+	}
+	if x := v.get("changes"); x != nil && x.kind != vNull {
+		if r.changes, err = parseChanges(x, job, key+":changes"); err != nil {
+			return rule{}, err
+		}
+	}
+	if x := v.get("exists"); x != nil && x.kind != vNull {
+		if r.exists, err = parseExists(x, job, key+":exists"); err != nil {
+			return rule{}, err
 		}
 	}
 	if x := v.get("when"); x != nil && x.kind != vNull {
@@ -152,12 +156,42 @@ func (cfg *config) readWorkflow(v *val) error {
 	return nil
 }
 
-// match returns the first rule whose if holds, or nil.
-func match(rules []rule, vars expr.Lookup) *rule {
+// match returns the first rule whose clauses all hold (if, then changes, then exists: the
+// repository is read only for a rule whose if holds), or nil. job and key name the rules
+// in messages.
+func (f *repoFacts) match(rules []rule, vars expr.Lookup, job, key string) (*rule, error) {
 	for i := range rules {
-		if rules[i].cond == nil || rules[i].cond.Eval(vars) {
-			return &rules[i]
+		ok, err := f.holds(&rules[i].clauses, vars, job, key, rules[i].line)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return &rules[i], nil
 		}
 	}
-	return nil
+	return nil, nil
+}
+
+// clauses are the conditions of a rule (of a job, the workflow or an include).
+type clauses struct {
+	cond    *expr.Expr // nil: no if
+	changes *changesClause
+	exists  *existsClause
+}
+
+func (f *repoFacts) holds(c *clauses, vars expr.Lookup, job, key string, line int) (bool, error) {
+	if c.cond != nil && !c.cond.Eval(vars) {
+		return false, nil
+	}
+	if c.changes != nil {
+		if ok, err := f.changesHold(c.changes, vars, job, key+":changes", line); err != nil || !ok {
+			return false, err
+		}
+	}
+	if c.exists != nil {
+		if ok, err := f.existsHolds(c.exists, vars, job, key+":exists", line); err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
 }

@@ -1,7 +1,9 @@
-// Package cisource reads the files a .gitlab-ci.yml includes: `include: local` from the
-// project's repository at the pipeline's commit, fetched with git into a bounded cache
-// directory, and `include: remote` over HTTPS with size and time limits. It serves
-// ciconfig.Includes for one pipeline at a time (Source.For).
+// Package cisource reads what a .gitlab-ci.yml needs beyond its own text: `include: local`
+// files and the file list (rules:exists) from the project's repository at the pipeline's
+// commit, the files changed since a base commit or a compare_to ref's merge base
+// (rules:changes, only/except:changes), all with git in a bounded cache directory; and
+// `include: remote` over HTTPS with size and time limits. It serves ciconfig.Includes and
+// ciconfig.Repository for one pipeline at a time (Source.For).
 package cisource
 
 import (
@@ -80,7 +82,7 @@ func (g *GitCache) List(ctx context.Context, remote, rev string) ([]string, erro
 	}
 	paths := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
 	if len(paths) > maxListed {
-		return nil, &ciconfig.IncludeError{Message: fmt.Sprintf("the repository has more than %d files to match a wildcard against", maxListed)}
+		return nil, &ciconfig.IncludeError{Message: fmt.Sprintf("the repository has more than %d files to match a glob against", maxListed)}
 	}
 	return paths, nil
 }
@@ -220,11 +222,7 @@ func (r *repo) git(ctx context.Context, remote string, args ...string) ([]byte, 
 		args = append([]string{"--git-dir", r.dir}, args...)
 	}
 	cmd := exec.CommandContext(ctx, "git", args...)
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_SSH_COMMAND=ssh -o BatchMode=yes",
-		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
-	if remote != "" {
-		cmd.Env = append(cmd.Env, "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=remote.origin.url", "GIT_CONFIG_VALUE_0="+remote)
-	}
+	cmd.Env = gitEnv(remote)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -234,6 +232,17 @@ func (r *repo) git(ctx context.Context, remote string, args ...string) ([]byte, 
 		return nil, fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.Bytes(), nil
+}
+
+// gitEnv is git's environment: no prompts, no user or system configuration; with remote
+// set, that remote as "origin" (through the environment, never the arguments).
+func gitEnv(remote string) []string {
+	env := append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_SSH_COMMAND=ssh -o BatchMode=yes",
+		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	if remote != "" {
+		env = append(env, "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=remote.origin.url", "GIT_CONFIG_VALUE_0="+remote)
+	}
+	return env
 }
 
 // redact removes the remote (and its credentials) from git's message.

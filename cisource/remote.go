@@ -93,39 +93,70 @@ type Source struct {
 	Remote *Remote
 }
 
-// For returns what the compiler reads the includes of a pipeline of the repository at
-// remote ("" when the project has none) at rev through, within ctx.
-func (s *Source) For(ctx context.Context, remote, rev string) ciconfig.Includes {
-	return &pipelineFiles{ctx: ctx, s: s, remote: remote, rev: rev}
+// For returns what the compiler reads a pipeline's includes and repository through (its
+// Includes and Repository): the repository at remote ("" when the project has none) at
+// rev, within ctx.
+func (s *Source) For(ctx context.Context, remote, rev string) *Files {
+	return &Files{ctx: ctx, s: s, remote: remote, rev: rev}
 }
 
-type pipelineFiles struct {
+// Files is one pipeline's ciconfig.Includes and ciconfig.Repository.
+type Files struct {
 	ctx         context.Context
 	s           *Source
 	remote, rev string
 }
 
-func (p *pipelineFiles) Local(path string) ([]byte, error) {
+var (
+	_ ciconfig.Includes   = (*Files)(nil)
+	_ ciconfig.Repository = (*Files)(nil)
+)
+
+// usable says why the repository cannot be read, or nil.
+func (p *Files) usable() error {
 	if p.s.Git == nil || p.remote == "" {
-		return nil, &ciconfig.IncludeError{Message: "the project has no repository to read it from (repo_url)"}
+		return &ciconfig.IncludeError{Message: "the project has no repository to read it from (repo_url)"}
 	}
 	if p.rev == "" {
-		return nil, &ciconfig.IncludeError{Message: "the pipeline has neither a sha nor a ref to read it at"}
+		return &ciconfig.IncludeError{Message: "the pipeline has neither a sha nor a ref to read it at"}
+	}
+	return nil
+}
+
+func (p *Files) Local(path string) ([]byte, error) {
+	if err := p.usable(); err != nil {
+		return nil, err
 	}
 	return p.s.Git.Read(p.ctx, p.remote, p.rev, path)
 }
 
-func (p *pipelineFiles) LocalPaths() ([]string, error) {
-	if p.s.Git == nil || p.remote == "" {
-		return nil, &ciconfig.IncludeError{Message: "the project has no repository to read it from (repo_url)"}
-	}
-	if p.rev == "" {
-		return nil, &ciconfig.IncludeError{Message: "the pipeline has neither a sha nor a ref to read it at"}
+func (p *Files) LocalPaths() ([]string, error) {
+	if err := p.usable(); err != nil {
+		return nil, err
 	}
 	return p.s.Git.List(p.ctx, p.remote, p.rev)
 }
 
-func (p *pipelineFiles) Remote(u string) ([]byte, error) {
+// Paths lists the files at the pipeline's commit, for rules:exists.
+func (p *Files) Paths() ([]string, error) { return p.LocalPaths() }
+
+// Changed lists the files changed between base and the pipeline's commit.
+func (p *Files) Changed(base string) ([]string, error) {
+	if err := p.usable(); err != nil {
+		return nil, err
+	}
+	return p.s.Git.Changed(p.ctx, p.remote, p.rev, base)
+}
+
+// MergeBase is the merge base of rev (compare_to) and the pipeline's commit.
+func (p *Files) MergeBase(rev string) (string, error) {
+	if err := p.usable(); err != nil {
+		return "", err
+	}
+	return p.s.Git.MergeBase(p.ctx, p.remote, p.rev, rev)
+}
+
+func (p *Files) Remote(u string) ([]byte, error) {
 	if p.s.Remote == nil {
 		return nil, &ciconfig.IncludeError{Message: "remote includes are off"}
 	}

@@ -94,7 +94,8 @@ func (h *Handler) ciContext(r *http.Request, pid int64, req ciRequest) (ciconfig
 	if source == "" {
 		source = "api"
 	}
-	c := ciconfig.Context{Ref: name, RefIsTag: refType == "tag", SHA: req.SHA, DefaultBranch: "main", Source: source}
+	c := ciconfig.Context{Ref: name, RefIsTag: refType == "tag", SHA: req.SHA, BeforeSHA: req.Origin.BeforeSha,
+		DefaultBranch: "main", Source: source}
 	projectName, path := "project-"+strconv.FormatInt(pid, 10), ""
 	path = projectName
 	repoURL := ""
@@ -108,7 +109,8 @@ func (h *Handler) ciContext(r *http.Request, pid int64, req ciRequest) (ciconfig
 		if rev == "" {
 			rev = ref
 		}
-		c.Includes = h.includes.For(r.Context(), repoURL, rev)
+		files := h.includes.For(r.Context(), repoURL, rev)
+		c.Includes, c.Repository = files, files
 	}
 	base := h.externalBase(r)
 	host := base
