@@ -261,3 +261,13 @@ type DeployablePipeline struct {
 	Ref string `json:"ref"`
 	Sha string `json:"sha"`
 }
+
+// ResourceGroup is GitLab's resource group (GET /projects/:id/resource_groups[/:key],
+// PUT …/:key).
+type ResourceGroup struct {
+	ID          int64     `json:"id"`
+	Key         string    `json:"key"`
+	ProcessMode string    `json:"process_mode"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}

@@ -18,7 +18,7 @@ func (t *StageTally) Add(st Status, allowFailure bool, n int) {
 	switch st {
 	case StatusCreated:
 		t.Created += n
-	case StatusPending:
+	case StatusPending, StatusWaitingForResource:
 		t.Active += n
 	case StatusWaiting, StatusRunning, StatusCanceling:
 		t.Active += n

@@ -11,18 +11,21 @@ const (
 	// play it. StatusScheduled: a when: delayed job waiting for its scheduled_at.
 	StatusManual    Status = "manual"
 	StatusScheduled Status = "scheduled"
-	StatusPending   Status = "pending"
-	StatusWaiting   Status = "waiting_for_runner_ack"
-	StatusRunning   Status = "running"
-	StatusCanceling Status = "canceling"
-	StatusSuccess   Status = "success"
-	StatusFailed    Status = "failed"
-	StatusCanceled  Status = "canceled"
-	StatusSkipped   Status = "skipped"
+	// StatusWaitingForResource: a job of a resource_group, released while another job of
+	// the group holds it; it becomes pending when the group is assigned to it.
+	StatusWaitingForResource Status = "waiting_for_resource"
+	StatusPending            Status = "pending"
+	StatusWaiting            Status = "waiting_for_runner_ack"
+	StatusRunning            Status = "running"
+	StatusCanceling          Status = "canceling"
+	StatusSuccess            Status = "success"
+	StatusFailed             Status = "failed"
+	StatusCanceled           Status = "canceled"
+	StatusSkipped            Status = "skipped"
 )
 
 // AllStatuses lists every state, in lifecycle order.
-var AllStatuses = []Status{StatusCreated, StatusManual, StatusScheduled, StatusPending, StatusWaiting, StatusRunning,
+var AllStatuses = []Status{StatusCreated, StatusManual, StatusScheduled, StatusWaitingForResource, StatusPending, StatusWaiting, StatusRunning,
 	StatusCanceling, StatusSuccess, StatusFailed, StatusCanceled, StatusSkipped}
 
 // ParseStatus accepts only known states.
@@ -216,10 +219,13 @@ const (
 	EventManual          = "manual"
 	EventScheduled       = "scheduled"
 	EventPlayed          = "played"
+	// EventWaitingForResource: released (or retried, played, come due) into
+	// waiting_for_resource; the queued event follows when the group is assigned.
+	EventWaitingForResource = "waiting_for_resource"
 )
 
 // AllEvents lists every event type.
 var AllEvents = []string{EventCreated, EventQueued, EventAssigned, EventKeepalive, EventAcknowledged,
 	EventDeclined, EventAckTimeout, EventRetried, EventRetryExhausted, EventStarted, EventFinished,
 	EventCancelRequested, EventCanceled, EventSkipped, EventReopened, EventTraceExceeded,
-	EventDroppedStuck, EventStuckStage, EventRunnerDeleted, EventManual, EventScheduled, EventPlayed}
+	EventDroppedStuck, EventStuckStage, EventRunnerDeleted, EventManual, EventScheduled, EventPlayed, EventWaitingForResource}

@@ -73,7 +73,8 @@ func (d *PipelineDefinition) PlanJobs() []PlanJob {
 // InitialStatuses is the state each job of a normalized definition starts in: for a
 // stage pipeline the first stage pending and the rest created; for a job-by-job one what
 // PlanJobs makes of all of them created (needs: [] pending, a first-stage manual job
-// manual, a first-stage on_failure job skipped…).
+// manual, a first-stage on_failure job skipped…). A job of a resource group that would
+// start pending waits for its group instead.
 func (d *PipelineDefinition) InitialStatuses() []Status {
 	out := make([]Status, len(d.Jobs))
 	if !d.PerJob() {
@@ -81,13 +82,24 @@ func (d *PipelineDefinition) InitialStatuses() []Status {
 		for i, j := range d.Jobs {
 			out[i] = InitialStatus(d.StageIndex(j.Stage), first)
 		}
-		return out
+		return d.waitForResources(out)
 	}
 	for i := range out {
 		out[i] = StatusCreated
 	}
 	for _, m := range PlanJobs(d.PlanJobs()) {
 		out[m.Index] = m.To
+	}
+	return d.waitForResources(out)
+}
+
+// waitForResources: a job of a resource group released at creation waits for its group
+// (GitLab's enqueue of a job with_resource_group); the store assigns the group next.
+func (d *PipelineDefinition) waitForResources(out []Status) []Status {
+	for i, j := range d.Jobs {
+		if out[i] == StatusPending && j.ResourceGroup != "" {
+			out[i] = StatusWaitingForResource
+		}
 	}
 	return out
 }
@@ -148,7 +160,7 @@ func (o *outcome) add(j PlanJob) {
 		} else {
 			o.incomplete = true
 		}
-	case StatusPending, StatusWaiting, StatusRunning, StatusCanceling:
+	case StatusWaitingForResource, StatusPending, StatusWaiting, StatusRunning, StatusCanceling:
 		if j.LeftBehind {
 			o.success = true
 		} else {

@@ -178,7 +178,7 @@ func (s *Service) cancelJob(ctx context.Context, projectID, id int64, actor stri
 		}
 		now := s.now()
 		switch b.Status {
-		case StatusCreated, StatusManual, StatusScheduled, StatusPending, StatusWaiting:
+		case StatusCreated, StatusManual, StatusScheduled, StatusWaitingForResource, StatusPending, StatusWaiting:
 			f, err := s.finish(ctx, Finish{BuildID: id, From: []Status{b.Status}, To: StatusCanceled,
 				Event: EventCanceled, Detail: map[string]any{"actor": actor}, RunnerManager: b.RunnerSystemID, Now: now})
 			if errors.Is(err, ErrConflict) {

@@ -102,6 +102,9 @@ type JobDefinition struct {
 	Interruptible bool
 	// Environment: `environment:` with its name and url expanded; nil without one.
 	Environment *Environment
+	// ResourceGroup: `resource_group:` with its variables expanded ("" without one). At most
+	// one job of a group holds it at a time, across the project's pipelines.
+	ResourceGroup string
 }
 
 // Limits on a definition, so that one request cannot flood the database.
@@ -249,6 +252,11 @@ func (j *JobDefinition) normalize(stages []string) error {
 	}
 	if err := j.checkWhen(); err != nil {
 		return err
+	}
+	if j.ResourceGroup != "" {
+		if problem := ResourceGroupKeyProblem(j.ResourceGroup); problem != "" {
+			return invalid("job %q: resource_group %.40q %s", j.Name, j.ResourceGroup, problem)
+		}
 	}
 	if j.Retry.Max < 0 || j.Retry.Max > MaxRetry {
 		return invalid("job %q: retry max must be between 0 and %d", j.Name, MaxRetry)

@@ -65,6 +65,8 @@ type Service struct {
 	artifacts ArtifactStore
 	// environments keeps environments and deployments (nil: their API answers 503).
 	environments EnvironmentStore
+	// resourceGroups: nil answers their API with ErrUnavailable.
+	resourceGroups ResourceGroupStore
 	// views serve the operator web UI's listings (nil: they answer ErrUnavailable).
 	views Views
 	// changes carries hints for live views; batch holds them until the next flush.
@@ -100,6 +102,8 @@ type Deps struct {
 	Artifacts ArtifactStore
 	// Environments keeps environments and deployments (nil: their API answers 503).
 	Environments EnvironmentStore
+	// ResourceGroups keeps resource groups (nil: their API answers 503).
+	ResourceGroups ResourceGroupStore
 	// Views serve the web UI's listings and log ranges (nil: they answer ErrUnavailable).
 	Views Views
 	// Changes carries hints for live views between replicas (nil: none are sent); run
@@ -135,7 +139,7 @@ func NewService(d Deps) *Service {
 	}
 	s := &Service{store: d.Store, leases: d.Leases, queue: d.Queue, gate: d.TwoPhase, cfg: cfg, now: d.Now, log: d.Log,
 		observer: d.Observer, events: d.Events, audits: d.Audit, projects: d.Projects,
-		objects: d.Objects, artifacts: d.Artifacts, environments: d.Environments, views: d.Views, changes: d.Changes,
+		objects: d.Objects, artifacts: d.Artifacts, environments: d.Environments, resourceGroups: d.ResourceGroups, views: d.Views, changes: d.Changes,
 		batch:   changeBatch{pending: map[Change]struct{}{}},
 		runners: newRunnerCache(cfg.RunnerCacheTTL), hub: newPipelineHub(), jobs: newJobCache(jobCacheSize),
 		touches: newRecent[time.Time](jobCacheSize)}

@@ -175,6 +175,12 @@ type Store interface {
 	// advances their pipelines. Safe on every replica at once (SKIP LOCKED).
 	EnqueueDue(ctx context.Context, now time.Time, batch int) (DueResult, error)
 
+	// AssignFreeResourceGroups gives up to batch free resource groups that have a job
+	// waiting to their next job (see the transition table's legend ⁴), and returns how
+	// many builds it queued. Groups are assigned in the transactions that free them; this
+	// picks up one whose candidate was locked at that moment. Safe on every replica.
+	AssignFreeResourceGroups(ctx context.Context, now time.Time, batch int) (int, error)
+
 	// AppendTrace appends data at offset when offset equals the stored size and the build
 	// is on a runner; it returns the new size and the build's state. *TraceRangeError when
 	// offsets disagree, ErrConflict when the build is not on a runner.

@@ -34,14 +34,20 @@ var BuildTransitions = []Transition{
 	{From: []Status{StatusNew}, Trigger: "pipeline created, when: manual, nothing to wait for", To: StatusManual, Event: EventManual},
 	{From: []Status{StatusNew}, Trigger: "pipeline created, when: delayed, nothing to wait for", To: StatusScheduled, Event: EventScheduled},
 	{From: []Status{StatusNew}, Trigger: "pipeline created, ruled out at once¹ (on_failure)", To: StatusSkipped, Event: EventSkipped},
+	{From: []Status{StatusNew}, Trigger: "pipeline created, a resource_group job⁴, nothing to wait for", To: StatusWaitingForResource, Event: EventWaitingForResource},
 	{From: []Status{StatusNew}, Trigger: "retry (auto or operator): the new attempt", To: StatusPending, Event: EventQueued},
+	{From: []Status{StatusNew}, Trigger: "retry of a resource_group job⁴: the new attempt", To: StatusWaitingForResource, Event: EventWaitingForResource},
 	{From: []Status{StatusCreated}, Trigger: "released: its predecessors finished¹", To: StatusPending, Event: EventQueued},
+	{From: []Status{StatusCreated}, Trigger: "released, a resource_group job⁴", To: StatusWaitingForResource, Event: EventWaitingForResource},
 	{From: []Status{StatusCreated}, Trigger: "released, when: manual", To: StatusManual, Event: EventManual},
 	{From: []Status{StatusCreated}, Trigger: "released, when: delayed (at now + start_in)", To: StatusScheduled, Event: EventScheduled},
 	{From: []Status{StatusCreated}, Trigger: "ruled out by its predecessors¹", To: StatusSkipped, Event: EventSkipped},
 	{From: []Status{StatusManual}, Trigger: "operator plays it (POST …/play)", To: StatusPending, Event: EventPlayed},
+	{From: []Status{StatusManual}, Trigger: "operator plays a resource_group job⁴", To: StatusWaitingForResource, Event: EventPlayed},
 	{From: []Status{StatusScheduled}, Trigger: "due pass: its scheduled_at passed", To: StatusPending, Event: EventQueued},
-	{From: []Status{StatusCreated, StatusManual, StatusScheduled, StatusPending, StatusWaiting}, Trigger: "operator cancels the job or pipeline", To: StatusCanceled, Event: EventCanceled},
+	{From: []Status{StatusScheduled}, Trigger: "due pass, a resource_group job⁴", To: StatusWaitingForResource, Event: EventWaitingForResource},
+	{From: []Status{StatusWaitingForResource}, Trigger: "its resource group is free and assigned to it⁴", To: StatusPending, Event: EventQueued},
+	{From: []Status{StatusCreated, StatusManual, StatusScheduled, StatusWaitingForResource, StatusPending, StatusWaiting}, Trigger: "operator cancels the job or pipeline", To: StatusCanceled, Event: EventCanceled},
 	{From: []Status{StatusPending}, Trigger: "claimed by a runner, one-phase", To: StatusRunning, Event: EventAssigned},
 	{From: []Status{StatusPending}, Trigger: "claimed by a runner, two-phase", To: StatusWaiting, Event: EventAssigned},
 	{From: []Status{StatusPending}, Trigger: "reaper: pending too long", To: StatusFailed, Event: EventDroppedStuck, Reason: ReasonStuckPending},
@@ -169,6 +175,8 @@ func showStatus(s string) string {
 		return "(new)"
 	case StatusWaiting:
 		return "waiting" // the legend under the table spells it out
+	case StatusWaitingForResource:
+		return "resource"
 	}
 	return s
 }
@@ -183,8 +191,9 @@ func joinStatuses[S ~string](ss []S) string {
 
 // The legends under the tables: what the abbreviations and footnotes of the rows say.
 const (
-	buildLegend = `waiting = waiting_for_runner_ack; (same): no state change; (runner's): the PUT's
-failure_reason, else unknown_failure (final update) or runner_system_failure (decline).
+	buildLegend = `waiting = waiting_for_runner_ack; resource = waiting_for_resource; (same): no state
+change; (runner's): the PUT's failure_reason, else unknown_failure (final update) or
+runner_system_failure (decline).
 ¹ Predecessors: the jobs it needs (needs:), else every job of the earlier stages. As in
 GitLab, on_success, manual and delayed jobs run once they succeeded (a stage job also
 when they were skipped), on_failure ones once one failed, always ones unless one was
@@ -197,6 +206,13 @@ left behind, whatever its stage. Manual and scheduled builds are never waited fo
 a pipeline in status manual or scheduled is never stuck: a delayed job counts once its
 time has come and it is pending.
 ³ An exit code listed in allow_failure: exit_codes sets the build's allow_failure.
+⁴ A job with resource_group holds its group from pending until it ends (pending,
+waiting, running, canceling: a unique index allows one such build per group), across
+the project's pipelines. Whatever frees a group (an end by any path, a cancel) assigns
+it in the same transaction to the next job of its process_mode: unordered, the longest
+waiting; oldest_first and newest_first, the first upcoming job (created, scheduled or
+waiting) by pipeline id up or down, if it is waiting; newest_ready_first, the waiting
+job of the newest pipeline. A pass on every replica assigns free groups left behind.
 
 `
 	pipelineLegend = `* allow_failure failures count as succeeded, optional manual jobs (allow_failure) not

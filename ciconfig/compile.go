@@ -216,6 +216,13 @@ func (cfg *config) pipeline(c Context) (Result, error) {
 			}
 			def.Environment = env
 		}
+		if j.resourceGroup != "" {
+			key, err := expandResourceGroup(j, def.Environment, predefinedForEnvironment(jobLookup(ctx, j, ruleVars, globalMap), j.name))
+			if err != nil {
+				return Result{}, err
+			}
+			def.ResourceGroup = key
+		}
 		var vars varSet
 		for _, g := range globals {
 			if j.inheritVars == nil || j.inheritVars[g.key] {

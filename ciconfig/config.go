@@ -24,12 +24,12 @@ var unsupportedTop = map[string]string{
 // Keys a job may have.
 var jobKeys = []string{"stage", "type", "script", "before_script", "after_script", "image", "services",
 	"variables", "tags", "timeout", "retry", "allow_failure", "when", "start_in", "needs",
-	"dependencies", "artifacts", "cache", "rules", "parallel", "extends", "inherit", "only", "except", "coverage", "interruptible", "environment"}
+	"dependencies", "artifacts", "cache", "rules", "parallel", "extends", "inherit", "only", "except", "coverage", "interruptible", "environment",
+	"resource_group"}
 
 // GitLab job keys jobapi does not support yet: a 400 naming them, never dropped.
 var jobUnsupported = map[string]string{
 	"trigger":             " (downstream pipelines)",
-	"resource_group":      "",
 	"release":             "",
 	"id_tokens":           "",
 	"secrets":             "",
@@ -92,6 +92,9 @@ type jobSpec struct {
 	only, except *policy
 	staticWhen   string // the job's `when` (or on_success): what a rule without when gives
 	env          *envSpec
+	// resourceGroup: `resource_group:` as written ("" without one), expanded per pipeline.
+	resourceGroup     string
+	resourceGroupLine int
 }
 
 type needSpec struct {
@@ -443,6 +446,12 @@ func (cfg *config) readJob(name string, v *val, defaults map[string]*val) error 
 		if j.env, err = parseEnvironment(x, name); err != nil {
 			return err
 		}
+	}
+	if x := v.get("resource_group"); x != nil && x.kind != vNull {
+		if j.resourceGroup, err = stringValue(x, name, "resource_group"); err != nil {
+			return err
+		}
+		j.resourceGroupLine = x.line
 	}
 	var both []string
 	for _, k := range []string{"only", "except"} {

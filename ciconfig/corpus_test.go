@@ -64,6 +64,7 @@ type graphJob struct {
 	Coverage      string              `json:"coverage_regex,omitempty"`
 	Interruptible bool                `json:"interruptible,omitempty"`
 	Environment   *builds.Environment `json:"environment,omitempty"`
+	ResourceGroup string              `json:"resource_group,omitempty"`
 }
 
 func graphOf(j builds.JobDefinition) graphJob {
@@ -71,7 +72,8 @@ func graphOf(j builds.JobDefinition) graphJob {
 		AllowFailure: j.AllowFailure, ExitCodes: j.AllowFailureExitCodes, Needs: j.Needs,
 		NeedsDeclared: j.NeedsDeclared, Dependencies: j.Dependencies, Image: j.Image.Name, Tags: j.Tags,
 		Timeout: j.TimeoutSeconds, BeforeScript: j.BeforeScript, Script: j.Script, AfterScript: j.AfterScript,
-		Artifacts: j.Artifacts, Cache: j.Cache, Coverage: j.CoverageRegex, Interruptible: j.Interruptible, Environment: j.Environment}
+		Artifacts: j.Artifacts, Cache: j.Cache, Coverage: j.CoverageRegex, Interruptible: j.Interruptible, Environment: j.Environment,
+		ResourceGroup: j.ResourceGroup}
 	if g.Dependencies == nil {
 		g.Dependencies = []string{}
 	}

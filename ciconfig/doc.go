@@ -50,8 +50,13 @@
 //	            empty; the url also sees CI_ENVIRONMENT_NAME and _SLUG; on_stop must
 //	            name a job of the same environment with action: stop; the runner gets
 //	            CI_ENVIRONMENT_NAME, _SLUG, _URL, _ACTION, _TIER; builds/pgstore
-//	            records environments and deployments; refused: auto_stop_in, kubernetes)
-//	            refused: trigger, resource_group, release, id_tokens,
+//	            records environments and deployments; refused: auto_stop_in, kubernetes),
+//	            resource_group (a string, expanded at pipeline creation as GitLab's
+//	            Seed::Processable::ResourceGroup: the job's, global and predefined
+//	            variables and CI_ENVIRONMENT_NAME and _SLUG; empty after expansion: no
+//	            group; a key GitLab would not store is a 400; builds/pgstore lets one job
+//	            of a group hold it at a time across the project's pipelines)
+//	            refused: trigger, release, id_tokens,
 //	            secrets, pages (the keyword; a job named pages is fine), hooks,
 //	            identity, manual_confirmation, run, dast_configuration, publish
 //	rules       if, changes, exists, when, allow_failure, variables, start_in, needs,

@@ -178,3 +178,34 @@ func predefinedForEnvironment(vars expr.Lookup, jobName string) expr.Lookup {
 		return "", false
 	}
 }
+
+// expandResourceGroup is a job's resource_group as the pipeline creates it: expanded as
+// GitLab's Seed::Processable::ResourceGroup does (ExpandVariables.expand with the job's
+// variables, CI_ENVIRONMENT_NAME and _SLUG of its expanded environment included). A key
+// that expands to nothing names no group, as GitLab skips a blank one; one GitLab would not
+// store is a 400.
+func expandResourceGroup(j *jobSpec, env *builds.Environment, vars expr.Lookup) (string, error) {
+	key := expandVariables(j.resourceGroup, func(name string) (string, bool) {
+		if env != nil {
+			switch name {
+			case "CI_ENVIRONMENT_NAME":
+				return env.Name, true
+			case "CI_ENVIRONMENT_SLUG":
+				return env.Slug, true
+			case "CI_ENVIRONMENT_TIER":
+				return env.Tier, true
+			case "CI_ENVIRONMENT_ACTION":
+				return env.Action, true
+			}
+		}
+		return vars(name)
+	})
+	if strings.TrimSpace(key) == "" {
+		return "", nil
+	}
+	if problem := builds.ResourceGroupKeyProblem(key); problem != "" {
+		return "", &Error{Line: j.resourceGroupLine, Job: j.name, Key: "resource_group",
+			Message: "expands to " + strconv.Quote(key) + ", which " + problem}
+	}
+	return key, nil
+}

@@ -93,6 +93,10 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 			r.Get("/projects/{project_id}/environments", h.wrap(h.listEnvironments))
 			r.Get("/projects/{project_id}/environments/{environment_id}", h.wrap(h.getEnvironment))
 			r.Get("/projects/{project_id}/deployments", h.wrap(h.listDeployments))
+			r.Get("/projects/{project_id}/resource_groups", h.wrap(h.listResourceGroups))
+			r.Get("/projects/{project_id}/resource_groups/{key}", h.wrap(h.getResourceGroup))
+			r.Put("/projects/{project_id}/resource_groups/{key}", h.wrap(h.updateResourceGroup))
+			r.Get("/projects/{project_id}/resource_groups/{key}/upcoming_jobs", h.wrap(h.upcomingJobs))
 			r.Get("/admin/jobs", h.wrap(h.listJobs))
 			r.Get("/admin/events", h.wrap(h.listAuditEvents))
 

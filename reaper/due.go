@@ -2,6 +2,7 @@ package reaper
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -50,13 +51,37 @@ func (d *DueJobs) EnqueueOnce(ctx context.Context) (int, error) {
 	}
 }
 
-// Run moves due jobs every Interval until ctx ends.
+// AssignOnce gives free resource groups with a job waiting to their next job, and returns
+// how many builds it queued. The transactions that free a group assign it themselves; this
+// is the net under them (a candidate locked by a cancel at that moment), run with the due
+// pass.
+func (d *DueJobs) AssignOnce(ctx context.Context) (int, error) {
+	batch := d.Batch
+	if batch <= 0 {
+		batch = 500
+	}
+	bctx, cancel := context.WithTimeout(ctx, batchTimeout)
+	n, err := d.Store.AssignFreeResourceGroups(bctx, now(d.Now), batch)
+	cancel()
+	if n > 0 && d.Queue != nil {
+		if err := d.Queue.Bump(ctx); err != nil {
+			d.Log.WarnContext(ctx, "queue version not bumped after resource groups were assigned", "error", err)
+		}
+	}
+	return n, err
+}
+
+// Run moves due jobs, and assigns free resource groups, every Interval until ctx ends.
 func (d *DueJobs) Run(ctx context.Context) error {
 	return periodic.Run(ctx, d.Interval, d.Log, "delayed jobs", func(ctx context.Context) error {
 		n, err := d.EnqueueOnce(ctx)
 		if n > 0 {
 			d.Log.InfoContext(ctx, "delayed jobs queued", "count", n)
 		}
-		return err
+		assigned, aerr := d.AssignOnce(ctx)
+		if assigned > 0 {
+			d.Log.InfoContext(ctx, "free resource groups assigned", "count", assigned)
+		}
+		return errors.Join(err, aerr)
 	})
 }

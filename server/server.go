@@ -280,7 +280,7 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 	policy := builds.DefaultRetryPolicy(cfg.AutoRetryMax)
 	d.svc = builds.NewService(builds.Deps{Store: d.store, Leases: d.rs, Queue: d.rs, Events: d.rs,
 		TwoPhase: fl.flags.TwoPhaseCommit, Observer: m, Audit: d.store, Projects: d.store, Now: opts.Now, Log: log,
-		Objects: be.objects, Artifacts: d.store, Environments: d.store, Views: d.store, Changes: d.rs,
+		Objects: be.objects, Artifacts: d.store, Environments: d.store, ResourceGroups: d.store, Views: d.store, Changes: d.rs,
 		Config: builds.Config{AckTTL: cfg.AckTTL, MaxProvisioningWait: cfg.MaxProvisioningWait,
 			TraceLimit: cfg.TraceLimit, LongPoll: cfg.LongPoll, Policy: policy,
 			MaxManagersPerRunner: cfg.MaxManagersPerRunner, RunnerTokenExpiresIn: cfg.RunnerTokenExpiresIn,

@@ -187,6 +187,8 @@ func statusLabel(s string) string {
 	switch s {
 	case string(builds.StatusWaiting):
 		return "waiting for ack"
+	case string(builds.StatusWaitingForResource):
+		return "waiting for resource" // GitLab's label (Gitlab::Ci::Status::WaitingForResource)
 	case "":
 		return "unknown"
 	}

@@ -21,12 +21,12 @@ ORDER BY scheduled_at, id LIMIT $2 FOR UPDATE SKIP LOCKED`
 // enqueueDue moves the due builds of one pipeline to pending.
 const enqueueDue = `
 WITH b AS (
-    UPDATE builds SET status = 'pending', queued_at = $2, updated_at = $2
+    UPDATE builds SET status = ` + queuedStatus + `, queued_at = $2, updated_at = $2
     WHERE id = ANY($1) AND status = 'scheduled'
-    RETURNING id, scheduled_at
+    RETURNING id, scheduled_at, resource_group_id
 )
 INSERT INTO build_events (build_id, type, at, detail)
-SELECT id, 'queued', $2, jsonb_build_object('scheduled_at', scheduled_at) FROM b`
+SELECT id, ` + queuedEvent + `, $2, jsonb_build_object('scheduled_at', scheduled_at) FROM b`
 
 // EnqueueDue moves one batch of scheduled builds whose scheduled_at passed to pending and
 // advances their pipelines (scheduled → pending or running), in one transaction.

@@ -162,11 +162,12 @@ func afterFinish(ctx context.Context, tx querier, f builds.Finish, b builds.Buil
 const insertRetry = `
 WITH n AS (
     INSERT INTO builds (project_id, pipeline_id, stage, stage_idx, name, status, tags, payload,
-                        timeout_seconds, allow_failure, run_when, needs, attempt, retry_of, queued_at, created_at, updated_at)
-    SELECT project_id, pipeline_id, stage, stage_idx, name, 'pending', tags, payload, timeout_seconds,
+                        timeout_seconds, allow_failure, run_when, needs, attempt, retry_of, queued_at, created_at, updated_at,
+                        resource_group_id)
+    SELECT project_id, pipeline_id, stage, stage_idx, name, ` + queuedStatus + `, tags, payload, timeout_seconds,
            CASE WHEN payload ? 'allow_failure_exit_codes' THEN COALESCE((payload ->> 'allow_failure')::boolean, false)
                 ELSE allow_failure END,
-           run_when, needs, attempt + 1, id, $2, $2, $2
+           run_when, needs, attempt + 1, id, $2, $2, $2, resource_group_id
     FROM builds WHERE id = $1
     RETURNING *
 ), o AS (
@@ -179,7 +180,8 @@ WITH n AS (
     INSERT INTO build_events (build_id, type, at, detail)
     SELECT $1, 'retried', $2, jsonb_build_object('new_id', n.id, 'reason', $3::text, 'actor', $4::text) FROM n
     UNION ALL
-    SELECT n.id, 'queued', $2, jsonb_build_object('retry_of', $1::bigint, 'attempt', n.attempt) FROM n
+    SELECT n.id, CASE n.status WHEN 'pending' THEN 'queued' ELSE 'waiting_for_resource' END, $2,
+           jsonb_build_object('retry_of', $1::bigint, 'attempt', n.attempt) FROM n
 )
 SELECT ` + buildCols + ` FROM n b` + buildJoins
 
@@ -258,17 +260,19 @@ WHERE pipeline_id = `
 	pipelineShapeEnd = `)
 GROUP BY stage_idx, status, allow_failure
 ORDER BY stage_idx`
-	lockPipelineHead = `SELECT status, advanced_past, progressed_at, per_job FROM pipelines WHERE id = `
+	lockPipelineHead = `SELECT status, advanced_past, progressed_at, per_job, resource_groups FROM pipelines WHERE id = `
 	forUpdate        = ` FOR UPDATE`
 )
 
+// releaseStage queues a stage's builds: pending, or waiting_for_resource for those of a
+// resource group (queuedStatus).
 const releaseStage = `
 WITH b AS (
-    UPDATE builds SET status = 'pending', queued_at = $3, updated_at = $3
+    UPDATE builds SET status = ` + queuedStatus + `, queued_at = $3, updated_at = $3
     WHERE pipeline_id = $1 AND stage_idx = $2 AND status = 'created'
-    RETURNING id
+    RETURNING id, resource_group_id
 )
-INSERT INTO build_events (build_id, type, at, detail) SELECT id, 'queued', $3, '{}'::jsonb FROM b`
+INSERT INTO build_events (build_id, type, at, detail) SELECT id, ` + queuedEvent + `, $3, '{}'::jsonb FROM b`
 
 const skipLaterStages = `
 WITH b AS (
@@ -318,14 +322,17 @@ type lockedPipeline struct {
 	progressedAt time.Time
 	// perJob: the pipeline advances job by job (advanceJobs); stages is then unused.
 	perJob bool
-	stages []builds.StageTally
+	// resourceGroups: some build of the pipeline has a resource_group; advance then
+	// assigns its groups (assignPipelineGroups).
+	resourceGroups bool
+	stages         []builds.StageTally
 }
 
 // readLocked reads the answers of lockPipeline and pipelineShape (or their OfBuild forms),
 // the next two of br.
 func readLocked(br pgx.BatchResults) (lockedPipeline, error) {
 	var p lockedPipeline
-	err := br.QueryRow().Scan(&p.status, &p.advancedPast, &p.progressedAt, &p.perJob)
+	err := br.QueryRow().Scan(&p.status, &p.advancedPast, &p.progressedAt, &p.perJob, &p.resourceGroups)
 	if err == nil {
 		p.stages, err = readShape(br.Query())
 	}
@@ -359,6 +366,15 @@ func advanceLocked(ctx context.Context, tx querier, pipelineID int64, now time.T
 		if stages, err = shape(ctx, tx, pipelineID); err != nil {
 			return false, err
 		}
+	}
+	if p.resourceGroups {
+		// Before the status: storeStatus's statement travels with the COMMIT. A build
+		// the group goes to stays active, so the status derived above still holds.
+		assigned, err := assignPipelineGroups(ctx, tx, pipelineID, now)
+		if err != nil {
+			return false, err
+		}
+		queued = queued || assigned
 	}
 	return queued, storeStatus(ctx, tx, pipelineID, now, p, builds.PipelineStatus(stages), changed)
 }

@@ -38,11 +38,11 @@ func readJobs(ctx context.Context, tx querier, pipelineID int64) ([]builds.PlanJ
 const (
 	releaseJobs = `
 WITH b AS (
-    UPDATE builds SET status = 'pending', queued_at = $2, updated_at = $2
+    UPDATE builds SET status = ` + queuedStatus + `, queued_at = $2, updated_at = $2
     WHERE id = ANY($1) AND status = 'created'
-    RETURNING id
+    RETURNING id, resource_group_id
 )
-INSERT INTO build_events (build_id, type, at, detail) SELECT id, 'queued', $2, '{}'::jsonb FROM b`
+INSERT INTO build_events (build_id, type, at, detail) SELECT id, ` + queuedEvent + `, $2, '{}'::jsonb FROM b`
 
 	releaseManualJobs = `
 WITH b AS (
@@ -106,7 +106,16 @@ func advanceJobs(ctx context.Context, tx querier, pipelineID int64, now time.Tim
 		jobs = builds.ApplyMoves(jobs, moves)
 		queued = len(ids[builds.StatusPending]) > 0
 	}
+	// A job released to pending may have gone to waiting_for_resource instead: both count
+	// alike in the tally.
 	status := builds.PipelineStatus(builds.TallyJobs(jobs))
+	if p.resourceGroups {
+		assigned, err := assignPipelineGroups(ctx, tx, pipelineID, now)
+		if err != nil {
+			return false, err
+		}
+		queued = queued || assigned
+	}
 	return queued, storeStatus(ctx, tx, pipelineID, now, p, status, len(moves) > 0)
 }
 

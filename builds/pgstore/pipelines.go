@@ -20,21 +20,23 @@ WITH n AS (
     RETURNING last_iid
 )
 INSERT INTO pipelines (project_id, ref, sha, stages, timeout_strategy, status, created_at, updated_at,
-    iid, source, before_sha, variables, per_job)
-SELECT $1, $2, $3, $4, $5, 'pending', $6, $6, n.last_iid, $7, $8, $9, $10 FROM n
+    iid, source, before_sha, variables, per_job, resource_groups)
+SELECT $1, $2, $3, $4, $5, 'pending', $6, $6, n.last_iid, $7, $8, $9, $10, $11 FROM n
 RETURNING id`
 
 // insertEvents records each new build's first event, the one its initial state calls for.
 const insertEvents = `
 INSERT INTO build_events (build_id, type, at, detail)
 SELECT id, CASE status WHEN 'pending' THEN 'queued' WHEN 'manual' THEN 'manual' WHEN 'scheduled' THEN 'scheduled'
-                       WHEN 'skipped' THEN 'skipped' ELSE 'created' END, $2,
+                       WHEN 'skipped' THEN 'skipped' WHEN 'waiting_for_resource' THEN 'waiting_for_resource'
+                       ELSE 'created' END, $2,
        CASE WHEN status = 'scheduled' THEN jsonb_build_object('scheduled_at', scheduled_at) ELSE '{}'::jsonb END
 FROM builds WHERE pipeline_id = $1`
 
 // initialEvents is insertEvents' choice, checked against the table before the rows go in.
 var initialEvents = map[builds.Status]string{builds.StatusPending: builds.EventQueued, builds.StatusManual: builds.EventManual,
-	builds.StatusScheduled: builds.EventScheduled, builds.StatusSkipped: builds.EventSkipped, builds.StatusCreated: builds.EventCreated}
+	builds.StatusScheduled: builds.EventScheduled, builds.StatusSkipped: builds.EventSkipped, builds.StatusCreated: builds.EventCreated,
+	builds.StatusWaitingForResource: builds.EventWaitingForResource}
 
 // CreatePipeline stores a normalized definition, each job in the state
 // PipelineDefinition.InitialStatuses gives it (a stage pipeline: the first stage that has
@@ -56,9 +58,14 @@ func (s *Store) CreatePipeline(ctx context.Context, d builds.PipelineDefinition,
 		}
 	}
 	var id int64
+	keys := resourceGroupKeys(d.Jobs)
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, insertPipeline, d.ProjectID, d.Ref, d.SHA, d.Stages, d.TimeoutStrategy, now,
-			d.Source, d.BeforeSHA, nonNilVariables(d.Variables), perJob).Scan(&id); err != nil {
+			d.Source, d.BeforeSHA, nonNilVariables(d.Variables), perJob, len(keys) > 0).Scan(&id); err != nil {
+			return err
+		}
+		groups, err := ensureResourceGroups(ctx, tx, d.ProjectID, keys, now)
+		if err != nil {
 			return err
 		}
 		rows := make([][]any, len(d.Jobs))
@@ -66,7 +73,7 @@ func (s *Store) CreatePipeline(ctx context.Context, d builds.PipelineDefinition,
 			status := statuses[i]
 			var queuedAt, scheduledAt, finishedAt *time.Time
 			switch status {
-			case builds.StatusPending:
+			case builds.StatusPending, builds.StatusWaitingForResource:
 				queuedAt = &now
 			case builds.StatusScheduled:
 				at := now.Add(time.Duration(j.StartInSeconds) * time.Second)
@@ -87,13 +94,17 @@ func (s *Store) CreatePipeline(ctx context.Context, d builds.PipelineDefinition,
 				needs = planned[i].Needs
 			}
 			payload := builds.PayloadOf(j)
+			var group *int64 // NULL without a resource_group
+			if gid, ok := groups[j.ResourceGroup]; ok {
+				group = &gid
+			}
 			rows[i] = []any{d.ProjectID, id, j.Stage, d.StageIndex(j.Stage), j.Name, string(status), tags, payload,
-				j.TimeoutSeconds, j.AllowFailure, when, needs, queuedAt, scheduledAt, finishedAt, now, now}
+				j.TimeoutSeconds, j.AllowFailure, when, needs, queuedAt, scheduledAt, finishedAt, now, now, group}
 		}
-		_, err := tx.CopyFrom(ctx, pgx.Identifier{"builds"},
+		_, err = tx.CopyFrom(ctx, pgx.Identifier{"builds"},
 			[]string{"project_id", "pipeline_id", "stage", "stage_idx", "name", "status", "tags", "payload",
 				"timeout_seconds", "allow_failure", "run_when", "needs", "queued_at", "scheduled_at", "finished_at",
-				"created_at", "updated_at"},
+				"created_at", "updated_at", "resource_group_id"},
 			pgx.CopyFromRows(rows))
 		if err != nil {
 			return fmt.Errorf("insert builds: %w", err)
@@ -104,6 +115,12 @@ func (s *Store) CreatePipeline(ctx context.Context, d builds.PipelineDefinition,
 		if hasEnvironment(d.Jobs) {
 			if _, err := tx.Exec(ctx, recordEnvironments, id, now); err != nil {
 				return fmt.Errorf("record environments: %w", err)
+			}
+		}
+		if len(groups) > 0 {
+			// The new pipeline's waiting jobs may have their groups at once.
+			if _, err := assignPipelineGroups(ctx, tx, id, now); err != nil {
+				return err
 			}
 		}
 		if !perJob {
@@ -151,7 +168,7 @@ func (s *Store) Pipeline(ctx context.Context, projectID, id int64) (builds.Pipel
 const cancelPipelineBuilds = `
 WITH b AS (
     UPDATE builds SET status = 'canceled', finished_at = $2, updated_at = $2, ack_deadline = NULL
-    WHERE pipeline_id = $1 AND status IN ('created', 'manual', 'scheduled', 'pending', 'waiting_for_runner_ack')
+    WHERE pipeline_id = $1 AND status IN ('created', 'manual', 'scheduled', 'waiting_for_resource', 'pending', 'waiting_for_runner_ack')
     RETURNING id
 )
 INSERT INTO build_events (build_id, type, at, detail)

@@ -14,7 +14,7 @@ import (
 // playBuild moves a manual build to pending, with its event and who played it.
 const playBuild = `
 WITH b AS (
-    UPDATE builds SET status = 'pending', queued_at = $2, updated_at = $2
+    UPDATE builds SET status = ` + queuedStatus + `, queued_at = $2, updated_at = $2
     WHERE id = $1 AND status = 'manual'
     RETURNING *
 ), e AS (

@@ -36,9 +36,11 @@ type statusWrite struct {
 }
 
 var (
-	updateOf    = regexp.MustCompile(`UPDATE (builds|pipelines) SET `)
-	insertOf    = regexp.MustCompile(`INSERT INTO (builds|pipelines) \(`)
-	setStatus   = regexp.MustCompile(`(?:^|[\s,])status = ('(\w+)'|\$\d+)`)
+	updateOf  = regexp.MustCompile(`UPDATE (builds|pipelines) SET `)
+	insertOf  = regexp.MustCompile(`INSERT INTO (builds|pipelines) \(`)
+	setStatus = regexp.MustCompile(`(?:^|[\s,])status = ('(\w+)'|\$\d+)`)
+	// queuedCase is queuedStatus: one status without a resource group, another with one.
+	queuedCase  = regexp.MustCompile(`CASE WHEN resource_group_id IS NULL THEN '(\w+)' ELSE '(\w+)' END`)
 	isStatus    = regexp.MustCompile(`(?:^|[\s,(.])status = '(\w+)'`)
 	inStatuses  = regexp.MustCompile(`(?:^|[\s,(.])status IN \(([^)]*)\)`)
 	anyStatus   = regexp.MustCompile(`(?:^|[\s,(.])status = ANY`)
@@ -135,6 +137,17 @@ func statusWrites(sql string) ([]statusWrite, string) {
 		}
 		set, where, _ := strings.Cut(rest, "WHERE")
 		m := setStatus.FindStringSubmatch(set)
+		if q := queuedCase.FindStringSubmatch(set); m == nil && q != nil {
+			// Two writes, each from the WHERE's statuses.
+			for _, to := range q[1:] {
+				w := statusWrite{table: table, to: to, events: events, from: conditions(where)}
+				if w.from == nil {
+					return nil, "changes a status without a compare-and-set on the old one"
+				}
+				out = append(out, w)
+			}
+			continue
+		}
 		if m == nil {
 			if strings.Contains(set, "status") {
 				return nil, "sets a status in a form this scan does not read"
@@ -165,19 +178,24 @@ func statusWrites(sql string) ([]statusWrite, string) {
 			rest = rest[:end[0]]
 		}
 		var to []string
-		for _, m := range quotedWord.FindAllStringSubmatch(rest, -1) {
+		for _, m := range quotedWord.FindAllStringSubmatch(queuedCase.ReplaceAllString(rest, ""), -1) {
 			if _, ok := builds.ParseStatus(m[1]); ok {
 				to = append(to, m[1])
 			}
 		}
-		if len(to) != 1 {
+		if q := queuedCase.FindStringSubmatch(rest); q != nil {
+			to = append(to, q[1:]...)
+		}
+		if len(to) != 1 && (len(to) != 2 || !queuedCase.MatchString(rest)) {
 			return nil, "inserts a " + table + " row without one status literal"
 		}
-		w := statusWrite{table: table, from: []string{""}, to: to[0], events: events}
-		if table == "pipelines" {
-			w.events = nil
+		for _, st := range to {
+			w := statusWrite{table: table, from: []string{""}, to: st, events: events}
+			if table == "pipelines" {
+				w.events = nil
+			}
+			out = append(out, w)
 		}
-		out = append(out, w)
 	}
 	return out, ""
 }

@@ -451,6 +451,9 @@ func TestScenario(t *testing.T) {
 	// ---- environments: a deploy, its stop job, the environments and deployments API
 	environmentScenario(t, c, r1.Token, systemID)
 
+	// ---- resource groups: two deploys of one group, the resource groups API
+	resourceGroupScenario(t, c, r1.Token, systemID)
+
 	// ---- the operator audit log: every change above, newest first
 	var audit []api.AuditEvent
 	c.decode(&audit, http.StatusOK, "GET", "/api/v4/admin/events?per_page=100", nil, admin)

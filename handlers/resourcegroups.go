@@ -1,0 +1,102 @@
+package handlers
+
+import (
+	"net/http"
+	"net/url"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jobapi/jobapi/api"
+	"github.com/jobapi/jobapi/builds"
+)
+
+// The resource groups API (GitLab's shapes): groups come from .gitlab-ci.yml's
+// resource_group, created by the store with the pipeline that first names them.
+
+func (h *Handler) listResourceGroups(w http.ResponseWriter, r *http.Request) error {
+	return writeProjectPage(w, r, h.svc.ResourceGroups, resourceGroupView)
+}
+
+// groupKey is the :key segment, which clients send URL-encoded (a key may hold slashes).
+func groupKey(r *http.Request) (string, error) {
+	key, err := url.PathUnescape(chi.URLParam(r, "key"))
+	if err != nil {
+		return "", badRequest("key is not a valid URL-encoded value")
+	}
+	return key, nil
+}
+
+func (h *Handler) getResourceGroup(w http.ResponseWriter, r *http.Request) error {
+	pid, err := projectID(r)
+	if err != nil {
+		return err
+	}
+	key, err := groupKey(r)
+	if err != nil {
+		return err
+	}
+	g, err := h.svc.ResourceGroup(r.Context(), pid, key)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, resourceGroupView(g))
+	return nil
+}
+
+// resourceGroupFields is PUT's body: GitLab's only attribute.
+type resourceGroupFields struct {
+	ProcessMode *string `json:"process_mode"`
+}
+
+func (h *Handler) updateResourceGroup(w http.ResponseWriter, r *http.Request) error {
+	pid, err := projectID(r)
+	if err != nil {
+		return err
+	}
+	key, err := groupKey(r)
+	if err != nil {
+		return err
+	}
+	var f resourceGroupFields
+	if err := decodeBody(r, &f); err != nil {
+		return err
+	}
+	if f.ProcessMode == nil {
+		return badRequest("process_mode is missing")
+	}
+	g, err := h.svc.SetProcessMode(r.Context(), pid, key, *f.ProcessMode, actor(r))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, resourceGroupView(g))
+	return nil
+}
+
+func (h *Handler) upcomingJobs(w http.ResponseWriter, r *http.Request) error {
+	pid, err := projectID(r)
+	if err != nil {
+		return err
+	}
+	key, err := groupKey(r)
+	if err != nil {
+		return err
+	}
+	pg, err := pageOf(r)
+	if err != nil {
+		return err
+	}
+	views, total, err := h.svc.UpcomingJobs(r.Context(), pid, key, pg)
+	if err != nil {
+		return err
+	}
+	jobs := make([]api.JobDetail, len(views))
+	for i, v := range views {
+		jobs[i] = jobView(v)
+	}
+	writePage(w, pg, total, jobs)
+	return nil
+}
+
+func resourceGroupView(g builds.ResourceGroup) api.ResourceGroup {
+	return api.ResourceGroup{ID: g.ID, Key: g.Key, ProcessMode: g.ProcessMode, CreatedAt: g.CreatedAt, UpdatedAt: g.UpdatedAt}
+}
