@@ -75,7 +75,7 @@ func (s *Service) recordCoverage(ctx context.Context, b Build) {
 	if b.Payload.CoverageRegex == "" {
 		return
 	}
-	log, err := s.store.Trace(ctx, b.ID)
+	log, err := s.wholeLog(ctx, b.ID)
 	if err != nil {
 		s.log.WarnContext(ctx, "coverage not read: log unreadable", "build_id", b.ID, "error", err)
 		return

@@ -39,6 +39,9 @@ func (s *Service) CancelPipeline(ctx context.Context, projectID, id int64, actor
 		if b.Status == StatusCanceled && b.TwoPhase {
 			_ = s.leases.Release(ctx, b.ID)
 		}
+		if b.Status == StatusCanceling {
+			s.liveCancel(ctx, b.ID)
+		}
 	}
 	s.audit(ctx, actor, "pipeline_canceled", "pipeline:"+strconv.FormatInt(id, 10), nil)
 	return p, nil
@@ -82,6 +85,11 @@ func (s *Service) job(ctx context.Context, projectID, id int64) (Build, error) {
 
 func (s *Service) view(ctx context.Context, b Build) JobView {
 	v := JobView{Build: b}
+	if b.Status.OnRunnerLog() || b.Status.Finished() {
+		// The log's end is in Redis while the job runs (Postgres has its full chunks), and
+		// after a finish the Service did not make, until the log is archived.
+		v.TraceSize = s.logSize(ctx, b)
+	}
 	if b.Status != StatusWaiting {
 		return v
 	}
@@ -147,7 +155,7 @@ func (s *Service) Trace(ctx context.Context, projectID, id int64) ([]byte, error
 	if _, err := s.job(ctx, projectID, id); err != nil {
 		return nil, err
 	}
-	return s.store.Trace(ctx, id)
+	return s.wholeLog(ctx, id)
 }
 
 // ErrFinished: the operator asked to cancel a build that already ended.
@@ -203,6 +211,7 @@ func (s *Service) cancelJob(ctx context.Context, projectID, id int64, actor stri
 				RunnerManager: b.RunnerSystemID, Detail: map[string]any{"actor": actor}}); err != nil {
 				s.log.WarnContext(ctx, "cancel event not recorded", "build_id", id, "error", err)
 			}
+			s.liveCancel(ctx, id)
 			s.changed(Change{PipelineID: nb.PipelineID, BuildID: nb.ID})
 			return s.view(ctx, nb), nil
 		case StatusCanceling:

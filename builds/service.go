@@ -36,6 +36,12 @@ type Config struct {
 	// ArtifactUploadTimeout is the longest an upload may take: an upload's object that is
 	// not committed by then is garbage.
 	ArtifactUploadTimeout time.Duration
+	// TraceChunkSize is how many live log bytes are flushed to Postgres at once (0:
+	// DefaultTraceChunkSize).
+	TraceChunkSize int64
+	// LiveTraceCheck is how often a live log's state is checked against Postgres while its
+	// runner PATCHes (0: DefaultLiveTraceCheck).
+	LiveTraceCheck time.Duration
 }
 
 // TwoPhaseGate evaluates the allow_runner_job_acknowledgement flag for one candidate.
@@ -72,6 +78,8 @@ type Service struct {
 	// changes carries hints for live views; batch holds them until the next flush.
 	changes ChangeFeed
 	batch   changeBatch
+	// live keeps the live tails of job logs (nil: every append goes to Postgres).
+	live LiveTraces
 }
 
 // Observer is told about domain events worth a metric.
@@ -109,7 +117,9 @@ type Deps struct {
 	// Changes carries hints for live views between replicas (nil: none are sent); run
 	// RunChangeFeed in the background.
 	Changes ChangeFeed
-	Config  Config
+	// Live keeps running jobs' logs in Redis (nil: in Postgres, a statement per PATCH).
+	Live   LiveTraces
+	Config Config
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 	// Log receives what the service cannot return (nil: discarded).
@@ -137,9 +147,16 @@ func NewService(d Deps) *Service {
 	if cfg.ArtifactUploadTimeout == 0 {
 		cfg.ArtifactUploadTimeout = time.Hour
 	}
+	if cfg.TraceChunkSize <= 0 {
+		cfg.TraceChunkSize = DefaultTraceChunkSize
+	}
+	if cfg.LiveTraceCheck <= 0 {
+		cfg.LiveTraceCheck = DefaultLiveTraceCheck
+	}
 	s := &Service{store: d.Store, leases: d.Leases, queue: d.Queue, gate: d.TwoPhase, cfg: cfg, now: d.Now, log: d.Log,
 		observer: d.Observer, events: d.Events, audits: d.Audit, projects: d.Projects,
 		objects: d.Objects, artifacts: d.Artifacts, environments: d.Environments, resourceGroups: d.ResourceGroups, views: d.Views, changes: d.Changes,
+		live:    d.Live,
 		batch:   changeBatch{pending: map[Change]struct{}{}},
 		runners: newRunnerCache(cfg.RunnerCacheTTL), hub: newPipelineHub(), jobs: newJobCache(jobCacheSize),
 		touches: newRecent[time.Time](jobCacheSize)}
@@ -406,6 +423,8 @@ type JobUpdate struct {
 	State         string
 	FailureReason string
 	ExitCode      *int64
+	// Bytesize is the length of the log the runner holds (output.bytesize; 0: not sent).
+	Bytesize int64
 }
 
 // Runner-reported states.
@@ -471,6 +490,9 @@ func (s *Service) updateFast(ctx context.Context, u JobUpdate) (st Status, ok bo
 		s.acknowledged(ctx, u.ID, acked, now)
 		return StatusRunning, true, nil
 	case StateSuccess, StateFailed:
+		if u.Bytesize > 0 && !s.liveCovers(ctx, u) {
+			return "", false, nil // the full path compares with the durable size too
+		}
 		st, err := s.finishFromRunner(ctx, Build{ID: u.ID, Status: StatusRunning}, u, now, hash)
 		if errors.Is(err, ErrConflict) {
 			return "", false, nil
@@ -565,6 +587,9 @@ func (s *Service) applyUpdate(ctx context.Context, b Build, u JobUpdate) (Status
 			s.touch(ctx, b, now)
 			return b.Status, nil
 		default:
+			if err := s.checkFinalLog(ctx, b, u); err != nil {
+				return "", err
+			}
 			return s.finishFromRunner(ctx, b, u, now, nil)
 		}
 	}
@@ -647,6 +672,7 @@ func (s *Service) finishFromRunner(ctx context.Context, b Build, u JobUpdate, no
 	if b.Status == StatusCanceling {
 		to, reason = StatusCanceled, ""
 	}
+	s.flushBeforeFinish(ctx, b.ID, now)
 	f, err := s.finish(ctx, Finish{
 		BuildID: b.ID, From: []Status{b.Status}, To: to, Reason: reason, ExitCode: u.ExitCode,
 		RunnerFinalState: u.State, Event: EventFinished, RunnerManager: b.RunnerSystemID, Now: now,
@@ -662,9 +688,15 @@ func (s *Service) finishFromRunner(ctx context.Context, b Build, u JobUpdate, no
 
 // finish runs a Finish and bumps the queue when builds became pending.
 func (s *Service) finish(ctx context.Context, f Finish) (Finished, error) {
+	s.liveFence(ctx, f)
 	res, err := s.store.Finish(ctx, f)
 	if err != nil {
+		// A failed finish leaves the tail closing: the build's appends go to Postgres,
+		// correct and a statement each, until it ends.
 		return Finished{}, err
+	}
+	if slices.ContainsFunc(f.From, Status.OnRunnerLog) {
+		s.liveClose(ctx, res.Build.ID, res.Build.Status)
 	}
 	if res.Queued {
 		s.bumpQueue(ctx)
@@ -700,20 +732,36 @@ type TraceResult struct {
 	Status Status
 }
 
-// AppendTrace applies a runner's PATCH /jobs/:id/trace.
+// AppendTrace applies a runner's PATCH /jobs/:id/trace. With a live trace (see
+// livetrace.go) a PATCH of a build this replica knows is one Redis call and no Postgres
+// statement; without one, it is one Postgres statement.
 func (s *Service) AppendTrace(ctx context.Context, id int64, token string, offset int64, data []byte) (TraceResult, error) {
-	if job, ok := s.jobs.get(id, token); ok && len(data) > 0 && !s.overTraceLimit(offset, data) {
-		// Known build, right token: no read first.
-		if res, err := s.appendChecked(ctx, id, job.vars, token, offset, data); !errors.Is(err, ErrConflict) {
-			return res, err
-		}
-		// Not on a runner any more: the full path below says why.
+	job, ok := s.jobs.get(id, token)
+	if !ok || s.overTraceLimit(offset, data) || (len(data) == 0 && s.live == nil) {
+		return s.appendTraceRead(ctx, id, token, offset, data)
 	}
+	// Known build, right token: no read first.
+	masked := maskSecrets(data, job.vars, token)
+	if s.live != nil {
+		return s.appendLive(ctx, id, offset, masked)
+	}
+	res, err := s.appendDurable(ctx, id, offset, masked)
+	var jf *JobForbiddenError
+	if errors.As(err, &jf) {
+		// Not on a runner any more: the full path below says why.
+		return s.appendTraceRead(ctx, id, token, offset, data)
+	}
+	return res, err
+}
+
+// appendTraceRead is AppendTrace for a build read from Postgres first: one this replica
+// does not know yet, or a chunk over the size limit.
+func (s *Service) appendTraceRead(ctx context.Context, id int64, token string, offset int64, data []byte) (TraceResult, error) {
 	b, err := s.jobForToken(ctx, id, token)
 	if err != nil {
 		return TraceResult{}, err
 	}
-	if b.Status != StatusRunning && b.Status != StatusCanceling {
+	if !b.Status.OnRunnerLog() {
 		return TraceResult{}, &JobForbiddenError{Cause: NotRunning, Status: b.Status}
 	}
 	project, err := s.jobProject(ctx, b.ProjectID)
@@ -722,16 +770,9 @@ func (s *Service) AppendTrace(ctx context.Context, id int64, token string, offse
 	}
 	masked := project.maskedVariables()
 	s.jobs.put(b, b.TokenHash, masked)
-	if offset != b.TraceSize {
-		return TraceResult{Size: b.TraceSize, Status: b.Status}, &TraceRangeError{Size: b.TraceSize}
-	}
-	if len(data) == 0 {
-		// Nothing to append (GitLab answers the current length). A stored empty chunk would
-		// hold the offset the next real chunk needs, failing every later append.
-		return TraceResult{Size: b.TraceSize, Status: b.Status}, nil
-	}
 	now := s.now()
 	if s.overTraceLimit(offset, data) {
+		s.flushBeforeFinish(ctx, b.ID, now)
 		f, err := s.finish(ctx, Finish{
 			BuildID: b.ID, From: []Status{b.Status}, To: StatusFailed, Reason: ReasonTraceSizeExceeded,
 			Event: EventTraceExceeded, RunnerManager: b.RunnerSystemID, Now: now, Policy: &s.cfg.Policy,
@@ -743,32 +784,30 @@ func (s *Service) AppendTrace(ctx context.Context, id int64, token string, offse
 		if err != nil {
 			return TraceResult{}, err
 		}
+		s.forgetJob(b.ID)
 		return TraceResult{}, &JobForbiddenError{Cause: TraceTooLarge, Status: f.Build.Status}
 	}
-	res, err := s.appendChecked(ctx, b.ID, slices.Concat(masked, b.Payload.Variables), token, offset, data)
-	if errors.Is(err, ErrConflict) {
+	vars := slices.Concat(masked, b.Payload.Variables)
+	if s.live != nil {
+		// The Lua call checks the offset against the live size, which Postgres's trace_size
+		// need not know.
+		return s.appendLive(ctx, b.ID, offset, maskSecrets(data, vars, token))
+	}
+	if offset != b.TraceSize {
+		return TraceResult{Size: b.TraceSize, Status: b.Status}, &TraceRangeError{Size: b.TraceSize}
+	}
+	if len(data) == 0 {
+		// Nothing to append (GitLab answers the current length). A stored empty chunk would
+		// hold the offset the next real chunk needs, failing every later append.
+		return TraceResult{Size: b.TraceSize, Status: b.Status}, nil
+	}
+	res, err := s.appendDurable(ctx, b.ID, offset, maskSecrets(data, vars, token))
+	var jf *JobForbiddenError
+	if errors.As(err, &jf) {
 		// The build left running between our read and the append: answer from its new state.
 		return s.AppendTrace(ctx, id, token, offset, data)
 	}
 	return res, err
-}
-
-// appendChecked appends to a build whose job token was checked, in one statement whose
-// compare-and-set checks the offset and that the build is still on a runner (ErrConflict
-// when it is not).
-func (s *Service) appendChecked(ctx context.Context, id int64, vars []Variable, token string, offset int64, data []byte) (TraceResult, error) {
-	now := s.now()
-	size, st, err := s.store.AppendTrace(ctx, id, offset, maskSecrets(data, vars, token), now)
-	var rangeErr *TraceRangeError
-	switch {
-	case err == nil:
-		s.touches.put(id, now) // an append wrote updated_at
-		s.changed(Change{BuildID: id, Log: true})
-		return TraceResult{Size: size, Status: st}, nil
-	case errors.As(err, &rangeErr):
-		return TraceResult{Size: rangeErr.Size, Status: st}, err
-	}
-	return TraceResult{}, err
 }
 
 func (s *Service) overTraceLimit(offset int64, data []byte) bool {

@@ -186,6 +186,18 @@ type Store interface {
 	// offsets disagree, ErrConflict when the build is not on a runner.
 	AppendTrace(ctx context.Context, id int64, offset int64, data []byte, now time.Time) (int64, Status, error)
 	Trace(ctx context.Context, id int64) ([]byte, error)
+	// FlushTrace stores live log bytes that start at offset, when offset is the stored size
+	// and the build is on a runner (recording its liveness too); it returns the stored size
+	// afterwards, whether or not it stored them. ErrNotFound when there is no such build.
+	FlushTrace(ctx context.Context, id int64, offset int64, data []byte, now time.Time) (int64, error)
+	// TraceState returns the build's state and stored log size, recording the runner's
+	// liveness when it is on a runner. ErrNotFound when there is no such build.
+	TraceState(ctx context.Context, id int64, now time.Time) (Status, int64, error)
+	// TraceChunks returns up to limit stored chunks of a log from offset from on, in order
+	// (the first one may start before from), for reading a log as a stream.
+	TraceChunks(ctx context.Context, id, from int64, limit int) ([]TraceChunk, error)
+	// DeleteTraceChunks deletes a build's stored chunks (its log was archived).
+	DeleteTraceChunks(ctx context.Context, id int64) error
 	// SetCoverage records the coverage found in a finished build's log.
 	SetCoverage(ctx context.Context, id int64, coverage float64) error
 	// RedundantPipelines lists, oldest first, up to limit pipelines that pipeline id (of
@@ -277,6 +289,15 @@ type ReapResult struct {
 	Retried          int
 	Pipelines        []int64
 	Queued           bool
+	// Ended lists the builds taken from their runners (running or canceling before), with
+	// the status they ended in: their live logs are closed (Service.LogsEnded).
+	Ended []Build
+}
+
+// TraceChunk is a stored piece of a log and where it starts.
+type TraceChunk struct {
+	Offset int64
+	Data   []byte
 }
 
 // TraceRangeError says the runner's offset is not where the stored trace ends.

@@ -1,6 +1,7 @@
 package builds
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -72,7 +73,13 @@ func (s *Service) TraceRange(ctx context.Context, projectID, id, from, max int64
 	if _, err := s.job(ctx, projectID, id); err != nil {
 		return nil, 0, err
 	}
-	return v.TraceRange(ctx, id, from, max)
+	tail := s.readTail(ctx, id) // first: see logReader
+	data, size, err := v.TraceRange(ctx, id, from, max)
+	if err != nil {
+		return nil, 0, err
+	}
+	data, size = traceRangeLive(tail, data, size, from, max)
+	return data, size, nil
 }
 
 // TraceLines counts the line breaks before offset before in a build's log. A log only
@@ -85,7 +92,20 @@ func (s *Service) TraceLines(ctx context.Context, id, before int64) (int64, erro
 	if before <= 0 {
 		return 0, nil
 	}
-	return v.TraceLines(ctx, id, before)
+	tail := s.readTail(ctx, id)
+	if !tail.ok || before <= tail.base {
+		return v.TraceLines(ctx, id, before)
+	}
+	// Lines past the durable size are in the tail only.
+	_, durable, err := v.TraceRange(ctx, id, 0, 0)
+	if err != nil {
+		return 0, err
+	}
+	n, err := v.TraceLines(ctx, id, min(before, durable))
+	if err != nil {
+		return 0, err
+	}
+	return n + int64(bytes.Count(tail.slice(max(durable, tail.base), before), []byte{'\n'})), nil
 }
 
 // RecentEvents returns up to limit of the latest events of the given types, newest first.

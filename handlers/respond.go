@@ -47,6 +47,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		jf       *builds.JobForbiddenError
 		noJob    *builds.NoJobError
 		rangeErr *builds.TraceRangeError
+		partial  *builds.TraceIncompleteError
 		tooBig   *http.MaxBytesError
 		limited  *rateLimitError
 		managers *builds.ManagerLimitError
@@ -84,6 +85,10 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &rangeErr):
 		w.Header().Set("Range", "0-"+strconv.FormatInt(rangeErr.Size, 10))
 		writeError(w, http.StatusRequestedRangeNotSatisfiable, "416 Range Not Satisfiable")
+	case errors.As(err, &partial):
+		// gitlab-runner rewinds its trace on a 412 and PATCHes it again (the 416s take it to
+		// where the server's log ends), then resends the final update.
+		writeError(w, http.StatusPreconditionFailed, "412 Precondition Failed - "+partial.Error())
 	case errors.As(err, &verr):
 		writeError(w, http.StatusBadRequest, verr.Msg)
 	case errors.As(err, &tooBig):

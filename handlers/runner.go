@@ -193,9 +193,14 @@ func (h *Handler) updateJob(w http.ResponseWriter, r *http.Request) error {
 	if err := h.limitJob(r, "job_update", id, token); err != nil {
 		return err
 	}
-	status, err := h.svc.UpdateJob(r.Context(), builds.JobUpdate{
-		ID: id, Token: token, State: req.State, FailureReason: req.FailureReason, ExitCode: req.ExitCode,
-	})
+	u := builds.JobUpdate{ID: id, Token: token, State: req.State, FailureReason: req.FailureReason, ExitCode: req.ExitCode}
+	if req.Output != nil {
+		if req.Output.Bytesize < 0 {
+			return badRequest("output.bytesize must not be negative, got %d", req.Output.Bytesize)
+		}
+		u.Bytesize = req.Output.Bytesize
+	}
+	status, err := h.svc.UpdateJob(r.Context(), u)
 	if err != nil {
 		return err
 	}

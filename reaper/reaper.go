@@ -32,7 +32,9 @@ type Reaper struct {
 	Now      func() time.Time
 	Log      *slog.Logger
 	Notify   func(ctx context.Context, pipelineIDs []int64)
-	OnReap   func(builds.ReapResult, error)
+	// Ended is told which builds were taken from their runners (their live logs close).
+	Ended  func(ctx context.Context, ended []builds.Build)
+	OnReap func(builds.ReapResult, error)
 }
 
 // ReapOnce runs every reaper once.
@@ -52,6 +54,9 @@ func (r *Reaper) ReapOnce(ctx context.Context) (builds.ReapResult, error) {
 	}
 	if r.Notify != nil && len(res.Pipelines) > 0 {
 		r.Notify(ctx, res.Pipelines)
+	}
+	if r.Ended != nil && len(res.Ended) > 0 {
+		r.Ended(ctx, res.Ended)
 	}
 	return res, err
 }

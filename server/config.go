@@ -28,6 +28,7 @@ type Config struct {
 	AutoRetryMax        int
 	LongPoll            time.Duration
 	TraceLimit          int64
+	TraceChunkSize      int64
 	StuckStageTimeout   time.Duration
 	AutoMigrate         bool
 	DatabaseMaxConns    int32
@@ -142,6 +143,17 @@ var Settings = []Setting{
 			return err
 		}
 		c.TraceLimit = n
+		return nil
+	}},
+	{"JOBAPI_TRACE_CHUNK_SIZE", "128KiB", "live job log bytes kept in Redis before they move to Postgres as one chunk (GitLab's live trace chunk)", func(c *Config, v string) error {
+		n, err := ParseBytes(v)
+		if err != nil {
+			return err
+		}
+		if n < 1<<10 || n > 64<<20 {
+			return fmt.Errorf("want a size from 1KiB to 64MiB, got %q", v)
+		}
+		c.TraceChunkSize = n
 		return nil
 	}},
 	{"JOBAPI_STUCK_STAGE_TIMEOUT", "2h", "a stage without progress for this long is stuck",

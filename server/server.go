@@ -281,7 +281,8 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 	d.svc = builds.NewService(builds.Deps{Store: d.store, Leases: d.rs, Queue: d.rs, Events: d.rs,
 		TwoPhase: fl.flags.TwoPhaseCommit, Observer: m, Audit: d.store, Projects: d.store, Now: opts.Now, Log: log,
 		Objects: be.objects, Artifacts: d.store, Environments: d.store, ResourceGroups: d.store, Views: d.store, Changes: d.rs,
-		Config: builds.Config{AckTTL: cfg.AckTTL, MaxProvisioningWait: cfg.MaxProvisioningWait,
+		Live: d.rs,
+		Config: builds.Config{TraceChunkSize: cfg.TraceChunkSize, AckTTL: cfg.AckTTL, MaxProvisioningWait: cfg.MaxProvisioningWait,
 			TraceLimit: cfg.TraceLimit, LongPoll: cfg.LongPoll, Policy: policy,
 			MaxManagersPerRunner: cfg.MaxManagersPerRunner, RunnerTokenExpiresIn: cfg.RunnerTokenExpiresIn,
 			RunnerTokenRotationGrace: cfg.RunnerTokenRotationGrace, MaxArtifactSize: cfg.MaxArtifactSize,
@@ -290,7 +291,7 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 		Interval: cfg.SweepInterval, MaxWait: cfg.MaxProvisioningWait, Now: opts.Now, Log: log, OnSweep: m.sweep,
 		Notify: d.svc.NotifyPipelines}
 	d.reaper = &reaper.Reaper{Store: d.store, Queue: d.rs, Interval: cfg.MaintenanceInterval, Now: opts.Now, Log: log,
-		Notify: d.svc.NotifyPipelines, OnReap: m.reap,
+		Notify: d.svc.NotifyPipelines, Ended: d.svc.LogsEnded, OnReap: m.reap,
 		Params: builds.ReapParams{NoUpdates: cfg.NoUpdatesTimeout, ExecutionGrace: cfg.ExecutionGrace,
 			Pending: cfg.PendingTimeout, Canceling: cfg.CancelingTimeout, Policy: policy}}
 	d.stuck = &reaper.StuckStages{Store: d.store, Queue: d.rs, Timeout: cfg.StuckStageTimeout, Interval: cfg.MaintenanceInterval,

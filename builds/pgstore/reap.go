@@ -74,6 +74,9 @@ func (s *Store) Reap(ctx context.Context, p builds.ReapParams) (builds.ReapResul
 				}
 				batch.Queued = batch.Queued || f.Queued
 				batch.Pipelines = append(batch.Pipelines, f.Build.PipelineID)
+				if rp.From.OnRunnerLog() {
+					batch.Ended = append(batch.Ended, builds.Build{ID: f.Build.ID, Status: f.Build.Status})
+				}
 			}
 			return nil
 		})
@@ -84,6 +87,7 @@ func (s *Store) Reap(ctx context.Context, p builds.ReapParams) (builds.ReapResul
 		res.Retried += batch.Retried
 		res.Queued = res.Queued || batch.Queued
 		res.Pipelines = append(res.Pipelines, batch.Pipelines...)
+		res.Ended = append(res.Ended, batch.Ended...)
 	}
 	return res, nil
 }

@@ -65,9 +65,12 @@ type config struct {
 
 	YAMLJobs   int
 	YAMLRepeat int
+
+	TracePatches   int
+	TracePatchSize int
 }
 
-var allScenarios = []string{"baseline", "cycle", "ack", "idle", "sweep", "artifacts", "yaml", "scale"}
+var allScenarios = []string{"baseline", "cycle", "ack", "idle", "sweep", "artifacts", "yaml", "trace", "scale"}
 
 type intList []int
 
@@ -147,6 +150,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.ObjectStore, "object-store", "", "in-process jobapi's JOBAPI_OBJECT_STORE, e.g. s3://bucket?endpoint=http://127.0.0.1:8333 with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY set (default: a directory of the run's own)")
 	fs.IntVar(&c.YAMLJobs, "yaml-jobs", 2000, "yaml: jobs in the .gitlab-ci.yml of each pipeline created")
 	fs.IntVar(&c.YAMLRepeat, "yaml-repeat", 5, "yaml: pipelines created (the median is the result)")
+	fs.IntVar(&c.TracePatches, "trace-patches", 500, "trace: PATCHes each runner's job streams")
+	fs.IntVar(&c.TracePatchSize, "trace-patch-size", 8192, "trace: bytes per PATCH")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -175,6 +180,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		def("scale-max", func() { c.ScaleMax = 10_000 })
 		def("scale-claims", func() { c.ScaleClaims = 500 })
 		def("artifact-size", func() { *artifactSize = "100MB" })
+		def("trace-patches", func() { c.TracePatches = 200 })
 	}
 	size, err := server.ParseBytes(*artifactSize)
 	if err != nil {

@@ -80,7 +80,7 @@ func runScenarios(ctx context.Context, cfg config, stdout, stderr io.Writer) err
 	need := 0
 	for _, s := range cfg.Scenarios {
 		switch s {
-		case "cycle", "ack":
+		case "cycle", "ack", "trace":
 			need = max(need, cfg.Runners)
 		case "scale":
 			need = max(need, cfg.ScaleRunners)
@@ -126,6 +126,8 @@ func runScenarios(ctx context.Context, cfg config, stdout, stderr io.Writer) err
 			r, err = e.artifacts(ctx)
 		case "yaml":
 			r, err = e.yamlPipeline(ctx)
+		case "trace":
+			r, err = e.trace(ctx, workers)
 		case "scale":
 			r, err = e.scale(ctx, workers)
 		}

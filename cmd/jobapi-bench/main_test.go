@@ -49,7 +49,7 @@ func TestSmoke(t *testing.T) {
 		"--idle-runners", "10", "--idle-interval", "200ms", "--idle-duration", "600ms", "--idle-backlog", "50",
 		"--sweep-waiting", "60", "--sweep-expired", "15",
 		"--scale-sizes", "20,40", "--scale-history", "50", "--scale-claims", "10", "--scale-runners", "2",
-		"--artifact-size", "3MB", "--yaml-jobs", "60", "--yaml-repeat", "2",
+		"--artifact-size", "3MB", "--yaml-jobs", "60", "--yaml-repeat", "2", "--trace-patches", "40",
 	}, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.String(), stdout.String())

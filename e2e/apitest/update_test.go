@@ -74,8 +74,18 @@ func TestUpdateJobLegacy(t *testing.T) {
 
 	t.Run("failed with reason and exit code", func(t *testing.T) {
 		p, job := legacyJob(t, inst, nil)
-		resp, b := updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "failed",
-			"failure_reason": "script_failure", "exit_code": 3, "output": map[string]any{"checksum": "crc32:0a1b2c3d", "bytesize": 12}})
+		final := map[string]any{"state": "failed",
+			"failure_reason": "script_failure", "exit_code": 3, "output": map[string]any{"checksum": "crc32:0a1b2c3d", "bytesize": 12}}
+		// The runner says its log is 12 bytes, the server has none: 412, send it again
+		// (gitlab-runner rewinds its trace and PATCHes it), the job still runs.
+		resp, b := updateJob(t, inst.URL, job.ID, job.Token, final)
+		wantJSONError(t, resp, b, http.StatusPreconditionFailed)
+		if d := inst.Job(t, 7, job.ID); d.Status != "running" {
+			t.Fatalf("job after a 412: %s, want running", d.Status)
+		}
+		resp, b = patchTrace(t, inst.URL, job.ID, job.Token, 0, []byte("hello world\n"))
+		wantStatus(t, resp, b, http.StatusAccepted)
+		resp, b = updateJob(t, inst.URL, job.ID, job.Token, final)
 		wantStatus(t, resp, b, http.StatusOK)
 		wantJobStatus(t, resp, "failed")
 		d := inst.Job(t, 7, job.ID)

@@ -1,0 +1,197 @@
+package builds
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// LiveLog reads the log of a build that is not archived yet, as one stream in offset order:
+// the chunks in Postgres (flushed ones, and those written while Redis refused writes)
+// followed by the live tail in Redis. Drop deletes both once the archive holds the log.
+type LiveLog interface {
+	// Open returns the whole log. For a finished build it first closes the live tail, so
+	// that no append can be accepted after the read (the fence: see livetrace.go); it
+	// fails with ErrUnavailable when Redis cannot be reached then, as a log read without
+	// its tail would be incomplete. ErrNotFound when there is no such build.
+	Open(ctx context.Context, id int64) (io.ReadCloser, error)
+	// Drop deletes the log's chunks in Redis and Postgres, leaving the tail closed. Call it
+	// only for a finished build whose log is archived.
+	Drop(ctx context.Context, id int64) error
+}
+
+// LiveLog returns the service's reader of logs not archived yet.
+func (s *Service) LiveLog() LiveLog { return liveLog{s} }
+
+type liveLog struct{ s *Service }
+
+func (l liveLog) Open(ctx context.Context, id int64) (io.ReadCloser, error) {
+	b, err := l.s.store.Build(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	t := liveTail{}
+	if l.s.live != nil {
+		if b.Status.Finished() {
+			if err := l.s.live.Close(ctx, id, b.Status); err != nil {
+				return nil, fmt.Errorf("close live log of build %d: %w: %w", id, ErrUnavailable, err)
+			}
+		}
+		base, data, ok, err := l.s.live.Tail(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("read live log of build %d: %w: %w", id, ErrUnavailable, err)
+		}
+		t = liveTail{base: base, data: data, ok: ok}
+	}
+	return &logReader{ctx: ctx, store: l.s.store, id: id, tail: t}, nil
+}
+
+func (l liveLog) Drop(ctx context.Context, id int64) error {
+	b, err := l.s.store.Build(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !b.Status.Finished() {
+		return fmt.Errorf("drop live log of build %d (%s): %w", id, b.Status, ErrConflict)
+	}
+	if l.s.live != nil {
+		if err := l.s.live.Drop(ctx, id, b.Status); err != nil {
+			return fmt.Errorf("drop live log of build %d: %w: %w", id, ErrUnavailable, err)
+		}
+	}
+	return l.s.store.DeleteTraceChunks(ctx, id)
+}
+
+// liveTail is a snapshot of a build's live bytes: data starts at offset base.
+type liveTail struct {
+	base int64
+	data []byte
+	ok   bool
+}
+
+func (t liveTail) end() int64 { return t.base + int64(len(t.data)) }
+
+// from returns the tail's bytes in [from, to), or nil when it does not hold from.
+func (t liveTail) slice(from, to int64) []byte {
+	if !t.ok || from < t.base || from >= t.end() || to <= from {
+		return nil
+	}
+	return t.data[from-t.base : min(to, t.end())-t.base]
+}
+
+// readTail reads build id's live bytes for a view: an unreachable Redis shows the durable
+// part only (logged), as a page with the log's head is better than an error.
+func (s *Service) readTail(ctx context.Context, id int64) liveTail {
+	if s.live == nil {
+		return liveTail{}
+	}
+	base, data, ok, err := s.live.Tail(ctx, id)
+	if err != nil {
+		s.log.WarnContext(ctx, "live log unreadable: showing its durable part", "build_id", id, "error", err)
+		return liveTail{}
+	}
+	return liveTail{base: base, data: data, ok: ok}
+}
+
+// wholeLog reads a build's whole log into memory (the operator's trace, coverage).
+func (s *Service) wholeLog(ctx context.Context, id int64) ([]byte, error) {
+	r := &logReader{ctx: ctx, store: s.store, id: id, tail: s.readTail(ctx, id)}
+	return io.ReadAll(r)
+}
+
+// logReader streams a log: Postgres chunks a few at a time, then the tail from where they
+// end. The tail was read before the chunks: its base is a size Postgres had then, so the
+// chunks read later reach it.
+type logReader struct {
+	ctx   context.Context
+	store Store
+	id    int64
+	tail  liveTail
+
+	pos    int64  // offset of the next byte to return
+	cur    []byte // bytes from pos on, ready to return
+	pgDone bool
+	done   bool
+}
+
+// logChunksPerRead bounds a read's memory: chunks are at most a PATCH (1 MiB) or a flushed
+// live chunk (TraceChunkSize and a PATCH).
+const logChunksPerRead = 4
+
+var errLogGap = errors.New("log has a gap between its stored and live parts")
+
+func (r *logReader) Read(p []byte) (int, error) {
+	for len(r.cur) == 0 {
+		if err := r.fill(); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, r.cur)
+	r.cur = r.cur[n:]
+	r.pos += int64(n)
+	return n, nil
+}
+
+func (r *logReader) fill() error {
+	if r.done {
+		return io.EOF
+	}
+	if !r.pgDone {
+		chunks, err := r.store.TraceChunks(r.ctx, r.id, r.pos, logChunksPerRead)
+		if err != nil {
+			return err
+		}
+		var buf bytes.Buffer
+		at := r.pos
+		for _, c := range chunks {
+			end := c.Offset + int64(len(c.Data))
+			if c.Offset > at {
+				break // not contiguous: the tail must hold the rest
+			}
+			if end > at {
+				buf.Write(c.Data[at-c.Offset:])
+				at = end
+			}
+		}
+		if buf.Len() > 0 {
+			r.cur = buf.Bytes()
+			return nil
+		}
+		r.pgDone = true
+	}
+	r.done = true
+	if r.tail.ok && r.tail.end() > r.pos {
+		if r.tail.base > r.pos {
+			return fmt.Errorf("build %d: %w (stored up to %d, live from %d)", r.id, errLogGap, r.pos, r.tail.base)
+		}
+		r.cur = r.tail.slice(r.pos, r.tail.end())
+		return nil
+	}
+	return io.EOF
+}
+
+func (r *logReader) Close() error { return nil }
+
+// traceRangeLive completes a range read from Postgres (data from min(from, size), size the
+// durable size) with the live tail.
+func traceRangeLive(t liveTail, data []byte, size, from, max int64) ([]byte, int64) {
+	if !t.ok || t.end() <= size {
+		return data, size
+	}
+	total := t.end()
+	from = min(max0(from), total)
+	to := min(from+max0(max), total)
+	start := from
+	if start > size {
+		data = nil
+	}
+	have := start + int64(len(data))
+	if have < to {
+		data = append(data, t.slice(have, to)...)
+	}
+	return data, total
+}
+
+func max0(v int64) int64 { return max(v, 0) }
