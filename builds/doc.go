@@ -111,6 +111,16 @@
 // The decisions are plain functions here (PipelineStatus, PlanAdvance for stage pipelines,
 // PlanJobs for those with needs or when, DecideAutoRetry, DecideExpiredAck, PlanStuckStage,
 // WaitedFor, ReapParams.Rules); the store carries out what they decide. Postgres holds the state of record and every transition is a compare-and-set
-// (UPDATE … WHERE status = expected). Redis only holds the ack TTL: losing it can make a
+// (UPDATE … WHERE status = expected). Redis holds the ack TTL: losing it can make a
 // waiting build time out early, never run twice.
+//
+// Job logs (livetrace.go, livelog.go): a running build's log is Postgres's chunks (a
+// durable prefix, grown a whole TraceChunkSize at a time) followed by a live tail in Redis
+// (LiveTraces) that a PATCH appends to with one atomic Lua call, no Postgres statement. The
+// tail carries the build's state, written by the Service's transitions and re-checked
+// against Postgres once per LiveTraceCheck. Losing the tail loses nothing: the runner keeps
+// its whole trace and resends from the size the server names (416, and 412 on a final
+// update); while Redis refuses writes, appends go to Postgres. A finish fences the tail
+// before it commits, and LiveLog.Open closes it before reading, so the archive reads every
+// byte that was acknowledged.
 package builds

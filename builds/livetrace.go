@@ -31,21 +31,32 @@ import (
 // finishes this Service makes (the final update, the trace limit) the tail is flushed to
 // Postgres, so that a finished log waits for its archive in Postgres, not in Redis.
 //
-// State checks without Postgres: the tail's state field holds running, canceling or the
-// final status. It is written after the Postgres commit by the transitions this Service
-// makes (the runner's final update, the trace limit, an operator cancel) and re-checked
-// against Postgres once per LiveTraceCheck per build (that statement also records the
-// runner's liveness, which the no-updates reaper reads); transitions made in bulk in
-// Postgres (reapers, stuck stages, a runner deleted) reach the runner within that interval.
+// State checks without Postgres: the tail's state field holds running, canceling, closing
+// or the final status. The transitions this Service makes (the runner's final update, the
+// trace limit, an operator cancel) and the reapers (LogsEnded) write it; each PATCH
+// re-checks it against Postgres once per LiveTraceCheck per build (that statement also
+// records the runner's liveness, which the no-updates reaper reads), which is how stuck
+// stages and deleted runners reach the runner.
 //
-// The fence that keeps the archive whole: LiveLog.Open of a finished build first sets the
-// tail's state to the final status (atomic in Redis), then reads Redis, then Postgres. An
-// append acknowledged with 202 was either applied by the Lua call before that close, so
-// the read sees it, or written to Postgres by a compare-and-set that required the build to
-// be running or canceling, so it committed before the finish and the later read sees it.
-// No append is accepted after the close: Redis appends check the state, Postgres appends
-// the build's status. Reading Redis before Postgres matters too: a chunk flushed meanwhile
-// moves B up only after its Postgres commit, so the Postgres read, made later, has it.
+// Ordering of a finish the Service makes (Service.finish):
+//  1. Fence: the tail's state becomes closing (created so if Redis lost it). From here a
+//     PATCH is appended to Postgres by the compare-and-set that requires the build to be
+//     running or canceling, so Postgres's row lock orders it against the finish: it commits
+//     before the finish, or it is refused with 403.
+//  2. The finish commits in Postgres.
+//  3. Close: the state becomes the final status; PATCHes get 403 from Redis alone.
+//
+// So after the finish commits no append is accepted, and every append acknowledged with
+// 202 is in Redis before the fence or in Postgres before the commit. A finish that fails
+// leaves the tail closing (appends go to Postgres) until a state check finds the fence
+// older than any finish takes. A fence that cannot reach Redis is skipped (logged): a Redis
+// that comes back may then take appends until the next state check.
+//
+// The archive: LiveLog.Open of a finished build closes the tail first, then reads Redis,
+// then Postgres, so it has every acknowledged byte, whichever path ended the build (the
+// reapers close after their commit). Reading Redis before Postgres matters: a chunk flushed
+// meanwhile moves B up only after its Postgres commit, so the Postgres read, made later,
+// has it.
 
 // LiveTraces keeps the live tails of build logs (Redis). Every method may fail when Redis
 // is unreachable or refuses writes; the Service then uses Postgres.
