@@ -33,10 +33,10 @@ import (
 //
 // State checks without Postgres: the tail's state field holds running, canceling, closing
 // or the final status. The transitions this Service makes (the runner's final update, the
-// trace limit, an operator cancel) and the reapers (LogsEnded) write it; each PATCH
-// re-checks it against Postgres once per LiveTraceCheck per build (that statement also
-// records the runner's liveness, which the no-updates reaper reads), which is how stuck
-// stages and deleted runners reach the runner.
+// trace limit, an operator cancel), the reapers and the stuck-stage check (LogsEnded)
+// write it; each PATCH re-checks it against Postgres once per LiveTraceCheck per build (that
+// statement also records the runner's liveness, which the no-updates reaper reads), which is
+// how a deleted runner's jobs reach their runners.
 //
 // Ordering of a finish the Service makes (Service.finish):
 //  1. Fence: the tail's state becomes closing (created so if Redis lost it). From here a
@@ -54,7 +54,7 @@ import (
 //
 // The archive: LiveLog.Open of a finished build closes the tail first, then reads Redis,
 // then Postgres, so it has every acknowledged byte, whichever path ended the build (the
-// reapers close after their commit). Reading Redis before Postgres matters: a chunk flushed
+// background passes close after their commit). Reading Redis before Postgres matters: a chunk flushed
 // meanwhile moves B up only after its Postgres commit, so the Postgres read, made later,
 // has it.
 
@@ -277,7 +277,7 @@ func (s *Service) liveClose(ctx context.Context, id int64, st Status) {
 }
 
 // LogsEnded closes the live logs of builds a background pass took from their runners
-// (reapers), after its commit: their runners' next PATCHes are refused without a Postgres
+// (reapers, stuck stages), after its commit: their runners' next PATCHes are refused without a Postgres
 // read. Until then, and if Redis cannot be reached, the state check or the archive's close
 // refuses them; what Redis took meanwhile is still read by the archive.
 func (s *Service) LogsEnded(ctx context.Context, ended []Build) {

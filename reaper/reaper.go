@@ -10,6 +10,7 @@ package reaper
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -88,7 +89,9 @@ type StuckStages struct {
 	Now      func() time.Time
 	Log      *slog.Logger
 	Notify   func(ctx context.Context, pipelineIDs []int64)
-	OnCheck  func(builds.StuckResult, error)
+	// Ended is told which builds a pessimistic stage took from their runners.
+	Ended   func(ctx context.Context, ended []builds.Build)
+	OnCheck func(builds.StuckResult, error)
 }
 
 // CheckOnce handles every stuck pipeline found now, batch by batch.
@@ -129,10 +132,29 @@ func (s *StuckStages) CheckOnce(ctx context.Context) (builds.StuckResult, error)
 		if s.Notify != nil && len(ids) > 0 {
 			s.Notify(ctx, ids)
 		}
+		if s.Ended != nil {
+			if ended := endedOnRunner(res.Stuck); len(ended) > 0 {
+				s.Ended(ctx, ended)
+			}
+		}
 		if res.Checked < batch {
 			return total, nil
 		}
 	}
+}
+
+// endedOnRunner lists the builds the stuck stages' plans took from their runners, with the
+// status each ended in (the plan the store carried out).
+func endedOnRunner(stuck []builds.StuckPipeline) []builds.Build {
+	var ended []builds.Build
+	for _, p := range stuck {
+		for _, f := range builds.PlanStuckStage(p.Strategy, p.Builds, nil, time.Time{}).Finish {
+			if slices.ContainsFunc(f.From, builds.Status.OnRunnerLog) {
+				ended = append(ended, builds.Build{ID: f.BuildID, Status: f.To})
+			}
+		}
+	}
+	return ended
 }
 
 // Run checks every Interval until ctx ends.

@@ -295,7 +295,7 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 		Params: builds.ReapParams{NoUpdates: cfg.NoUpdatesTimeout, ExecutionGrace: cfg.ExecutionGrace,
 			Pending: cfg.PendingTimeout, Canceling: cfg.CancelingTimeout, Policy: policy}}
 	d.stuck = &reaper.StuckStages{Store: d.store, Queue: d.rs, Timeout: cfg.StuckStageTimeout, Interval: cfg.MaintenanceInterval,
-		Now: opts.Now, Log: log, Notify: d.svc.NotifyPipelines, OnCheck: m.stuck}
+		Now: opts.Now, Log: log, Notify: d.svc.NotifyPipelines, Ended: d.svc.LogsEnded, OnCheck: m.stuck}
 	d.due = &reaper.DueJobs{Store: d.store, Queue: d.rs, Interval: cfg.MaintenanceInterval, Now: opts.Now, Log: log,
 		Notify: d.svc.NotifyPipelines}
 	d.staleManagers = &reaper.StaleManagers{Store: d.store, After: cfg.StaleManagerAfter,
