@@ -151,6 +151,11 @@ type JobArtifact struct {
 	Size       int64      `json:"size"`
 	SHA256     string     `json:"sha256"`
 	ExpireAt   *time.Time `json:"expire_at"`
+	// Access: the job's artifacts:access when it was uploaded (all, developer, none);
+	// none refuses the operator's downloads.
+	Access string `json:"access"`
+	// ExposeAs: the archive's artifacts:expose_as label, when it has one.
+	ExposeAs string `json:"expose_as,omitempty"`
 }
 
 // ArtifactsFile names a job's archive.

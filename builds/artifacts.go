@@ -57,7 +57,25 @@ type Artifact struct {
 	ObjectKey  string
 	CreatedAt  time.Time
 	ExpireAt   *time.Time // nil: kept until deleted
+	// Access is who may download it through the operator API and the web UI, from the
+	// job's artifacts:access when it was uploaded: all, developer (public: false) or none.
+	// The runners of dependent jobs always may (GitLab's rule).
+	Access string
+	// ExposeAs is the archive's artifacts:expose_as label ("" when not exposed).
+	ExposeAs string
 }
+
+// artifacts:access values (GitLab's ALLOWED_ACCESS); jobapi's operators are project
+// maintainers, so all and developer let them download and none lets no one but runners.
+const (
+	ArtifactAccessAll       = "all"
+	ArtifactAccessDeveloper = "developer"
+	ArtifactAccessNone      = "none"
+)
+
+// ErrArtifactsNotAccessible refuses an operator's download of an artifact whose job says
+// artifacts:access: none (a 403).
+var ErrArtifactsNotAccessible = errors.New("the job's artifacts cannot be downloaded: its artifacts:access is none (only the runners of the jobs that depend on it may fetch them)")
 
 // ArtifactUpload is a runner's POST /jobs/:id/artifacts.
 type ArtifactUpload struct {
@@ -199,9 +217,19 @@ func (s *Service) UploadArtifact(ctx context.Context, u ArtifactUpload) (Artifac
 
 // newArtifact checks an upload's parameters and names its object.
 func (s *Service) newArtifact(b Build, u ArtifactUpload) (Artifact, ExpireIn, error) {
-	a := Artifact{BuildID: b.ID, ProjectID: b.ProjectID, PipelineID: b.PipelineID, FileType: u.Type, FileFormat: u.Format}
+	a := Artifact{BuildID: b.ID, ProjectID: b.ProjectID, PipelineID: b.PipelineID, FileType: u.Type, FileFormat: u.Format,
+		Access: ArtifactAccessAll}
 	if a.FileType == "" {
 		a.FileType = ArtifactTypeArchive
+	}
+	// access is the job's (every artifact of it); expose_as the archive's.
+	for _, spec := range b.Payload.Artifacts {
+		if spec.Access != "" {
+			a.Access = spec.Access
+		}
+		if spec.ArtifactType == ArtifactTypeArchive && a.FileType == ArtifactTypeArchive {
+			a.ExposeAs = spec.ExposeAs
+		}
 	}
 	if a.FileFormat == "" {
 		a.FileFormat = ArtifactFormatZip
@@ -390,6 +418,49 @@ func (s *Service) WithArtifacts(ctx context.Context, views []JobView) error {
 		}
 	}
 	return nil
+}
+
+// ExposedArtifacts returns the archives a pipeline's latest jobs expose
+// (artifacts:expose_as), in the order of p.Builds, read in one go.
+func (s *Service) ExposedArtifacts(ctx context.Context, p Pipeline) ([]Artifact, error) {
+	var ids []int64
+	for _, b := range p.Builds {
+		if b.RetriedBy != 0 {
+			continue
+		}
+		for _, spec := range b.Payload.Artifacts {
+			if spec.ArtifactType == ArtifactTypeArchive && spec.ExposeAs != "" {
+				ids = append(ids, b.ID)
+				break
+			}
+		}
+	}
+	if len(ids) == 0 || s.artifacts == nil {
+		return nil, nil
+	}
+	byBuild, err := s.artifacts.ArtifactsOf(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	var out []Artifact
+	for _, id := range ids {
+		for _, a := range byBuild[id] {
+			if a.FileType == ArtifactTypeArchive && a.ExposeAs != "" {
+				out = append(out, a)
+			}
+		}
+	}
+	return out, nil
+}
+
+// DownloadableArchive is JobArchive for an operator's download: ErrArtifactsNotAccessible
+// when the job's artifacts:access is none.
+func (s *Service) DownloadableArchive(ctx context.Context, projectID, id int64) (Artifact, error) {
+	a, err := s.JobArchive(ctx, projectID, id)
+	if err == nil && a.Access == ArtifactAccessNone {
+		return Artifact{}, ErrArtifactsNotAccessible
+	}
+	return a, err
 }
 
 // JobArchive returns a project's job's archive artifact; ErrNotFound when it has none.

@@ -65,6 +65,11 @@ type Artifacts struct {
 	ArtifactType   string   `json:"artifact_type"`
 	ArtifactFormat string   `json:"artifact_format"`
 	ExpireIn       string   `json:"expire_in,omitempty"`
+	// ExposeAs: artifacts:expose_as, the label of the archive's link on the pipeline and
+	// job pages (archive only).
+	ExposeAs string `json:"expose_as,omitempty"`
+	// Access: artifacts:access (public: false is developer); "" is all.
+	Access string `json:"access,omitempty"`
 }
 
 // Cache is one entry of `cache:` (a job may list several).

@@ -134,7 +134,7 @@ type ArchiveMember struct {
 // the file's own bytes are read from the store. ErrNotFound when the job has no archive or
 // the archive no such file.
 func (s *Service) ArchiveFile(ctx context.Context, projectID, id int64, name string) (ArchiveMember, error) {
-	a, err := s.JobArchive(ctx, projectID, id)
+	a, err := s.DownloadableArchive(ctx, projectID, id)
 	if err != nil {
 		return ArchiveMember{}, err
 	}

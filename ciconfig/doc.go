@@ -32,7 +32,8 @@
 //	            with if, changes, exists and when; each file once, 150 files, 100
 //	            levels)
 //	            refused: include:project, include:template, include:component,
-//	            include:artifact, include:inputs, spec (inputs header), workflow:name,
+//	            include:artifact, include:inputs, include:integrity, spec (inputs
+//	            header), workflow:name,
 //	            workflow:auto_cancel
 //	default     image, services, before_script, after_script, tags, timeout, retry,
 //	            cache, artifacts, interruptible; refused: hooks, id_tokens, identity
@@ -100,10 +101,17 @@
 //	            pipelines); a hash under only: without refs takes those refs too (GitLab
 //	            deep-merges it over the default). refused: kubernetes
 //	artifacts   paths, exclude, name, untracked, when, expire_in, reports (every report
-//	            type GitLab knows, coverage_report included); refused: expose_as,
-//	            public, access
+//	            type GitLab knows, coverage_report included), expose_as (≤ 100 letters,
+//	            digits, -, _ and spaces; needs paths, none with *), public and access
+//	            (all|developer|none; not both; public: false is developer): the entries
+//	            carry them, builds stores them with each uploaded artifact, and access:
+//	            none refuses the operator's downloads (the runners of dependent jobs
+//	            still fetch the archive); the pipeline and job pages show expose_as
+//	            as the archive's link
 //	cache       key (a string; key:files refused: it needs the repository), paths,
 //	            policy, when, untracked, fallback_keys, unprotect (no effect: a warning)
+//
+// keys_test.go walks every key of GitLab's reference: each compiles or is such a 400.
 //
 // Limits: 1 MiB of text (GitLab: 2 MB), 100 levels of nesting (GitLab's max_yaml_depth),
 // 500,000 values once aliases, extends and !reference are expanded (a billion-laughs

@@ -48,6 +48,7 @@ var includeUnsupported = map[string]string{
 	"component": " (CI/CD components)",
 	"artifact":  " (child pipelines)",
 	"inputs":    " (spec:inputs)",
+	"integrity": " (the SHA-256 of a remote include)",
 }
 
 // includer expands `include:` of the file and of the files it includes.

@@ -453,10 +453,37 @@ var reportFormats = map[string]struct{ format, name string }{
 	"sarif": {"raw", "gl-sarif-report.sarif"},
 }
 
-var artifactsUnsupported = map[string]string{
-	"expose_as": " (merge request links)",
-	"public":    " (artifact visibility)",
-	"access":    " (artifact visibility)",
+// artifacts:access values, and what expose_as may say (GitLab's EXPOSE_AS_REGEX).
+var (
+	artifactsAccess = []string{builds.ArtifactAccessNone, builds.ArtifactAccessDeveloper, builds.ArtifactAccessAll}
+	exposeAsText    = regexp.MustCompile(`^\w[-\w ]*$`)
+)
+
+// parseArtifactsAccess reads artifacts:access, or the older artifacts:public (false is
+// developer); GitLab refuses both together. "" when neither is given (all).
+func parseArtifactsAccess(v *val, job, key string) (string, error) {
+	pub, acc := v.get("public"), v.get("access")
+	if pub != nil && pub.kind != vNull && acc != nil && acc.kind != vNull {
+		return "", errAt(v, job, key, "config please use only one the following keys: access, public")
+	}
+	if pub != nil && pub.kind != vNull {
+		b, err := boolValue(pub, job, key+":public")
+		if err != nil || b {
+			return "", err
+		}
+		return builds.ArtifactAccessDeveloper, nil
+	}
+	if acc != nil && acc.kind != vNull {
+		s, err := stringValue(acc, job, key+":access")
+		if err != nil || !slices.Contains(artifactsAccess, s) {
+			return "", errAt(acc, job, key+":access", "should be one of: %s", strings.Join(artifactsAccess, ", "))
+		}
+		if s == builds.ArtifactAccessAll {
+			return "", nil
+		}
+		return s, nil
+	}
+	return "", nil
 }
 
 // parseArtifacts turns `artifacts:` into the runner's entries, as GitLab's
@@ -466,7 +493,7 @@ func parseArtifacts(v *val, job, key string) ([]builds.Artifacts, error) {
 	if v.kind != vMap {
 		return nil, errAt(v, job, key, "config should be a hash")
 	}
-	if err := checkKeys(v, job, key, []string{"name", "untracked", "paths", "exclude", "when", "expire_in", "reports"}, artifactsUnsupported); err != nil {
+	if err := checkKeys(v, job, key, []string{"name", "untracked", "paths", "exclude", "when", "expire_in", "reports", "expose_as", "public", "access"}, nil); err != nil {
 		return nil, err
 	}
 	archive := builds.Artifacts{ArtifactType: "archive", ArtifactFormat: "zip", When: "on_success"}
@@ -513,6 +540,30 @@ func parseArtifacts(v *val, job, key string) ([]builds.Artifacts, error) {
 		}
 		archive.ExpireIn = x.text
 	}
+	access, err := parseArtifactsAccess(v, job, key)
+	if err != nil {
+		return nil, err
+	}
+	archive.Access = access
+	if x := v.get("expose_as"); x != nil && x.kind != vNull {
+		if archive.ExposeAs, err = stringValue(x, job, key+":expose_as"); err != nil {
+			return nil, err
+		}
+		if len(archive.ExposeAs) > 100 {
+			return nil, errAt(x, job, key+":expose_as", "is too long (maximum is 100 characters)")
+		}
+		if !exposeAsText.MatchString(archive.ExposeAs) {
+			return nil, errAt(x, job, key+":expose_as", "can contain only letters, digits, '-', '_' and spaces")
+		}
+		if len(archive.Paths) == 0 {
+			return nil, errAt(x, job, key+":paths", "can't be blank")
+		}
+		for _, p := range archive.Paths {
+			if strings.Contains(p, "*") {
+				return nil, errAt(v.get("paths"), job, key+":paths", "can't contain '*' when used with 'expose_as'")
+			}
+		}
+	}
 	var out []builds.Artifacts
 	if hasArchive {
 		out = append(out, archive)
@@ -557,7 +608,7 @@ func parseArtifacts(v *val, job, key string) ([]builds.Artifacts, error) {
 		}
 		f := reportFormats[artifactType]
 		out = append(out, builds.Artifacts{Name: f.name, Paths: paths, When: "always",
-			ArtifactType: artifactType, ArtifactFormat: f.format, ExpireIn: archive.ExpireIn})
+			ArtifactType: artifactType, ArtifactFormat: f.format, ExpireIn: archive.ExpireIn, Access: archive.Access})
 	}
 	return out, nil
 }

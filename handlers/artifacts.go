@@ -103,7 +103,7 @@ func drainRefused(r *http.Request, err error) {
 
 func artifactJSON(a builds.Artifact) api.JobArtifact {
 	return api.JobArtifact{FileType: a.FileType, FileFormat: a.FileFormat, Filename: a.Filename, Size: a.Size,
-		SHA256: hex.EncodeToString(a.SHA256), ExpireAt: a.ExpireAt}
+		SHA256: hex.EncodeToString(a.SHA256), ExpireAt: a.ExpireAt, Access: a.Access, ExposeAs: a.ExposeAs}
 }
 
 // downloadArtifact is gitlab-runner's DownloadArtifacts: GET /jobs/:id/artifacts with the
@@ -156,7 +156,7 @@ func (h *Handler) getJobArtifacts(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	a, err := h.svc.JobArchive(r.Context(), pid, id)
+	a, err := h.svc.DownloadableArchive(r.Context(), pid, id)
 	if err != nil {
 		return err
 	}

@@ -101,6 +101,8 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusBadRequest, "400 Bad Request - "+builds.ErrArtifactExists.Error())
 	case errors.Is(err, builds.ErrUploadExpired):
 		writeError(w, http.StatusRequestTimeout, "408 Request Timeout - "+builds.ErrUploadExpired.Error()+" (JOBAPI_ARTIFACT_UPLOAD_TIMEOUT)")
+	case errors.Is(err, builds.ErrArtifactsNotAccessible):
+		writeError(w, http.StatusForbidden, "403 Forbidden - "+builds.ErrArtifactsNotAccessible.Error())
 	case errors.Is(err, builds.ErrRunnerForbidden):
 		writeError(w, http.StatusForbidden, "403 Forbidden")
 	case errors.Is(err, builds.ErrNotFound):

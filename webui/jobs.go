@@ -68,7 +68,7 @@ type eventRow struct {
 
 type artifactRow struct {
 	builds.Artifact
-	URL  string
+	URL  string // "" when artifacts:access: none
 	Size string
 }
 
@@ -118,8 +118,11 @@ func (u *UI) jobPage(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Timeline = timeline(v.Build, events)
 	for _, a := range v.Artifacts {
-		d.Artifacts = append(d.Artifacts, artifactRow{Artifact: a, Size: sizeText(a.Size),
-			URL: fmt.Sprintf("/projects/%d/jobs/%d/artifacts/%d", pid, id, a.ID)})
+		row := artifactRow{Artifact: a, Size: sizeText(a.Size)}
+		if a.Access != builds.ArtifactAccessNone {
+			row.URL = fmt.Sprintf("/projects/%d/jobs/%d/artifacts/%d", pid, id, a.ID)
+		}
+		d.Artifacts = append(d.Artifacts, row)
 	}
 	if !wantsFragment(r) || r.URL.Query().Get("part") != "header" {
 		if err := u.logWindowFor(ctx, &d, r); err != nil {
@@ -436,6 +439,10 @@ func (u *UI) jobArtifactDownload(w http.ResponseWriter, r *http.Request) {
 	for _, a := range list {
 		if a.ID != aid {
 			continue
+		}
+		if a.Access == builds.ArtifactAccessNone {
+			u.fail(w, r, builds.ErrArtifactsNotAccessible)
+			return
 		}
 		content, err := u.svc.ArtifactContent(r.Context(), a)
 		if err != nil {

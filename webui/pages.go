@@ -153,6 +153,8 @@ func (u *UI) fail(w http.ResponseWriter, r *http.Request, err error) {
 		u.errorPage(w, r, http.StatusNotFound, "Not found: it may have been deleted.")
 	case errors.As(err, &inv):
 		u.errorPage(w, r, http.StatusBadRequest, inv.Error())
+	case errors.Is(err, builds.ErrArtifactsNotAccessible):
+		u.errorPage(w, r, http.StatusForbidden, "These artifacts cannot be downloaded: the job says artifacts:access: none.")
 	case errors.Is(err, builds.ErrFinished), errors.Is(err, builds.ErrNotRetryable):
 		u.errorPage(w, r, http.StatusConflict, err.Error())
 	case errors.Is(err, builds.ErrConflict):

@@ -124,6 +124,13 @@ type pipelineData struct {
 	TestsError string
 	// FailedCases are the report's failed and errored cases, the first maxFailedCases.
 	FailedCases []failedCase
+	// Exposed are the archives the latest jobs expose (artifacts:expose_as), full page only.
+	Exposed []exposedLink
+}
+
+type exposedLink struct {
+	Label, Job, URL string // URL "" when artifacts:access: none
+	JobID           int64
 }
 
 // maxFailedCases bounds the failures the page lists; the API has them all.
@@ -243,8 +250,30 @@ func (u *UI) pipelinePage(w http.ResponseWriter, r *http.Request) {
 		u.fragment(w, r, "pipeline", "graph", v)
 		return
 	}
-	v.Data = u.addTests(r, v.Data.(pipelineData))
+	v.Data = u.addExposed(r, u.addTests(r, v.Data.(pipelineData)))
 	u.render(w, r, http.StatusOK, "pipeline", v)
+}
+
+// addExposed lists the exposed artifacts on the pipeline's page; a store that fails costs
+// the list, never the page.
+func (u *UI) addExposed(r *http.Request, d pipelineData) pipelineData {
+	as, err := u.svc.ExposedArtifacts(r.Context(), d.Pipeline)
+	if err != nil {
+		u.log.WarnContext(r.Context(), "exposed artifacts not read for the pipeline page", "pipeline_id", d.ID, "error", err)
+		return d
+	}
+	names := make(map[int64]string, len(d.Builds))
+	for _, b := range d.Builds {
+		names[b.ID] = b.Name
+	}
+	for _, a := range as {
+		l := exposedLink{Label: a.ExposeAs, Job: names[a.BuildID], JobID: a.BuildID}
+		if a.Access != builds.ArtifactAccessNone {
+			l.URL = fmt.Sprintf("/projects/%d/jobs/%d/artifacts/%d", a.ProjectID, a.BuildID, a.ID)
+		}
+		d.Exposed = append(d.Exposed, l)
+	}
+	return d
 }
 
 // addTests puts the pipeline's test report on its page; a store that fails costs the

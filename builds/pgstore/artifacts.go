@@ -14,12 +14,12 @@ import (
 var _ builds.ArtifactStore = (*Store)(nil)
 
 const artifactCols = `id, build_id, project_id, pipeline_id, file_type, file_format, filename, size, sha256,
-    object_key, created_at, expire_at`
+    object_key, created_at, expire_at, access, COALESCE(expose_as, '')`
 
 func scanArtifact(row pgx.Row) (builds.Artifact, error) {
 	var a builds.Artifact
 	err := row.Scan(&a.ID, &a.BuildID, &a.ProjectID, &a.PipelineID, &a.FileType, &a.FileFormat, &a.Filename,
-		&a.Size, &a.SHA256, &a.ObjectKey, &a.CreatedAt, &a.ExpireAt)
+		&a.Size, &a.SHA256, &a.ObjectKey, &a.CreatedAt, &a.ExpireAt, &a.Access, &a.ExposeAs)
 	return a, err
 }
 
@@ -37,8 +37,8 @@ const forgetUpload = `DELETE FROM object_cleanup WHERE object_key = $1`
 
 const insertArtifact = `
 INSERT INTO job_artifacts (build_id, project_id, pipeline_id, file_type, file_format, filename, size, sha256,
-    object_key, created_at, expire_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+    object_key, created_at, expire_at, access, expose_as)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, COALESCE(NULLIF($12, ''), 'all'), NULLIF($13, ''))
 ON CONFLICT (build_id, file_type) DO NOTHING
 RETURNING ` + artifactCols
 
@@ -60,7 +60,7 @@ func (s *Store) CommitArtifact(ctx context.Context, a builds.Artifact) (builds.A
 			return builds.ErrUploadExpired
 		}
 		stored, err = scanArtifact(tx.QueryRow(ctx, insertArtifact, a.BuildID, a.ProjectID, a.PipelineID, a.FileType,
-			a.FileFormat, a.Filename, a.Size, a.SHA256, a.ObjectKey, a.CreatedAt, a.ExpireAt))
+			a.FileFormat, a.Filename, a.Size, a.SHA256, a.ObjectKey, a.CreatedAt, a.ExpireAt, a.Access, a.ExposeAs))
 		if err == nil {
 			created = true
 			return nil

@@ -99,3 +99,43 @@ func TestArtifactCommitAndClaim(t *testing.T) {
 		t.Error("the deleted artifact's object is not queued for cleanup")
 	}
 }
+
+// An artifact keeps its job's artifacts:access and the archive's expose_as (migration
+// 000022); none given is access all. The table refuses an access GitLab does not know and
+// an expose_as on a report, whatever a caller sends.
+func TestArtifactAccessAndExposeAs(t *testing.T) {
+	t.Parallel()
+	store := New(testenv.Pool(t))
+	c := newClaimer(t, store)
+	createPipeline(t, store, builds.PipelineDefinition{ProjectID: 5, Stages: []string{"build"}, Jobs: []builds.JobDefinition{
+		{Name: "compile", Stage: "build", Script: []string{"make"}, Artifacts: archive("build/")},
+	}})
+	b := c.take(t).Build
+	put := func(a builds.Artifact) (builds.Artifact, error) {
+		if err := store.BeginUpload(t.Context(), a.ObjectKey, time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		a.BuildID, a.ProjectID, a.PipelineID, a.FileFormat, a.Filename, a.SHA256, a.CreatedAt = b.ID, b.ProjectID, b.PipelineID, "zip", "a.zip", make([]byte, 32), time.Now()
+		stored, _, err := store.CommitArtifact(t.Context(), a)
+		return stored, err
+	}
+	if a, err := put(builds.Artifact{FileType: "archive", ObjectKey: "k/archive", Access: "none", ExposeAs: "Build output"}); err != nil ||
+		a.Access != "none" || a.ExposeAs != "Build output" {
+		t.Fatalf("archive: %+v, %v", a, err)
+	}
+	if a, err := put(builds.Artifact{FileType: "junit", ObjectKey: "k/junit"}); err != nil || a.Access != "all" || a.ExposeAs != "" {
+		t.Fatalf("report without access: %+v, %v", a, err)
+	}
+	list, err := store.Artifacts(t.Context(), b.ID)
+	if err != nil || len(list) != 2 || list[0].Access != "none" || list[0].ExposeAs != "Build output" || list[1].Access != "all" {
+		t.Errorf("read back: %+v, %v", list, err)
+	}
+	for _, bad := range []builds.Artifact{
+		{FileType: "dotenv", ObjectKey: "k/dotenv", Access: "everyone"},
+		{FileType: "cobertura", ObjectKey: "k/cobertura", ExposeAs: "Coverage"},
+	} {
+		if _, err := put(bad); err == nil {
+			t.Errorf("%+v was stored", bad)
+		}
+	}
+}
