@@ -124,6 +124,8 @@ type Build struct {
 	ScheduledAt *time.Time
 	// Coverage: what the payload's CoverageRegex found in the log at finish (nil: none).
 	Coverage *float64
+	// Bridge: a trigger job (Payload.Trigger), never handed to a runner.
+	Bridge bool
 
 	// From the pipeline, for the job payload.
 	Ref string
@@ -155,6 +157,7 @@ type Payload struct {
 	CoverageRegex         string       `json:"coverage_regex,omitempty"`
 	Interruptible         bool         `json:"interruptible,omitempty"`
 	Environment           *Environment `json:"environment,omitempty"`
+	Trigger               *Trigger     `json:"trigger,omitempty"`
 }
 
 // PayloadOf is what the store keeps of a job definition beyond its columns.
@@ -165,7 +168,8 @@ func PayloadOf(j JobDefinition) Payload {
 		When: j.When, StartInSeconds: j.StartInSeconds, Needs: j.Needs, NeedsDeclared: j.NeedsDeclared,
 		Dependencies: j.Dependencies, DependenciesDeclared: j.DependenciesDeclared, DependsOnStages: j.DependsOnStages,
 		Artifacts: j.Artifacts, Cache: j.Cache, NodeIndex: j.NodeIndex, NodeTotal: j.NodeTotal,
-		CoverageRegex: j.CoverageRegex, Interruptible: j.Interruptible, Environment: j.Environment}
+		CoverageRegex: j.CoverageRegex, Interruptible: j.Interruptible, Environment: j.Environment,
+		Trigger: j.Trigger}
 }
 
 // Variable is a job variable as the operator defined it.

@@ -22,53 +22,60 @@
 // Every transition, declared in BuildTransitions and PipelineTransitions (the README
 // carries the same table; tests keep the copies equal):
 //
-//	build from                                             | trigger                                                      | to        | event                | failure_reason
-//	-------------------------------------------------------+--------------------------------------------------------------+-----------+----------------------+----------------------------
-//	(new)                                                  | pipeline created, nothing to wait for¹                       | pending   | queued               | -
-//	(new)                                                  | pipeline created, waits for its predecessors¹                | created   | created              | -
-//	(new)                                                  | pipeline created, when: manual, nothing to wait for          | manual    | manual               | -
-//	(new)                                                  | pipeline created, when: delayed, nothing to wait for         | scheduled | scheduled            | -
-//	(new)                                                  | pipeline created, ruled out at once¹ (on_failure)            | skipped   | skipped              | -
-//	(new)                                                  | pipeline created, a resource_group job⁴, nothing to wait for | resource  | waiting_for_resource | -
-//	(new)                                                  | retry (auto or operator): the new attempt                    | pending   | queued               | -
-//	(new)                                                  | retry of a resource_group job⁴: the new attempt              | resource  | waiting_for_resource | -
-//	created                                                | released: its predecessors finished¹                         | pending   | queued               | -
-//	created                                                | released, a resource_group job⁴                              | resource  | waiting_for_resource | -
-//	created                                                | released, when: manual                                       | manual    | manual               | -
-//	created                                                | released, when: delayed (at now + start_in)                  | scheduled | scheduled            | -
-//	created                                                | ruled out by its predecessors¹                               | skipped   | skipped              | -
-//	manual                                                 | operator plays it (POST …/play)                              | pending   | played               | -
-//	manual                                                 | operator plays a resource_group job⁴                         | resource  | played               | -
-//	scheduled                                              | due pass: its scheduled_at passed                            | pending   | queued               | -
-//	scheduled                                              | due pass, a resource_group job⁴                              | resource  | waiting_for_resource | -
-//	resource                                               | its resource group is free and assigned to it⁴               | pending   | queued               | -
-//	created, manual, scheduled, resource, pending, waiting | operator cancels the job or pipeline                         | canceled  | canceled             | -
-//	pending                                                | claimed by a runner, one-phase                               | running   | assigned             | -
-//	pending                                                | claimed by a runner, two-phase                               | waiting   | assigned             | -
-//	pending                                                | reaper: pending too long                                     | failed    | dropped_stuck        | stuck_pending
-//	pending, waiting, running                              | stuck stage², pessimistic                                    | failed    | stuck_stage          | stuck_or_timeout_failure
-//	pending, waiting, running, canceling                   | stuck stage², optimistic (left behind)                       | (same)    | stuck_stage          | -
-//	waiting                                                | runner acks (PUT state=running)                              | running   | acknowledged         | -
-//	waiting                                                | runner keep-alive (PUT state=pending)                        | (same)    | keepalive            | -
-//	waiting                                                | runner declines (PUT state=failed)                           | failed    | declined             | (runner's)
-//	waiting                                                | ack sweeper: key expired or max wait passed                  | failed    | ack_timeout          | runner_provisioning_timeout
-//	waiting                                                | ack sweeper: key alive, deadline moved                       | (same)    | -                    | -
-//	running                                                | final update (PUT state=success)                             | success   | finished             | -
-//	running                                                | final update (PUT state=failed)³                             | failed    | finished             | (runner's)
-//	running, canceling                                     | runner update or trace (liveness)                            | (same)    | -                    | -
-//	running, canceling                                     | trace over the size limit                                    | failed    | trace_size_exceeded  | trace_size_exceeded
-//	running                                                | reaper: running without updates                              | failed    | dropped_stuck        | no_updates_running
-//	running                                                | reaper: running past timeout + grace                         | failed    | dropped_stuck        | job_execution_timeout
-//	waiting, running                                       | its runner deleted (operator or unregister)                  | failed    | runner_deleted       | runner_system_failure
-//	running                                                | operator cancels the job or pipeline                         | canceling | cancel_requested     | -
-//	canceling                                              | final update (PUT success or failed)                         | canceled  | finished             | -
-//	canceling                                              | reaper: canceling without updates                            | canceled  | dropped_stuck        | -
-//	canceling                                              | stuck stage², pessimistic                                    | canceled  | stuck_stage          | -
-//	canceling                                              | its runner deleted                                           | canceled  | runner_deleted       | -
-//	failed                                                 | auto-retry allowed (new attempt queued)                      | (same)    | retried              | -
-//	failed                                                 | auto-retry limit reached                                     | (same)    | retry_exhausted      | -
-//	success, failed, canceled                              | operator retry (new attempt queued)                          | (same)    | retried              | -
-//	skipped                                                | operator retries or plays a job it waits for                 | created   | reopened             | -
+//	build from                                             | trigger                                                        | to        | event                | failure_reason
+//	-------------------------------------------------------+----------------------------------------------------------------+-----------+----------------------+---------------------------------------
+//	(new)                                                  | pipeline created, nothing to wait for¹                         | pending   | queued               | -
+//	(new)                                                  | pipeline created, waits for its predecessors¹                  | created   | created              | -
+//	(new)                                                  | pipeline created, when: manual, nothing to wait for            | manual    | manual               | -
+//	(new)                                                  | pipeline created, when: delayed, nothing to wait for           | scheduled | scheduled            | -
+//	(new)                                                  | pipeline created, ruled out at once¹ (on_failure)              | skipped   | skipped              | -
+//	(new)                                                  | pipeline created, a resource_group job⁴, nothing to wait for   | resource  | waiting_for_resource | -
+//	(new)                                                  | retry (auto or operator): the new attempt                      | pending   | queued               | -
+//	(new)                                                  | retry of a resource_group job⁴: the new attempt                | resource  | waiting_for_resource | -
+//	created                                                | released: its predecessors finished¹                           | pending   | queued               | -
+//	created                                                | released, a resource_group job⁴                                | resource  | waiting_for_resource | -
+//	created                                                | released, when: manual                                         | manual    | manual               | -
+//	created                                                | released, when: delayed (at now + start_in)                    | scheduled | scheduled            | -
+//	created                                                | ruled out by its predecessors¹                                 | skipped   | skipped              | -
+//	manual                                                 | operator plays it (POST …/play)                                | pending   | played               | -
+//	manual                                                 | operator plays a resource_group job⁴                           | resource  | played               | -
+//	scheduled                                              | due pass: its scheduled_at passed                              | pending   | queued               | -
+//	scheduled                                              | due pass, a resource_group job⁴                                | resource  | waiting_for_resource | -
+//	resource                                               | its resource group is free and assigned to it⁴                 | pending   | queued               | -
+//	created, manual, scheduled, resource, pending, waiting | operator cancels the job or pipeline                           | canceled  | canceled             | -
+//	pending                                                | claimed by a runner, one-phase                                 | running   | assigned             | -
+//	pending                                                | claimed by a runner, two-phase                                 | waiting   | assigned             | -
+//	pending                                                | reaper: pending too long                                       | failed    | dropped_stuck        | stuck_pending
+//	pending                                                | bridge⁵: its child pipeline created, strategy: depend          | running   | downstream_created   | -
+//	pending                                                | bridge⁵: its child pipeline created                            | success   | downstream_created   | -
+//	pending                                                | bridge⁵: the child's configuration is invalid                  | failed    | downstream_failed    | downstream_pipeline_creation_failed
+//	pending                                                | bridge⁵: its pipeline is nested too deep                       | failed    | downstream_failed    | reached_max_descendant_pipelines_depth
+//	running                                                | bridge⁵, depend: its child succeeded                           | success   | downstream_finished  | -
+//	running                                                | bridge⁵, depend: its child failed                              | failed    | downstream_finished  | unknown_failure
+//	running, canceling                                     | bridge⁵, depend: its child canceled (or ended while canceling) | canceled  | downstream_finished  | -
+//	pending, waiting, running                              | stuck stage², pessimistic                                      | failed    | stuck_stage          | stuck_or_timeout_failure
+//	pending, waiting, running, canceling                   | stuck stage², optimistic (left behind)                         | (same)    | stuck_stage          | -
+//	waiting                                                | runner acks (PUT state=running)                                | running   | acknowledged         | -
+//	waiting                                                | runner keep-alive (PUT state=pending)                          | (same)    | keepalive            | -
+//	waiting                                                | runner declines (PUT state=failed)                             | failed    | declined             | (runner's)
+//	waiting                                                | ack sweeper: key expired or max wait passed                    | failed    | ack_timeout          | runner_provisioning_timeout
+//	waiting                                                | ack sweeper: key alive, deadline moved                         | (same)    | -                    | -
+//	running                                                | final update (PUT state=success)                               | success   | finished             | -
+//	running                                                | final update (PUT state=failed)³                               | failed    | finished             | (runner's)
+//	running, canceling                                     | runner update or trace (liveness)                              | (same)    | -                    | -
+//	running, canceling                                     | trace over the size limit                                      | failed    | trace_size_exceeded  | trace_size_exceeded
+//	running                                                | reaper: running without updates                                | failed    | dropped_stuck        | no_updates_running
+//	running                                                | reaper: running past timeout + grace                           | failed    | dropped_stuck        | job_execution_timeout
+//	waiting, running                                       | its runner deleted (operator or unregister)                    | failed    | runner_deleted       | runner_system_failure
+//	running                                                | operator cancels the job or pipeline                           | canceling | cancel_requested     | -
+//	canceling                                              | final update (PUT success or failed)                           | canceled  | finished             | -
+//	canceling                                              | reaper: canceling without updates                              | canceled  | dropped_stuck        | -
+//	canceling                                              | stuck stage², pessimistic                                      | canceled  | stuck_stage          | -
+//	canceling                                              | its runner deleted                                             | canceled  | runner_deleted       | -
+//	failed                                                 | auto-retry allowed (new attempt queued)                        | (same)    | retried              | -
+//	failed                                                 | auto-retry limit reached                                       | (same)    | retry_exhausted      | -
+//	success, failed, canceled                              | operator retry (new attempt queued)                            | (same)    | retried              | -
+//	skipped                                                | operator retries or plays a job it waits for                   | created   | reopened             | -
 //	waiting = waiting_for_runner_ack; resource = waiting_for_resource; (same): no state
 //	change; (runner's): the PUT's failure_reason, else unknown_failure (final update) or
 //	runner_system_failure (decline).
@@ -91,6 +98,9 @@
 //	waiting; oldest_first and newest_first, the first upcoming job (created, scheduled or
 //	waiting) by pipeline id up or down, if it is waiting; newest_ready_first, the waiting
 //	job of the newest pipeline. A pass on every replica assigns free groups left behind.
+//	⁵ A bridge (trigger:) never goes to a runner: the bridge pass creates its child pipeline,
+//	and the transaction that ends the child ends a depend bridge. The reapers and the stuck
+//	check leave a running bridge alone; cancelling its pipeline cancels the child.
 //
 //	pipeline from                       | trigger                                     | to
 //	------------------------------------+---------------------------------------------+-----------------

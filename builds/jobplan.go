@@ -121,6 +121,8 @@ type PlanJob struct {
 	// LeftBehind: the optimistic stuck strategy gave up waiting for this build; while it is
 	// unfinished it counts as passed for the jobs after it.
 	LeftBehind bool
+	// Bridge: a trigger job; once its child exists it waits for no runner (WaitedFor).
+	Bridge bool
 }
 
 // JobMove is a change the plan makes to one created job: released (to pending, manual or
@@ -453,7 +455,7 @@ func WaitedFor(jobs []PlanJob) []int {
 	for i, j := range jobs {
 		switch j.Status {
 		case StatusPending, StatusWaiting, StatusRunning, StatusCanceling:
-			if !j.LeftBehind {
+			if !j.LeftBehind && !(j.Bridge && j.Status != StatusPending) {
 				out = append(out, i)
 			}
 		}

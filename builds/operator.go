@@ -200,6 +200,9 @@ func (s *Service) cancelJob(ctx context.Context, projectID, id int64, actor stri
 			}
 			return s.view(ctx, f.Build), nil
 		case StatusRunning:
+			if b.Bridge {
+				return s.cancelBridge(ctx, b, actor)
+			}
 			nb, err := s.store.RequestCancel(ctx, id, now)
 			if errors.Is(err, ErrConflict) {
 				continue

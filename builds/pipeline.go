@@ -44,6 +44,11 @@ type Pipeline struct {
 	UpdatedAt       time.Time
 	FinishedAt      *time.Time
 	Builds          []Build
+	// Parent: the bridge build that created this child pipeline and its pipeline (zero for
+	// a pipeline started otherwise); Depth: how many parents it has.
+	ParentBuildID    int64
+	ParentPipelineID int64
+	Depth            int
 }
 
 // PipelineDefinition is what an operator posts to create a pipeline.
@@ -57,6 +62,8 @@ type PipelineDefinition struct {
 	Stages          []string
 	TimeoutStrategy string
 	Jobs            []JobDefinition
+	// ParentBuildID: the bridge that creates this child pipeline (Store.CreateChild sets it).
+	ParentBuildID int64
 }
 
 // JobDefinition uses .gitlab-ci.yml's keys where they exist.
@@ -105,6 +112,9 @@ type JobDefinition struct {
 	// ResourceGroup: `resource_group:` with its variables expanded ("" without one). At most
 	// one job of a group holds it at a time, across the project's pipelines.
 	ResourceGroup string
+	// Trigger makes the job a bridge (`trigger:`): it never goes to a runner and has no
+	// script; its child pipeline is created once it is pending.
+	Trigger *Trigger
 }
 
 // Limits on a definition, so that one request cannot flood the database.
@@ -212,7 +222,14 @@ func (j *JobDefinition) normalize(stages []string) error {
 	if !slices.Contains(stages, j.Stage) {
 		return invalid("job %q: stage %q is not in stages", j.Name, j.Stage)
 	}
-	if len(j.Script) == 0 {
+	if j.Trigger != nil {
+		if len(j.Trigger.Include) == 0 {
+			return invalid("job %q: trigger needs at least one include", j.Name)
+		}
+		if len(j.Script) > 0 || len(j.Tags) > 0 {
+			return invalid("job %q: a trigger job has no script and no tags: it never goes to a runner", j.Name)
+		}
+	} else if len(j.Script) == 0 {
 		return invalid("job %q: script must have at least one line", j.Name)
 	}
 	for _, lines := range [][]string{j.Script, j.AfterScript} {

@@ -39,6 +39,8 @@ func (d *PipelineDefinition) normalizeOrigin() error {
 	switch {
 	case d.Source == "":
 		d.Source = SourceAPI
+	case d.Source == SourceParentPipeline && d.ParentBuildID != 0:
+		// a child pipeline, which only a bridge job creates (Service.CreateChild)
 	case !slices.Contains(Sources, d.Source):
 		return invalid("source %.40q must be one of %v", d.Source, Sources)
 	}

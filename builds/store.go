@@ -143,6 +143,15 @@ type Store interface {
 	RotateRunnerToken(ctx context.Context, r TokenRotation) error
 
 	CreatePipeline(ctx context.Context, d PipelineDefinition, now time.Time) (Pipeline, error)
+	// PendingBridges lists pending bridge builds, oldest first, with their pipelines.
+	PendingBridges(ctx context.Context, limit int) ([]PendingBridge, error)
+	// CreateChild stores the child pipeline of a pending bridge (or its failure) and moves
+	// the bridge on, in one transaction. ErrBridgeTaken when the bridge is not pending or
+	// has a child already; nothing is written then.
+	CreateChild(ctx context.Context, c ChildPipeline) (ChildCreated, error)
+	// Bridges lists the bridge builds of a pipeline of a project, with their children;
+	// ErrNotFound when the project has no such pipeline.
+	Bridges(ctx context.Context, projectID, pipelineID int64) ([]BridgeView, error)
 	Pipeline(ctx context.Context, projectID, id int64) (Pipeline, error)
 	CancelPipeline(ctx context.Context, projectID, id int64, now time.Time) (Pipeline, error)
 

@@ -51,6 +51,13 @@ var BuildTransitions = []Transition{
 	{From: []Status{StatusPending}, Trigger: "claimed by a runner, one-phase", To: StatusRunning, Event: EventAssigned},
 	{From: []Status{StatusPending}, Trigger: "claimed by a runner, two-phase", To: StatusWaiting, Event: EventAssigned},
 	{From: []Status{StatusPending}, Trigger: "reaper: pending too long", To: StatusFailed, Event: EventDroppedStuck, Reason: ReasonStuckPending},
+	{From: []Status{StatusPending}, Trigger: "bridge⁵: its child pipeline created, strategy: depend", To: StatusRunning, Event: EventDownstreamCreated},
+	{From: []Status{StatusPending}, Trigger: "bridge⁵: its child pipeline created", To: StatusSuccess, Event: EventDownstreamCreated},
+	{From: []Status{StatusPending}, Trigger: "bridge⁵: the child's configuration is invalid", To: StatusFailed, Event: EventDownstreamFailed, Reason: ReasonDownstreamCreationFailed},
+	{From: []Status{StatusPending}, Trigger: "bridge⁵: its pipeline is nested too deep", To: StatusFailed, Event: EventDownstreamFailed, Reason: ReasonMaxDescendantsDepth},
+	{From: []Status{StatusRunning}, Trigger: "bridge⁵, depend: its child succeeded", To: StatusSuccess, Event: EventDownstreamFinished},
+	{From: []Status{StatusRunning}, Trigger: "bridge⁵, depend: its child failed", To: StatusFailed, Event: EventDownstreamFinished, Reason: ReasonUnknownFailure},
+	{From: []Status{StatusRunning, StatusCanceling}, Trigger: "bridge⁵, depend: its child canceled (or ended while canceling)", To: StatusCanceled, Event: EventDownstreamFinished},
 	{From: []Status{StatusPending, StatusWaiting, StatusRunning}, Trigger: "stuck stage², pessimistic", To: StatusFailed, Event: EventStuckStage, Reason: ReasonStuckOrTimeoutFailure},
 	{From: []Status{StatusPending, StatusWaiting, StatusRunning, StatusCanceling}, Trigger: "stuck stage², optimistic (left behind)", To: StatusSame, Event: EventStuckStage},
 	{From: []Status{StatusWaiting}, Trigger: "runner acks (PUT state=running)", To: StatusRunning, Event: EventAcknowledged},
@@ -213,6 +220,9 @@ it in the same transaction to the next job of its process_mode: unordered, the l
 waiting; oldest_first and newest_first, the first upcoming job (created, scheduled or
 waiting) by pipeline id up or down, if it is waiting; newest_ready_first, the waiting
 job of the newest pipeline. A pass on every replica assigns free groups left behind.
+⁵ A bridge (trigger:) never goes to a runner: the bridge pass creates its child pipeline,
+and the transaction that ends the child ends a depend bridge. The reapers and the stuck
+check leave a running bridge alone; cancelling its pipeline cancels the child.
 
 `
 	pipelineLegend = `* allow_failure failures count as succeeded, optional manual jobs (allow_failure) not

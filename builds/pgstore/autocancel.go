@@ -10,11 +10,13 @@ import (
 // older pipelines of the project on the same ref, of another commit, still alive, in
 // which no job that has started (taken by a runner, running or finished with a result) is
 // uninterruptible. GitLab's STARTED_STATUSES are running, success and failed; jobapi's
-// waiting_for_runner_ack is a job a runner has taken, so it counts as started too.
+// waiting_for_runner_ack is a job a runner has taken, so it counts as started too. Child
+// pipelines are never chosen themselves: cancelling their parent cancels them.
 const redundantPipelines = `
 SELECT p.id FROM pipelines p
 WHERE p.project_id = $1 AND p.ref = $2 AND p.id < $3 AND p.sha <> $4
   AND p.status IN ('created', 'pending', 'running', 'scheduled')
+  AND p.parent_build_id IS NULL -- a child goes with its parent's cancel
   AND NOT EXISTS (
     SELECT 1 FROM builds b
     WHERE b.pipeline_id = p.id

@@ -19,7 +19,7 @@ const buildCols = `b.id, b.project_id, b.pipeline_id, b.stage, b.stage_idx, b.na
     COALESCE(b.retried_by, 0), b.two_phase, b.cancel_requested, COALESCE(b.failure_reason, ''), b.exit_code,
     COALESCE(b.runner_final_state, ''), b.trace_size, b.created_at, b.queued_at, b.assigned_at,
     b.ack_deadline, b.started_at, b.finished_at, b.updated_at, p.ref, p.sha, b.scheduled_at,
-    b.coverage::float8`
+    b.coverage::float8, b.bridge`
 
 const buildJoins = ` JOIN pipelines p ON p.id = b.pipeline_id LEFT JOIN runner_managers m ON m.id = b.runner_manager_id `
 
@@ -39,7 +39,7 @@ func buildDests(b *builds.Build, status *string) []any {
 		&b.RetriedBy, &b.TwoPhase, &b.CancelRequested, &b.FailureReason, &b.ExitCode,
 		&b.RunnerFinalState, &b.TraceSize, &b.CreatedAt, &b.QueuedAt, &b.AssignedAt,
 		&b.AckDeadline, &b.StartedAt, &b.FinishedAt, &b.UpdatedAt, &b.Ref, &b.SHA, &b.ScheduledAt,
-		&b.Coverage}
+		&b.Coverage, &b.Bridge}
 }
 
 // claimedCols is buildCols and what the job payload needs beyond the build (builds.Claimed),
@@ -165,13 +165,15 @@ const claimCandidate = claimMatching + claimOldest
 const claimUntaggedCandidate = `
 SELECT b.id, b.project_id FROM builds b
 WHERE b.status = 'pending' AND cardinality(b.tags) = 0
-  AND cardinality($1::text[]) = 0 AND $2::boolean` + claimOldest
+  AND cardinality($1::text[]) = 0 AND $2::boolean
+  AND NOT b.bridge` + claimOldest
 
 const claimMatching = `
 SELECT b.id, b.project_id FROM builds b
 WHERE b.status = 'pending'
   AND b.tags <@ $1::text[]
-  AND ($2::boolean OR cardinality(b.tags) > 0)`
+  AND ($2::boolean OR cardinality(b.tags) > 0)
+  AND NOT b.bridge`
 
 const claimOldest = `
 ORDER BY b.queued_at, b.id

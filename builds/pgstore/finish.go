@@ -163,11 +163,11 @@ const insertRetry = `
 WITH n AS (
     INSERT INTO builds (project_id, pipeline_id, stage, stage_idx, name, status, tags, payload,
                         timeout_seconds, allow_failure, run_when, needs, attempt, retry_of, queued_at, created_at, updated_at,
-                        resource_group_id)
+                        resource_group_id, bridge)
     SELECT project_id, pipeline_id, stage, stage_idx, name, ` + queuedStatus + `, tags, payload, timeout_seconds,
            CASE WHEN payload ? 'allow_failure_exit_codes' THEN COALESCE((payload ->> 'allow_failure')::boolean, false)
                 ELSE allow_failure END,
-           run_when, needs, attempt + 1, id, $2, $2, $2, resource_group_id
+           run_when, needs, attempt + 1, id, $2, $2, $2, resource_group_id, bridge
     FROM builds WHERE id = $1
     RETURNING *
 ), o AS (
@@ -260,7 +260,7 @@ WHERE pipeline_id = `
 	pipelineShapeEnd = `)
 GROUP BY stage_idx, status, allow_failure
 ORDER BY stage_idx`
-	lockPipelineHead = `SELECT status, advanced_past, progressed_at, per_job, resource_groups FROM pipelines WHERE id = `
+	lockPipelineHead = `SELECT status, advanced_past, progressed_at, per_job, resource_groups, COALESCE(parent_build_id, 0) FROM pipelines WHERE id = `
 	forUpdate        = ` FOR UPDATE`
 )
 
@@ -326,13 +326,16 @@ type lockedPipeline struct {
 	// assigns its groups (assignPipelineGroups).
 	resourceGroups bool
 	stages         []builds.StageTally
+	// parentBuild: the bridge that created this child pipeline (0: none); its end is the
+	// bridge's (followDownstream).
+	parentBuild int64
 }
 
 // readLocked reads the answers of lockPipeline and pipelineShape (or their OfBuild forms),
 // the next two of br.
 func readLocked(br pgx.BatchResults) (lockedPipeline, error) {
 	var p lockedPipeline
-	err := br.QueryRow().Scan(&p.status, &p.advancedPast, &p.progressedAt, &p.perJob, &p.resourceGroups)
+	err := br.QueryRow().Scan(&p.status, &p.advancedPast, &p.progressedAt, &p.perJob, &p.resourceGroups, &p.parentBuild)
 	if err == nil {
 		p.stages, err = readShape(br.Query())
 	}
@@ -376,23 +379,31 @@ func advanceLocked(ctx context.Context, tx querier, pipelineID int64, now time.T
 		}
 		queued = queued || assigned
 	}
-	return queued, storeStatus(ctx, tx, pipelineID, now, p, builds.PipelineStatus(stages), changed)
+	upstream, err := storeStatus(ctx, tx, pipelineID, now, p, builds.PipelineStatus(stages), changed)
+	return queued || upstream, err
 }
 
 // storeStatus records the pipeline's derived status, unless it stands and progress was
-// recorded a moment ago.
-func storeStatus(ctx context.Context, tx querier, pipelineID int64, now time.Time, p lockedPipeline, status string, changed bool) error {
+// recorded a moment ago. A child pipeline that ends moves its depend bridge and advances
+// the parent pipeline in the same transaction; upstream reports whether that queued builds
+// there.
+func storeStatus(ctx context.Context, tx querier, pipelineID int64, now time.Time, p lockedPipeline, status string, changed bool) (upstream bool, err error) {
 	if status == p.status && !changed && now.Sub(p.progressedAt) < progressResolution {
 		// Nothing to store: the status stands and progress was recorded a moment ago.
 		// Most finishes in a busy pipeline end here, one write and one WAL record fewer.
-		return nil
+		return false, nil
 	}
 	if err := builds.CheckPipelineTransition(p.status, status); err != nil {
-		return err
+		return false, err
 	}
-	finished := status == builds.PipelineSuccess || status == builds.PipelineFailed || status == builds.PipelineCanceled
+	finished := pipelineEnded(status)
+	if finished && p.parentBuild != 0 && status != p.status {
+		if upstream, err = followDownstream(ctx, tx, pipelineID, p.parentBuild, status, now); err != nil {
+			return false, err
+		}
+	}
 	// The last statement of the transaction: it travels with the COMMIT.
-	return execLast(ctx, tx, setPipelineStatus, pipelineID, status, now, finished)
+	return upstream, execLast(ctx, tx, setPipelineStatus, pipelineID, status, now, finished)
 }
 
 func shape(ctx context.Context, tx querier, pipelineID int64) ([]builds.StageTally, error) {

@@ -17,7 +17,7 @@ import (
 // jobsOfPipeline reads what builds.PlanJobs needs of every latest attempt (columns only:
 // the payload stays untouched).
 const jobsOfPipeline = `
-SELECT id, name, stage_idx, status, allow_failure, run_when, needs, left_behind FROM builds
+SELECT id, name, stage_idx, status, allow_failure, run_when, needs, left_behind, bridge FROM builds
 WHERE pipeline_id = $1 AND retried_by IS NULL`
 
 func readJobs(ctx context.Context, tx querier, pipelineID int64) ([]builds.PlanJob, error) {
@@ -28,7 +28,7 @@ func readJobs(ctx context.Context, tx querier, pipelineID int64) ([]builds.PlanJ
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (builds.PlanJob, error) {
 		var j builds.PlanJob
 		var status string
-		err := row.Scan(&j.ID, &j.Name, &j.StageIdx, &status, &j.AllowFailure, &j.When, &j.Needs, &j.LeftBehind)
+		err := row.Scan(&j.ID, &j.Name, &j.StageIdx, &status, &j.AllowFailure, &j.When, &j.Needs, &j.LeftBehind, &j.Bridge)
 		j.Status, j.NeedsDeclared = builds.Status(status), j.Needs != nil
 		return j, err
 	})
@@ -116,7 +116,8 @@ func advanceJobs(ctx context.Context, tx querier, pipelineID int64, now time.Tim
 		}
 		queued = queued || assigned
 	}
-	return queued, storeStatus(ctx, tx, pipelineID, now, p, status, len(moves) > 0)
+	upstream, err := storeStatus(ctx, tx, pipelineID, now, p, status, len(moves) > 0)
+	return queued || upstream, err
 }
 
 // reopenLaterStages: in a stage pipeline, the builds skipped after a stage come back when

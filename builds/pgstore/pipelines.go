@@ -20,8 +20,8 @@ WITH n AS (
     RETURNING last_iid
 )
 INSERT INTO pipelines (project_id, ref, sha, stages, timeout_strategy, status, created_at, updated_at,
-    iid, source, before_sha, variables, per_job, resource_groups)
-SELECT $1, $2, $3, $4, $5, 'pending', $6, $6, n.last_iid, $7, $8, $9, $10, $11 FROM n
+    iid, source, before_sha, variables, per_job, resource_groups, parent_build_id, depth)
+SELECT $1, $2, $3, $4, $5, 'pending', $6, $6, n.last_iid, $7, $8, $9, $10, $11, $12, $13 FROM n
 RETURNING id`
 
 // insertEvents records each new build's first event, the one its initial state calls for.
@@ -43,6 +43,21 @@ var initialEvents = map[builds.Status]string{builds.StatusPending: builds.EventQ
 // jobs pending, the rest created). Builds are inserted with COPY, so thousands of jobs cost
 // one round trip.
 func (s *Store) CreatePipeline(ctx context.Context, d builds.PipelineDefinition, now time.Time) (builds.Pipeline, error) {
+	var id int64
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		id, err = insertPipelineTx(ctx, tx, d, now, 0)
+		return err
+	})
+	if err != nil {
+		return builds.Pipeline{}, err
+	}
+	return s.Pipeline(ctx, d.ProjectID, id)
+}
+
+// insertPipelineTx stores a normalized definition in tx (see CreatePipeline) at depth (a
+// child's: its parent's + 1) and returns its id.
+func insertPipelineTx(ctx context.Context, tx pgx.Tx, d builds.PipelineDefinition, now time.Time, depth int) (int64, error) {
 	statuses := d.InitialStatuses()
 	perJob := d.PerJob()
 	var planned []builds.PlanJob // what the job plan reads: needs reduced to jobs of the pipeline
@@ -54,97 +69,96 @@ func (s *Store) CreatePipeline(ctx context.Context, d builds.PipelineDefinition,
 	}
 	for _, st := range statuses {
 		if err := builds.CheckTransition(builds.StatusNew, st, initialEvents[st], ""); err != nil {
-			return builds.Pipeline{}, err
+			return 0, err
 		}
+	}
+	var parent *int64
+	if d.ParentBuildID != 0 {
+		parent = &d.ParentBuildID
 	}
 	var id int64
 	keys := resourceGroupKeys(d.Jobs)
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, insertPipeline, d.ProjectID, d.Ref, d.SHA, d.Stages, d.TimeoutStrategy, now,
-			d.Source, d.BeforeSHA, nonNilVariables(d.Variables), perJob, len(keys) > 0).Scan(&id); err != nil {
-			return err
-		}
-		groups, err := ensureResourceGroups(ctx, tx, d.ProjectID, keys, now)
-		if err != nil {
-			return err
-		}
-		rows := make([][]any, len(d.Jobs))
-		for i, j := range d.Jobs {
-			status := statuses[i]
-			var queuedAt, scheduledAt, finishedAt *time.Time
-			switch status {
-			case builds.StatusPending, builds.StatusWaitingForResource:
-				queuedAt = &now
-			case builds.StatusScheduled:
-				at := now.Add(time.Duration(j.StartInSeconds) * time.Second)
-				scheduledAt = &at
-			case builds.StatusSkipped:
-				finishedAt = &now
-			}
-			tags := j.Tags
-			if tags == nil {
-				tags = []string{}
-			}
-			when := j.When
-			if when == "" {
-				when = builds.WhenOnSuccess
-			}
-			var needs []string // NULL: stage order
-			if perJob && j.NeedsDeclared {
-				needs = planned[i].Needs
-			}
-			payload := builds.PayloadOf(j)
-			var group *int64 // NULL without a resource_group
-			if gid, ok := groups[j.ResourceGroup]; ok {
-				group = &gid
-			}
-			rows[i] = []any{d.ProjectID, id, j.Stage, d.StageIndex(j.Stage), j.Name, string(status), tags, payload,
-				j.TimeoutSeconds, j.AllowFailure, when, needs, queuedAt, scheduledAt, finishedAt, now, now, group}
-		}
-		_, err = tx.CopyFrom(ctx, pgx.Identifier{"builds"},
-			[]string{"project_id", "pipeline_id", "stage", "stage_idx", "name", "status", "tags", "payload",
-				"timeout_seconds", "allow_failure", "run_when", "needs", "queued_at", "scheduled_at", "finished_at",
-				"created_at", "updated_at", "resource_group_id"},
-			pgx.CopyFromRows(rows))
-		if err != nil {
-			return fmt.Errorf("insert builds: %w", err)
-		}
-		if _, err := tx.Exec(ctx, insertEvents, id, now); err != nil {
-			return err
-		}
-		if hasEnvironment(d.Jobs) {
-			if _, err := tx.Exec(ctx, recordEnvironments, id, now); err != nil {
-				return fmt.Errorf("record environments: %w", err)
-			}
-		}
-		if len(groups) > 0 {
-			// The new pipeline's waiting jobs may have their groups at once.
-			if _, err := assignPipelineGroups(ctx, tx, id, now); err != nil {
-				return err
-			}
-		}
-		if !perJob {
-			return nil
-		}
-		// A job-by-job pipeline may start blocked on a manual job, waiting for a delayed
-		// one, or (every job ruled out) already over.
-		status := builds.PipelineStatus(builds.TallyJobs(planned))
-		if status == builds.PipelinePending {
-			return nil
-		}
-		p := lockedPipeline{status: builds.PipelinePending, progressedAt: now, perJob: true}
-		return storeStatus(ctx, tx, id, now, p, status, true)
-	})
-	if err != nil {
-		return builds.Pipeline{}, err
+	if err := tx.QueryRow(ctx, insertPipeline, d.ProjectID, d.Ref, d.SHA, d.Stages, d.TimeoutStrategy, now,
+		d.Source, d.BeforeSHA, nonNilVariables(d.Variables), perJob, len(keys) > 0, parent, depth).Scan(&id); err != nil {
+		return 0, err
 	}
-	return s.Pipeline(ctx, d.ProjectID, id)
+	groups, err := ensureResourceGroups(ctx, tx, d.ProjectID, keys, now)
+	if err != nil {
+		return 0, err
+	}
+	rows := make([][]any, len(d.Jobs))
+	for i, j := range d.Jobs {
+		status := statuses[i]
+		var queuedAt, scheduledAt, finishedAt *time.Time
+		switch status {
+		case builds.StatusPending, builds.StatusWaitingForResource:
+			queuedAt = &now
+		case builds.StatusScheduled:
+			at := now.Add(time.Duration(j.StartInSeconds) * time.Second)
+			scheduledAt = &at
+		case builds.StatusSkipped:
+			finishedAt = &now
+		}
+		tags := j.Tags
+		if tags == nil {
+			tags = []string{}
+		}
+		when := j.When
+		if when == "" {
+			when = builds.WhenOnSuccess
+		}
+		var needs []string // NULL: stage order
+		if perJob && j.NeedsDeclared {
+			needs = planned[i].Needs
+		}
+		payload := builds.PayloadOf(j)
+		var group *int64 // NULL without a resource_group
+		if gid, ok := groups[j.ResourceGroup]; ok {
+			group = &gid
+		}
+		rows[i] = []any{d.ProjectID, id, j.Stage, d.StageIndex(j.Stage), j.Name, string(status), tags, payload,
+			j.TimeoutSeconds, j.AllowFailure, when, needs, queuedAt, scheduledAt, finishedAt, now, now, group, j.IsBridge()}
+	}
+	_, err = tx.CopyFrom(ctx, pgx.Identifier{"builds"},
+		[]string{"project_id", "pipeline_id", "stage", "stage_idx", "name", "status", "tags", "payload",
+			"timeout_seconds", "allow_failure", "run_when", "needs", "queued_at", "scheduled_at", "finished_at",
+			"created_at", "updated_at", "resource_group_id", "bridge"},
+		pgx.CopyFromRows(rows))
+	if err != nil {
+		return 0, fmt.Errorf("insert builds: %w", err)
+	}
+	if _, err := tx.Exec(ctx, insertEvents, id, now); err != nil {
+		return 0, err
+	}
+	if hasEnvironment(d.Jobs) {
+		if _, err := tx.Exec(ctx, recordEnvironments, id, now); err != nil {
+			return 0, fmt.Errorf("record environments: %w", err)
+		}
+	}
+	if len(groups) > 0 {
+		// The new pipeline's waiting jobs may have their groups at once.
+		if _, err := assignPipelineGroups(ctx, tx, id, now); err != nil {
+			return 0, err
+		}
+	}
+	if !perJob {
+		return id, nil
+	}
+	// A job-by-job pipeline may start blocked on a manual job, waiting for a delayed
+	// one, or (every job ruled out) already over.
+	status := builds.PipelineStatus(builds.TallyJobs(planned))
+	if status == builds.PipelinePending {
+		return id, nil
+	}
+	p := lockedPipeline{status: builds.PipelinePending, progressedAt: now, perJob: true}
+	_, err = storeStatus(ctx, tx, id, now, p, status, true)
+	return id, err
 }
 
 const pipelineByID = `
-SELECT id, project_id, ref, sha, stages, timeout_strategy, status, created_at, updated_at, finished_at,
-    iid, source, before_sha, variables
-FROM pipelines WHERE id = $1 AND project_id = $2`
+SELECT p.id, p.project_id, p.ref, p.sha, p.stages, p.timeout_strategy, p.status, p.created_at, p.updated_at, p.finished_at,
+    p.iid, p.source, p.before_sha, p.variables, COALESCE(p.parent_build_id, 0), COALESCE(pb.pipeline_id, 0), p.depth
+FROM pipelines p LEFT JOIN builds pb ON pb.id = p.parent_build_id WHERE p.id = $1 AND p.project_id = $2`
 
 const buildsOfPipeline = `SELECT ` + buildCols + ` FROM builds b` + buildJoins + `WHERE b.pipeline_id = $1 ORDER BY b.stage_idx, b.id`
 
@@ -153,7 +167,7 @@ func (s *Store) Pipeline(ctx context.Context, projectID, id int64) (builds.Pipel
 	var p builds.Pipeline
 	err := s.pool.QueryRow(ctx, pipelineByID, id, projectID).Scan(&p.ID, &p.ProjectID, &p.Ref, &p.SHA, &p.Stages,
 		&p.TimeoutStrategy, &p.Status, &p.CreatedAt, &p.UpdatedAt, &p.FinishedAt,
-		&p.IID, &p.Source, &p.BeforeSHA, &p.Variables)
+		&p.IID, &p.Source, &p.BeforeSHA, &p.Variables, &p.ParentBuildID, &p.ParentPipelineID, &p.Depth)
 	if err != nil {
 		return builds.Pipeline{}, notFound(err, fmt.Sprintf("pipeline %d", id))
 	}
@@ -183,26 +197,53 @@ WITH b AS (
 INSERT INTO build_events (build_id, type, at, detail)
 SELECT id, 'cancel_requested', $2, '{"actor": "pipeline cancel"}'::jsonb FROM b`
 
-// CancelPipeline cancels every unfinished build of a pipeline.
+// CancelPipeline cancels every unfinished build of a pipeline, and its child pipelines
+// (GitLab cancels a pipeline's downstream ones with it), in one transaction.
 func (s *Store) CancelPipeline(ctx context.Context, projectID, id int64, now time.Time) (builds.Pipeline, error) {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var ok bool
 		if err := tx.QueryRow(ctx, `SELECT true FROM pipelines WHERE id = $1 AND project_id = $2`, id, projectID).Scan(&ok); err != nil {
 			return notFound(err, fmt.Sprintf("pipeline %d", id))
 		}
-		if _, err := tx.Exec(ctx, cancelPipelineBuilds, id, now); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, cancelPipelineRunning, id, now); err != nil {
-			return err
-		}
-		_, err := advance(ctx, tx, id, now)
-		return err
+		return cancelPipelineTx(ctx, tx, id, now)
 	})
 	if err != nil {
 		return builds.Pipeline{}, err
 	}
 	return s.Pipeline(ctx, projectID, id)
+}
+
+// unfinishedChildren lists the child pipelines of pipeline $1's bridges that have not ended.
+const unfinishedChildren = `
+SELECT c.id FROM pipelines c JOIN builds b ON b.id = c.parent_build_id
+WHERE b.pipeline_id = $1 AND c.status NOT IN ('success', 'failed', 'canceled')
+ORDER BY c.id`
+
+func cancelPipelineTx(ctx context.Context, tx pgx.Tx, id int64, now time.Time) error {
+	if _, err := tx.Exec(ctx, cancelPipelineBuilds, id, now); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, cancelPipelineRunning, id, now); err != nil {
+		return err
+	}
+	rows, err := tx.Query(ctx, unfinishedChildren, id)
+	if err != nil {
+		return err
+	}
+	children, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return err
+	}
+	// A child's end (a canceled child) ends its depend bridge, canceling since the
+	// statements above, and advances this pipeline: child before parent, the order a
+	// child's own finish locks them in.
+	for _, c := range children {
+		if err := cancelPipelineTx(ctx, tx, c, now); err != nil {
+			return err
+		}
+	}
+	_, err = advance(ctx, tx, id, now)
+	return err
 }
 
 // nonNilVariables stores no variables as [] rather than null.

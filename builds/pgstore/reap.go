@@ -14,7 +14,7 @@ import (
 // with SKIP LOCKED so replicas reap disjoint batches.
 const (
 	reapNoUpdates = `
-SELECT id, pipeline_id FROM builds WHERE status = 'running' AND updated_at < $1
+SELECT id, pipeline_id FROM builds WHERE status = 'running' AND updated_at < $1 AND NOT bridge
 ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED`
 	reapExecution = `
 SELECT id, pipeline_id FROM builds WHERE status = 'running' AND run_deadline < $1

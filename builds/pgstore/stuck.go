@@ -35,8 +35,10 @@ const currentStage = `
 SELECT id, name, status, stage_idx FROM builds
 WHERE pipeline_id = $1 AND retried_by IS NULL AND stage_idx > $2
   AND status IN ('pending', 'waiting_for_runner_ack', 'running', 'canceling')
+  AND NOT (bridge AND status <> 'pending')
   AND stage_idx = (SELECT min(stage_idx) FROM builds WHERE pipeline_id = $1 AND retried_by IS NULL
-                   AND stage_idx > $2 AND status IN ('pending', 'waiting_for_runner_ack', 'running', 'canceling'))
+                   AND stage_idx > $2 AND status IN ('pending', 'waiting_for_runner_ack', 'running', 'canceling')
+                   AND NOT (bridge AND status <> 'pending'))
 ORDER BY id`
 
 const moveOn = `UPDATE pipelines SET advanced_past = $2, progressed_at = $3 WHERE id = $1`
