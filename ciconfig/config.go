@@ -25,11 +25,10 @@ var unsupportedTop = map[string]string{
 var jobKeys = []string{"stage", "type", "script", "before_script", "after_script", "image", "services",
 	"variables", "tags", "timeout", "retry", "allow_failure", "when", "start_in", "needs",
 	"dependencies", "artifacts", "cache", "rules", "parallel", "extends", "inherit", "only", "except", "coverage", "interruptible", "environment",
-	"resource_group"}
+	"resource_group", "trigger"}
 
 // GitLab job keys jobapi does not support yet: a 400 naming them, never dropped.
 var jobUnsupported = map[string]string{
-	"trigger":             " (downstream pipelines)",
 	"release":             "",
 	"id_tokens":           "",
 	"secrets":             "",
@@ -317,7 +316,14 @@ func (cfg *config) readJob(name string, v *val, defaults map[string]*val) error 
 	if err := checkKeys(v, name, "", jobKeys, jobUnsupported); err != nil {
 		return err
 	}
-	if !v.has("script") {
+	bridge := v.has("trigger")
+	if bridge {
+		for _, k := range bridgeRunnerKeys {
+			if x := v.get(k); x != nil && x.kind != vNull {
+				return errAt(x, name, "", "config contains unknown keys: %s (a trigger job runs nothing itself)", k)
+			}
+		}
+	} else if !v.has("script") {
 		if s := v.get("script"); s != nil {
 			return errAt(s, name, "script", "can't be blank")
 		}
@@ -327,6 +333,11 @@ func (cfg *config) readJob(name string, v *val, defaults map[string]*val) error 
 	def := &j.def
 	def.Name = name
 	var err error
+	if bridge {
+		if def.Trigger, err = parseTrigger(v.get("trigger"), name); err != nil {
+			return err
+		}
+	}
 
 	// stage (type is GitLab's deprecated name for it)
 	def.Stage = builds.DefaultStage
@@ -343,11 +354,13 @@ func (cfg *config) readJob(name string, v *val, defaults map[string]*val) error 
 		return errAt(orVal(stageVal, v), name, "stage", "chosen stage %s does not exist; available stages are %s", def.Stage, strings.Join(cfg.stages, ", "))
 	}
 
-	if def.Script, err = scriptLines(v.get("script"), name, "script"); err != nil {
-		return err
-	}
-	if len(def.Script) == 0 {
-		return errAt(v.get("script"), name, "script", "can't be blank")
+	if !bridge {
+		if def.Script, err = scriptLines(v.get("script"), name, "script"); err != nil {
+			return err
+		}
+		if len(def.Script) == 0 {
+			return errAt(v.get("script"), name, "script", "can't be blank")
+		}
 	}
 
 	// inherit: which defaults and global variables the job takes
@@ -358,6 +371,9 @@ func (cfg *config) readJob(name string, v *val, defaults map[string]*val) error 
 		}
 	}
 	for _, k := range defaultKeys {
+		if bridge { // default: holds what runners use; a bridge takes none of it (GitLab)
+			break
+		}
 		kv, key, warn := v.get(k), k, cfg.warn
 		if kv == nil || kv.kind == vNull {
 			dv, ok := defaults[k]

@@ -65,6 +65,7 @@ type graphJob struct {
 	Interruptible bool                `json:"interruptible,omitempty"`
 	Environment   *builds.Environment `json:"environment,omitempty"`
 	ResourceGroup string              `json:"resource_group,omitempty"`
+	Trigger       *builds.Trigger     `json:"trigger,omitempty"`
 }
 
 func graphOf(j builds.JobDefinition) graphJob {
@@ -73,7 +74,8 @@ func graphOf(j builds.JobDefinition) graphJob {
 		NeedsDeclared: j.NeedsDeclared, Dependencies: j.Dependencies, Image: j.Image.Name, Tags: j.Tags,
 		Timeout: j.TimeoutSeconds, BeforeScript: j.BeforeScript, Script: j.Script, AfterScript: j.AfterScript,
 		Artifacts: j.Artifacts, Cache: j.Cache, Coverage: j.CoverageRegex, Interruptible: j.Interruptible, Environment: j.Environment,
-		ResourceGroup: j.ResourceGroup}
+		ResourceGroup: j.ResourceGroup,
+		Trigger:       j.Trigger}
 	if g.Dependencies == nil {
 		g.Dependencies = []string{}
 	}

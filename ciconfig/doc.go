@@ -57,7 +57,15 @@
 //	            variables and CI_ENVIRONMENT_NAME and _SLUG; empty after expansion: no
 //	            group; a key GitLab would not store is a 400; builds/pgstore lets one job
 //	            of a group hold it at a time across the project's pipelines)
-//	            refused: trigger, release, id_tokens,
+//	            trigger (a child pipeline: include: a path or up to 3 {local: path}
+//	            of the repository, strategy: depend, forward: yaml_variables,
+//	            pipeline_variables; a trigger job takes no default: and may not have
+//	            script, image, services, tags, cache, artifacts, coverage, timeout or
+//	            interruptible; ChildConfig is the child's file, package downstream
+//	            compiles it when the bridge is pending; refused: trigger: <project>,
+//	            trigger:project, branch (multi-project), trigger:include:project,
+//	            template, component, remote, artifact (dynamic child pipelines))
+//	            refused: release, id_tokens,
 //	            secrets, pages (the keyword; a job named pages is fine), hooks,
 //	            identity, manual_confirmation, run, dast_configuration, publish
 //	rules       if, changes, exists, when, allow_failure, variables, start_in, needs,

@@ -5,8 +5,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/url"
-	"strconv"
 
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/ciconfig"
@@ -82,56 +80,25 @@ func (h *Handler) ciContext(r *http.Request, pid int64, req ciRequest) (ciconfig
 	if err != nil {
 		return ciconfig.Context{}, err
 	}
-	ref := req.Ref
-	if ref == "" {
-		ref = "main"
-		if jp.Project != nil {
-			ref = jp.Project.DefaultBranch
-		}
-	}
-	name, refType := splitRef(ref)
-	source := req.Origin.Source
-	if source == "" {
-		source = "api"
-	}
-	c := ciconfig.Context{Ref: name, RefIsTag: refType == "tag", SHA: req.SHA, BeforeSHA: req.Origin.BeforeSha,
-		DefaultBranch: "main", Source: source}
-	projectName, path := "project-"+strconv.FormatInt(pid, 10), ""
-	path = projectName
-	repoURL := ""
-	if jp.Project != nil {
-		c.DefaultBranch, projectName, path = jp.Project.DefaultBranch, jp.Project.Name, jp.Project.Path
-		repoURL = jp.Project.RepoURL
-	}
+	o := ciconfig.Origin{ProjectID: pid, Project: jp, Ref: req.Ref, SHA: req.SHA, BeforeSHA: req.Origin.BeforeSha,
+		Source: req.Origin.Source, ServerURL: h.externalBase(r), Namespace: projectNamespace, Variables: req.Origin.Variables}
+	c := o.Context()
 	if h.includes != nil {
 		// include: local reads the repository at the pipeline's commit (its ref without one).
 		rev := req.SHA
 		if rev == "" {
-			rev = ref
+			rev = req.Ref
+			if rev == "" {
+				rev, _ = o.RefName()
+			}
+		}
+		repoURL := ""
+		if jp.Project != nil {
+			repoURL = jp.Project.RepoURL
 		}
 		files := h.includes.For(r.Context(), repoURL, rev)
 		c.Includes, c.Repository = files, files
 	}
-	base := h.externalBase(r)
-	host := base
-	if u, err := url.Parse(base); err == nil {
-		host = u.Hostname()
-	}
-	predefined := [][2]string{
-		{"CI", "true"}, {"GITLAB_CI", "true"},
-		{"CI_SERVER_URL", base}, {"CI_SERVER_HOST", host}, {"CI_API_V4_URL", base + "/api/v4"},
-		{"CI_PROJECT_ID", strconv.FormatInt(pid, 10)}, {"CI_PROJECT_NAME", projectName},
-		{"CI_PROJECT_PATH", projectNamespace + "/" + path}, {"CI_PROJECT_NAMESPACE", projectNamespace},
-	}
-	for _, p := range predefined {
-		c.Variables = append(c.Variables, builds.Variable{Key: p[0], Value: p[1]})
-	}
-	for _, v := range jp.JobVariables(ref) {
-		c.Variables = append(c.Variables, builds.Variable{Key: v.Key, Value: v.Value, Masked: v.Masked,
-			File: v.VariableType == builds.VariableFile})
-	}
-	// Pipeline variables last: they win over project variables, as in the job.
-	c.Variables = append(c.Variables, req.Origin.Variables...)
 	return c, nil
 }
 
