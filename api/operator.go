@@ -52,6 +52,8 @@ type PipelineJob struct {
 	Attempt   int    `json:"attempt"`
 	RetryOf   *int64 `json:"retry_of"`
 	RetriedBy *int64 `json:"retried_by"`
+	// Bridge: a trigger job (its child: GET …/pipelines/:id/bridges).
+	Bridge bool `json:"bridge,omitempty"`
 }
 
 // Pipeline is a pipeline with its jobs (every attempt).
@@ -79,6 +81,52 @@ type Pipeline struct {
 	// GitStrategy is "none" when the project has no repository (its jobs get
 	// GIT_STRATEGY=none), "fetch" when it has one; absent where not looked up.
 	GitStrategy string `json:"git_strategy,omitempty"`
+	// ParentPipelineID and ParentJobID: the pipeline and the bridge job that created this
+	// child pipeline (source parent_pipeline); null for a pipeline started otherwise.
+	ParentPipelineID *int64 `json:"parent_pipeline_id"`
+	ParentJobID      *int64 `json:"parent_job_id"`
+}
+
+// Bridge is a trigger job in GitLab's GET /projects/:id/pipelines/:pipeline_id/bridges.
+type Bridge struct {
+	ID                 int64                 `json:"id"`
+	Name               string                `json:"name"`
+	Stage              string                `json:"stage"`
+	Status             string                `json:"status"`
+	Ref                string                `json:"ref"`
+	Tag                bool                  `json:"tag"`
+	AllowFailure       bool                  `json:"allow_failure"`
+	CreatedAt          time.Time             `json:"created_at"`
+	StartedAt          *time.Time            `json:"started_at"`
+	FinishedAt         *time.Time            `json:"finished_at"`
+	Duration           *float64              `json:"duration"`
+	QueuedDuration     *float64              `json:"queued_duration"`
+	FailureReason      *string               `json:"failure_reason,omitempty"`
+	Attempt            int                   `json:"attempt"`
+	RetryOf            *int64                `json:"retry_of"`
+	RetriedBy          *int64                `json:"retried_by"`
+	Pipeline           BridgePipeline        `json:"pipeline"`
+	DownstreamPipeline *BridgePipeline       `json:"downstream_pipeline"`
+	Trigger            BridgeTriggerStrategy `json:"trigger"`
+}
+
+// BridgePipeline is the upstream or downstream pipeline of a bridge, GitLab's short form.
+type BridgePipeline struct {
+	ID        int64     `json:"id"`
+	IID       int64     `json:"iid"`
+	ProjectID int64     `json:"project_id"`
+	Sha       string    `json:"sha"`
+	Ref       string    `json:"ref"`
+	Status    string    `json:"status"`
+	Source    string    `json:"source"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// BridgeTriggerStrategy is jobapi's addition: what the bridge's trigger: says.
+type BridgeTriggerStrategy struct {
+	Include  []string `json:"include"`
+	Strategy *string  `json:"strategy"`
 }
 
 // PipelineVariable names a pipeline variable (GitLab's variable_type: env_var or file).

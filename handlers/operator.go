@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -324,8 +325,9 @@ func pipelineView(p builds.Pipeline) api.Pipeline {
 	}
 	for i, b := range p.Builds {
 		out.Jobs[i] = api.PipelineJob{ID: b.ID, Name: b.Name, Stage: b.Stage, Status: string(b.Status),
-			Attempt: b.Attempt, RetryOf: nonZero(b.RetryOf), RetriedBy: nonZero(b.RetriedBy)}
+			Attempt: b.Attempt, RetryOf: nonZero(b.RetryOf), RetriedBy: nonZero(b.RetriedBy), Bridge: b.Bridge}
 	}
+	out.ParentPipelineID, out.ParentJobID = nonZero(p.ParentPipelineID), nonZero(p.ParentBuildID)
 	if c, ok := p.Coverage(); ok {
 		s := strconv.FormatFloat(c, 'f', 2, 64)
 		out.Coverage = &s
@@ -430,10 +432,12 @@ func (h *Handler) getPipelineJobs(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	from := min((pg.Page-1)*pg.PerPage, len(p.Builds))
-	to := min(from+pg.PerPage, len(p.Builds))
+	// GitLab lists a pipeline's trigger jobs apart (…/bridges), not among its jobs.
+	jobsOnly := slices.DeleteFunc(p.Builds, func(b builds.Build) bool { return b.Bridge })
+	from := min((pg.Page-1)*pg.PerPage, len(jobsOnly))
+	to := min(from+pg.PerPage, len(jobsOnly))
 	views := make([]builds.JobView, 0, to-from)
-	for _, b := range p.Builds[from:to] {
+	for _, b := range jobsOnly[from:to] {
 		views = append(views, builds.JobView{Build: b})
 	}
 	if err := h.svc.WithArtifacts(r.Context(), views); err != nil {
@@ -443,8 +447,77 @@ func (h *Handler) getPipelineJobs(w http.ResponseWriter, r *http.Request) error 
 	for i, v := range views {
 		jobs[i] = jobView(v)
 	}
-	writePage(w, pg, len(p.Builds), jobs)
+	writePage(w, pg, len(jobsOnly), jobs)
 	return nil
+}
+
+// getPipelineBridges is GitLab's GET /projects/:id/pipelines/:pipeline_id/bridges: the
+// pipeline's trigger jobs with their downstream (child) pipelines, paged.
+func (h *Handler) getPipelineBridges(w http.ResponseWriter, r *http.Request) error {
+	pg, err := pageOf(r)
+	if err != nil {
+		return err
+	}
+	pid, err := projectID(r)
+	if err != nil {
+		return err
+	}
+	id, err := pathID(r, "pipeline_id")
+	if err != nil {
+		return err
+	}
+	p, err := h.svc.Pipeline(r.Context(), pid, id)
+	if err != nil {
+		return err
+	}
+	list, err := h.svc.Bridges(r.Context(), pid, id)
+	if err != nil {
+		return err
+	}
+	from := min((pg.Page-1)*pg.PerPage, len(list))
+	to := min(from+pg.PerPage, len(list))
+	out := make([]api.Bridge, 0, to-from)
+	for _, v := range list[from:to] {
+		out = append(out, bridgeView(p, v))
+	}
+	writePage(w, pg, len(list), out)
+	return nil
+}
+
+func bridgeView(p builds.Pipeline, v builds.BridgeView) api.Bridge {
+	b := v.Build
+	name, refType := splitRef(p.Ref)
+	out := api.Bridge{ID: b.ID, Name: b.Name, Stage: b.Stage, Status: string(b.Status), Ref: name, Tag: refType == "tag",
+		AllowFailure: b.AllowFailure, CreatedAt: b.CreatedAt, StartedAt: b.StartedAt, FinishedAt: b.FinishedAt,
+		Attempt: b.Attempt, RetryOf: nonZero(b.RetryOf), RetriedBy: nonZero(b.RetriedBy),
+		Pipeline: api.BridgePipeline{ID: p.ID, IID: p.IID, ProjectID: p.ProjectID, Sha: p.SHA, Ref: p.Ref,
+			Status: p.Status, Source: p.Source, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}}
+	if out.StartedAt != nil && b.QueuedAt != nil {
+		q := out.StartedAt.Sub(*b.QueuedAt).Seconds()
+		out.QueuedDuration = &q
+	}
+	if out.StartedAt != nil && b.FinishedAt != nil {
+		d := b.FinishedAt.Sub(*out.StartedAt).Seconds()
+		out.Duration = &d
+	}
+	if b.FailureReason != "" {
+		reason := b.FailureReason
+		out.FailureReason = &reason
+	}
+	if t := b.Payload.Trigger; t != nil {
+		for _, inc := range t.Include {
+			out.Trigger.Include = append(out.Trigger.Include, inc.Local)
+		}
+		if t.Strategy != "" {
+			s := t.Strategy
+			out.Trigger.Strategy = &s
+		}
+	}
+	if d := v.Downstream; d != nil {
+		out.DownstreamPipeline = &api.BridgePipeline{ID: d.ID, IID: d.IID, ProjectID: d.ProjectID, Sha: d.SHA,
+			Ref: d.Ref, Status: d.Status, Source: d.Source, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt}
+	}
+	return out
 }
 
 func (h *Handler) cancelPipeline(w http.ResponseWriter, r *http.Request) error {

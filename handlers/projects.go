@@ -12,8 +12,10 @@ import (
 	"github.com/jobapi/jobapi/builds"
 )
 
-// projectNamespace is the one namespace jobapi has: CI_PROJECT_PATH is jobapi/<path>.
-const projectNamespace = "jobapi"
+// ProjectNamespace is the one namespace jobapi has: CI_PROJECT_PATH is jobapi/<path>.
+const ProjectNamespace = "jobapi"
+
+const projectNamespace = ProjectNamespace
 
 // projectFields is the body of POST /projects and PUT /projects/:id.
 type projectFields struct {

@@ -77,6 +77,7 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 
 			r.Get("/projects/{project_id}/pipelines/{pipeline_id}", h.wrap(h.getPipeline))
 			r.Get("/projects/{project_id}/pipelines/{pipeline_id}/jobs", h.wrap(h.getPipelineJobs))
+			r.Get("/projects/{project_id}/pipelines/{pipeline_id}/bridges", h.wrap(h.getPipelineBridges))
 			r.Get("/projects/{project_id}/pipelines/{pipeline_id}/test_report", h.wrap(h.getTestReport))
 			r.Get("/projects/{project_id}/pipelines/{pipeline_id}/test_report_summary", h.wrap(h.getTestReportSummary))
 			r.Post("/projects/{project_id}/pipelines/{pipeline_id}/cancel", h.wrap(h.cancelPipeline))

@@ -23,6 +23,7 @@ import (
 	"github.com/jobapi/jobapi/builds/pgstore"
 	"github.com/jobapi/jobapi/builds/redisstore"
 	"github.com/jobapi/jobapi/cisource"
+	"github.com/jobapi/jobapi/downstream"
 	"github.com/jobapi/jobapi/featureflags"
 	"github.com/jobapi/jobapi/featureflags/pgflags"
 	"github.com/jobapi/jobapi/handlers"
@@ -48,6 +49,8 @@ type Server struct {
 	Due     *reaper.DueJobs // queues delayed jobs whose time has come
 	// Artifacts is the artifacts pass (expiry and object cleanup); tests call PassOnce.
 	Artifacts *reaper.Artifacts
+	// Bridges is the bridge pass (child pipelines of trigger: jobs); tests call CreateOnce.
+	Bridges *downstream.Bridges
 	// Objects is the object store of job artifacts.
 	Objects builds.ObjectStore
 	Pool    *pgxpool.Pool
@@ -126,7 +129,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 	rl := ratelimit.New(be.rdb, cfg.RedisKeyPrefix)
 	rl.Log = log
 	hub := webui.NewHub(d.svc.SubscribeChanges, log)
-	srv, ln, err := newHTTP(cfg, opts, d, fl, reg, rl, hub, log)
+	srv, ln, err := newHTTP(cfg, opts, &d, fl, reg, rl, hub, log)
 	if err != nil {
 		be.close()
 		return nil, err
@@ -142,10 +145,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 		workers = append(workers, fl.pg.Run)
 	}
 	if !opts.DisableSweeper {
-		workers = append(workers, d.sweeper.Run, d.reaper.Run, d.stuck.Run, d.due.Run, d.staleManagers.Run, d.artifacts.Run)
+		workers = append(workers, d.sweeper.Run, d.reaper.Run, d.stuck.Run, d.due.Run, d.staleManagers.Run, d.artifacts.Run,
+			d.bridges.Run)
 	}
 	s := &Server{URL: "http://" + ln.Addr().String(), Service: d.svc, Sweeper: d.sweeper, Reaper: d.reaper,
-		Stuck: d.stuck, Due: d.due, Artifacts: d.artifacts, Objects: be.objects, Pool: be.pool, Redis: be.rdb, Hub: hub}
+		Stuck: d.stuck, Due: d.due, Artifacts: d.artifacts, Bridges: d.bridges, Objects: be.objects, Pool: be.pool, Redis: be.rdb, Hub: hub}
 	s.run(ctx, srv, ln, workers, func() {
 		// Rate-limit counts decided locally during the drain, sent before Redis closes.
 		fctx, fcancel := context.WithTimeout(context.Background(), time.Second)
@@ -273,6 +277,7 @@ type domain struct {
 	staleManagers *reaper.StaleManagers
 	// artifacts expires artifacts and removes objects no row needs.
 	artifacts *reaper.Artifacts
+	bridges   *downstream.Bridges // creates child pipelines (trigger:)
 }
 
 func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics, log *slog.Logger) domain {
@@ -306,7 +311,7 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 }
 
 // newHTTP returns the HTTP server of the whole API and the listener it will serve on.
-func newHTTP(cfg Config, opts Options, d domain, fl flagBackend, reg *prometheus.Registry, rl *ratelimit.Limiter,
+func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheus.Registry, rl *ratelimit.Limiter,
 	hub *webui.Hub, log *slog.Logger) (*http.Server, net.Listener, error) {
 	ui := webui.New(webui.Deps{Service: d.svc, AdminToken: cfg.AdminToken, Flags: fl.web, Revocations: d.rs,
 		Hub: hub, TraceWatch: d.rs, ExternalURL: cfg.ExternalURL, Log: log, Now: opts.Now})
@@ -319,7 +324,10 @@ func newHTTP(cfg Config, opts Options, d domain, fl flagBackend, reg *prometheus
 	if err != nil {
 		return nil, nil, err
 	}
-	h := handlers.New(handlers.Deps{UI: ui, Service: d.svc, Includes: &cisource.Source{Git: git, Remote: cisource.NewRemote()}, AdminToken: cfg.AdminToken, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
+	sources := &cisource.Source{Git: git, Remote: cisource.NewRemote()}
+	d.bridges = &downstream.Bridges{Service: d.svc, Sources: sources, ServerURL: cfg.ExternalURL,
+		Namespace: handlers.ProjectNamespace, Interval: cfg.SweepInterval, Log: log}
+	h := handlers.New(handlers.Deps{UI: ui, Service: d.svc, Includes: sources, AdminToken: cfg.AdminToken, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
 		Flags: fl.admin, Health: health{store: d.store, redis: d.rs},
 		Registry: reg, TraceWatch: d.rs, Limiter: limiter{rl}, ExternalURL: cfg.ExternalURL,
 		ArtifactUploadTimeout: cfg.ArtifactUploadTimeout,

@@ -150,6 +150,8 @@ type stageColumn struct {
 type jobCard struct {
 	builds.Build
 	X, Y int
+	// Child: the child pipeline of a trigger job, 0 before it exists (or when it could not).
+	Child int64
 	// Earlier is how many earlier attempts it has (its retry chain).
 	Earlier                         int
 	Playable, Cancelable, Retryable bool
@@ -160,7 +162,8 @@ type edge struct {
 	Path string
 }
 
-func buildPipelineData(p builds.Pipeline, now time.Time) pipelineData {
+// buildPipelineData lays out p; children maps its trigger jobs to their child pipelines.
+func buildPipelineData(p builds.Pipeline, children map[int64]int64, now time.Time) pipelineData {
 	d := pipelineData{Pipeline: p, Attempts: len(p.Builds), Finished: p.FinishedAt != nil}
 	end := now
 	if p.FinishedAt != nil {
@@ -183,7 +186,7 @@ func buildPipelineData(p builds.Pipeline, now time.Time) pipelineData {
 		for j, b := range byStage[name] {
 			c := jobCard{Build: b, X: col.X, Y: headerH + j*(cardH+cardGapY), Earlier: earlier[b.Name],
 				Playable: b.Status == builds.StatusManual, Cancelable: !b.Status.Finished(),
-				Retryable: b.Status.Finished() && b.Status != builds.StatusSkipped}
+				Retryable: b.Status.Finished() && b.Status != builds.StatusSkipped, Child: children[b.ID]}
 			if b.Payload.NeedsDeclared {
 				for _, n := range b.Payload.Needs {
 					c.Needs = append(c.Needs, n.Job)
@@ -245,7 +248,7 @@ func (u *UI) pipelinePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := view{Title: fmt.Sprintf("Pipeline #%d", p.ID), Nav: "pipelines", Live: "pipeline=" + strconv.FormatInt(p.ID, 10),
-		Data: buildPipelineData(p, u.now())}
+		Data: buildPipelineData(p, u.childrenOf(r, p), u.now())}
 	if wantsFragment(r) {
 		u.fragment(w, r, "pipeline", "graph", v)
 		return
@@ -274,6 +277,26 @@ func (u *UI) addExposed(r *http.Request, d pipelineData) pipelineData {
 		d.Exposed = append(d.Exposed, l)
 	}
 	return d
+}
+
+// childrenOf maps p's trigger jobs to their child pipelines; read only for a pipeline that
+// has trigger jobs, and a store that fails costs the links, never the page.
+func (u *UI) childrenOf(r *http.Request, p builds.Pipeline) map[int64]int64 {
+	if !slices.ContainsFunc(p.Builds, func(b builds.Build) bool { return b.Bridge }) {
+		return nil
+	}
+	list, err := u.svc.Bridges(r.Context(), p.ProjectID, p.ID)
+	if err != nil {
+		u.log.WarnContext(r.Context(), "child pipelines not read for the pipeline page", "pipeline_id", p.ID, "error", err)
+		return nil
+	}
+	out := make(map[int64]int64, len(list))
+	for _, v := range list {
+		if v.Downstream != nil {
+			out[v.ID] = v.Downstream.ID
+		}
+	}
+	return out
 }
 
 // addTests puts the pipeline's test report on its page; a store that fails costs the

@@ -454,6 +454,9 @@ func TestScenario(t *testing.T) {
 	// ---- resource groups: two deploys of one group, the resource groups API
 	resourceGroupScenario(t, c, r1.Token, systemID)
 
+	// ---- child pipelines: trigger jobs, …/bridges, a child and its parent's cancel
+	bridgeScenario(t, c, inst)
+
 	// ---- the operator audit log: every change above, newest first
 	var audit []api.AuditEvent
 	c.decode(&audit, http.StatusOK, "GET", "/api/v4/admin/events?per_page=100", nil, admin)
