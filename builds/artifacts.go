@@ -129,7 +129,8 @@ type ArtifactStore interface {
 	// token hashes to tokenHash, with both builds. ErrNotFound when no running build has
 	// the token; the caller decides from the builds what else to refuse.
 	DependencyArtifact(ctx context.Context, id int64, tokenHash []byte) (DependencyDownload, error)
-	// DeleteArtifacts removes a build's artifacts and queues their objects for cleanup.
+	// DeleteArtifacts removes a build's artifacts, but its archived log (as GitLab's
+	// DELETE …/artifacts), and queues their objects for cleanup.
 	DeleteArtifacts(ctx context.Context, buildID int64) ([]Artifact, error)
 	// ExpireArtifacts deletes up to limit artifacts expired at now, except those of the
 	// latest successful pipeline of their ref, queueing their objects; it returns how many
@@ -236,6 +237,10 @@ func (s *Service) newArtifact(b Build, u ArtifactUpload) (Artifact, ExpireIn, er
 	}
 	if !slices.Contains(ArtifactTypes, a.FileType) {
 		return a, ExpireIn{}, invalid("artifact_type %q is not one of GitLab's artifact types (archive, junit, dotenv, …)", clipText(a.FileType, 64))
+	}
+	if a.FileType == ArtifactTypeTrace {
+		// The log is the server's own record of what the runner sent, archived at finish.
+		return a, ExpireIn{}, invalid("artifact_type trace is the job log, which jobapi archives itself; upload it with the trace API")
 	}
 	if !validArtifactFormat(a.FileFormat) {
 		return a, ExpireIn{}, invalid("artifact_format %q: want zip, gzip or raw", clipText(a.FileFormat, 64))

@@ -2,7 +2,6 @@ package builds
 
 import (
 	"bytes"
-	"context"
 	"regexp"
 	"strconv"
 )
@@ -19,37 +18,101 @@ var ansiEscape = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)
 // groups) and the first number in it. A line whose match holds no number is passed over.
 // ok is false when nothing matched or the regex does not compile.
 func ExtractCoverage(log []byte, regex string) (float64, bool) {
-	re, err := regexp.Compile(regex)
-	if err != nil || regex == "" {
+	c := newCoverageScanner(regex)
+	if c == nil {
 		return 0, false
 	}
-	rest := log
-	for len(rest) > 0 {
-		line := rest
-		if i := bytes.LastIndexByte(bytes.TrimSuffix(rest, []byte("\n")), '\n'); i >= 0 {
-			line, rest = rest[i+1:], rest[:i]
-		} else {
-			rest = nil
-		}
-		line = bytes.TrimRight(line, "\r\n")
-		if bytes.IndexByte(line, '\r') >= 0 { // a progress line: what the terminal showed last
-			line = line[bytes.LastIndexByte(line, '\r')+1:]
-		}
-		line = ansiEscape.ReplaceAll(line, nil)
-		all := re.FindAllSubmatch(line, -1)
-		if len(all) == 0 {
-			continue
-		}
-		last := all[len(all)-1]
-		text := last[len(last)-1]
-		if n := coverageNumber.Find(text); n != nil {
-			v, err := strconv.ParseFloat(string(n), 64)
-			if err == nil {
-				return v, true
-			}
-		}
+	_, _ = c.Write(log)
+	return c.Result()
+}
+
+// maxCoverageLine bounds the line a coverage scanner holds: of a longer line (a progress
+// bar redrawn with \r for minutes) it keeps the end, which is what the terminal showed.
+const maxCoverageLine = 1 << 20
+
+// coverageScanner finds a log's coverage while the log streams past it once (the archive
+// computes it on its way to the store): the last line with a match wins, which is the
+// first GitLab finds reading from the end.
+type coverageScanner struct {
+	re    *regexp.Regexp
+	line  []byte
+	found bool
+	value float64
+}
+
+// newCoverageScanner returns nil when regex is empty or does not compile.
+func newCoverageScanner(regex string) *coverageScanner {
+	if regex == "" {
+		return nil
 	}
-	return 0, false
+	re, err := regexp.Compile(regex)
+	if err != nil {
+		return nil
+	}
+	return &coverageScanner{re: re}
+}
+
+func (c *coverageScanner) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			c.hold(p)
+			break
+		}
+		c.hold(p[:i])
+		c.endLine()
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+// hold appends to the current line, keeping at most its last maxCoverageLine bytes.
+func (c *coverageScanner) hold(p []byte) {
+	if len(p) >= maxCoverageLine {
+		c.line = append(c.line[:0], p[len(p)-maxCoverageLine:]...)
+		return
+	}
+	if over := len(c.line) + len(p) - maxCoverageLine; over > 0 {
+		c.line = append(c.line[:0], c.line[over:]...)
+	}
+	c.line = append(c.line, p...)
+}
+
+func (c *coverageScanner) endLine() {
+	if v, ok := coverageOfLine(c.re, c.line); ok {
+		c.value, c.found = v, true
+	}
+	c.line = c.line[:0]
+}
+
+// Result is the coverage of the log written so far, its last line included.
+func (c *coverageScanner) Result() (float64, bool) {
+	if len(c.line) > 0 {
+		c.endLine()
+	}
+	return c.value, c.found
+}
+
+// coverageOfLine applies re to one line of a log as GitLab does.
+func coverageOfLine(re *regexp.Regexp, line []byte) (float64, bool) {
+	line = bytes.TrimRight(line, "\r")
+	if i := bytes.LastIndexByte(line, '\r'); i >= 0 { // a progress line: what the terminal showed last
+		line = line[i+1:]
+	}
+	line = ansiEscape.ReplaceAll(line, nil)
+	all := re.FindAllSubmatch(line, -1)
+	if len(all) == 0 {
+		return 0, false
+	}
+	last := all[len(all)-1]
+	text := last[len(last)-1]
+	n := coverageNumber.Find(text)
+	if n == nil {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(string(n), 64)
+	return v, err == nil
 }
 
 // Coverage is GitLab's pipeline coverage: the average of its latest jobs' coverage; ok is
@@ -66,25 +129,4 @@ func (p Pipeline) Coverage() (float64, bool) {
 		return 0, false
 	}
 	return sum / float64(n), true
-}
-
-// recordCoverage reads a finished build's log and stores its coverage, for builds whose
-// payload has a coverage regex only (the others pay nothing). The finish is committed
-// already: a failure here is logged, as the coverage is a report, not the job's outcome.
-func (s *Service) recordCoverage(ctx context.Context, b Build) {
-	if b.Payload.CoverageRegex == "" {
-		return
-	}
-	log, err := s.wholeLog(ctx, b.ID)
-	if err != nil {
-		s.log.WarnContext(ctx, "coverage not read: log unreadable", "build_id", b.ID, "error", err)
-		return
-	}
-	v, ok := ExtractCoverage(log, b.Payload.CoverageRegex)
-	if !ok {
-		return
-	}
-	if err := s.store.SetCoverage(ctx, b.ID, v); err != nil {
-		s.log.WarnContext(ctx, "coverage not recorded", "build_id", b.ID, "error", err)
-	}
 }

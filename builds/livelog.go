@@ -95,12 +95,6 @@ func (s *Service) readTail(ctx context.Context, id int64) liveTail {
 	return liveTail{base: base, data: data, ok: ok}
 }
 
-// wholeLog reads a build's whole log into memory (the operator's trace, coverage).
-func (s *Service) wholeLog(ctx context.Context, id int64) ([]byte, error) {
-	r := &logReader{ctx: ctx, store: s.store, id: id, tail: s.readTail(ctx, id)}
-	return io.ReadAll(r)
-}
-
 // logReader streams a log: Postgres chunks a few at a time, then the tail from where they
 // end. The tail was read before the chunks: its base is a size Postgres had then, so the
 // chunks read later reach it.

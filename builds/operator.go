@@ -150,14 +150,6 @@ func (s *Service) Events(ctx context.Context, projectID, id int64, p Page) ([]Ev
 	return s.store.Events(ctx, id, p)
 }
 
-// Trace returns a build's log.
-func (s *Service) Trace(ctx context.Context, projectID, id int64) ([]byte, error) {
-	if _, err := s.job(ctx, projectID, id); err != nil {
-		return nil, err
-	}
-	return s.wholeLog(ctx, id)
-}
-
 // ErrFinished: the operator asked to cancel a build that already ended.
 var ErrFinished = errors.New("job is already finished")
 

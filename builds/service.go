@@ -75,6 +75,10 @@ type Service struct {
 	resourceGroups ResourceGroupStore
 	// views serve the operator web UI's listings (nil: they answer ErrUnavailable).
 	views Views
+	// traces lists the finished builds whose logs wait to be archived into objects (nil:
+	// logs stay live); archiveRequests carries this replica's finishes to its worker.
+	traces          TraceArchiveStore
+	archiveRequests chan int64
 	// changes carries hints for live views; batch holds them until the next flush.
 	changes ChangeFeed
 	batch   changeBatch
@@ -112,8 +116,11 @@ type Deps struct {
 	Environments EnvironmentStore
 	// ResourceGroups keeps resource groups (nil: their API answers 503).
 	ResourceGroups ResourceGroupStore
-	// Views serve the web UI's listings and log ranges (nil: they answer ErrUnavailable).
+	// Views serve the web UI's listings (nil: they answer ErrUnavailable).
 	Views Views
+	// TraceArchives lists the finished builds whose logs wait to be archived into Objects
+	// (nil: logs are never archived).
+	TraceArchives TraceArchiveStore
 	// Changes carries hints for live views between replicas (nil: none are sent); run
 	// RunChangeFeed in the background.
 	Changes ChangeFeed
@@ -156,13 +163,17 @@ func NewService(d Deps) *Service {
 	s := &Service{store: d.Store, leases: d.Leases, queue: d.Queue, gate: d.TwoPhase, cfg: cfg, now: d.Now, log: d.Log,
 		observer: d.Observer, events: d.Events, audits: d.Audit, projects: d.Projects,
 		objects: d.Objects, artifacts: d.Artifacts, environments: d.Environments, resourceGroups: d.ResourceGroups, views: d.Views, changes: d.Changes,
-		live:    d.Live,
+		live: d.Live, traces: d.TraceArchives, archiveRequests: make(chan int64, archiveRequestBuffer),
 		batch:   changeBatch{pending: map[Change]struct{}{}},
 		runners: newRunnerCache(cfg.RunnerCacheTTL), hub: newPipelineHub(), jobs: newJobCache(jobCacheSize),
 		touches: newRecent[time.Time](jobCacheSize)}
 	s.watchers = newVersionWatcher(d.Queue, d.Log)
 	return s
 }
+
+// archiveRequestBuffer is how many just-finished builds wait for this replica's archive
+// worker; past it the background pass archives them.
+const archiveRequestBuffer = 1024
 
 // jobCacheSize is how many builds per generation jobCache and touches keep: a few minutes
 // of a busy fleet's assignments, about 100 bytes each.
@@ -682,7 +693,6 @@ func (s *Service) finishFromRunner(ctx context.Context, b Build, u JobUpdate, no
 		return "", err
 	}
 	s.forgetJob(b.ID)
-	s.recordCoverage(ctx, f.Build)
 	return f.Build.Status, nil
 }
 
@@ -700,6 +710,9 @@ func (s *Service) finish(ctx context.Context, f Finish) (Finished, error) {
 	}
 	if res.Queued {
 		s.bumpQueue(ctx)
+	}
+	if res.Build.Status.Finished() {
+		s.requestTraceArchive(res.Build.ID)
 	}
 	s.notifyPipelines(ctx, res.Build.PipelineID)
 	s.changed(Change{PipelineID: res.Build.PipelineID, BuildID: res.Build.ID})

@@ -207,8 +207,6 @@ type Store interface {
 	TraceChunks(ctx context.Context, id, from int64, limit int) ([]TraceChunk, error)
 	// DeleteTraceChunks deletes a build's stored chunks (its log was archived).
 	DeleteTraceChunks(ctx context.Context, id int64) error
-	// SetCoverage records the coverage found in a finished build's log.
-	SetCoverage(ctx context.Context, id int64, coverage float64) error
 	// RedundantPipelines lists, oldest first, up to limit pipelines that pipeline id (of
 	// sha on ref) makes redundant under GitLab's auto-cancel rule (see CancelRedundant).
 	RedundantPipelines(ctx context.Context, projectID int64, ref, sha string, id int64, limit int) ([]int64, error)

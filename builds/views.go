@@ -64,13 +64,11 @@ func (s *Service) Pipelines(ctx context.Context, f PipelineFilter, p Page) ([]Pi
 	return v.Pipelines(ctx, f, p)
 }
 
-// TraceRange returns up to max bytes of a build's log from offset from, and the log's size.
-func (s *Service) TraceRange(ctx context.Context, projectID, id, from, max int64) ([]byte, int64, error) {
+// liveTraceRange returns up to max bytes of a build's live log (not archived) from offset
+// from, and the log's size: Postgres's chunks completed with the tail in Redis.
+func (s *Service) liveTraceRange(ctx context.Context, id, from, max int64) ([]byte, int64, error) {
 	v, err := s.viewStore()
 	if err != nil {
-		return nil, 0, err
-	}
-	if _, err := s.job(ctx, projectID, id); err != nil {
 		return nil, 0, err
 	}
 	tail := s.readTail(ctx, id) // first: see logReader
@@ -82,9 +80,8 @@ func (s *Service) TraceRange(ctx context.Context, projectID, id, from, max int64
 	return data, size, nil
 }
 
-// TraceLines counts the line breaks before offset before in a build's log. A log only
-// grows, so the count for an offset never changes: callers may keep it.
-func (s *Service) TraceLines(ctx context.Context, id, before int64) (int64, error) {
+// liveTraceLines counts the line breaks before offset before in a build's live log.
+func (s *Service) liveTraceLines(ctx context.Context, id, before int64) (int64, error) {
 	v, err := s.viewStore()
 	if err != nil {
 		return 0, err

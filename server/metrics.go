@@ -28,6 +28,9 @@ type metrics struct {
 	objectsRemoved        prometheus.Counter
 	artifactsStored       prometheus.Gauge
 	artifactsStoredBytes  prometheus.Gauge
+	// Trace archives.
+	traceArchiveCount  *prometheus.CounterVec
+	traceArchivedBytes prometheus.Counter
 }
 
 func newMetrics(reg *prometheus.Registry) *metrics {
@@ -79,8 +82,16 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	m.artifactsStoredBytes = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "jobapi_artifacts_stored_bytes", Help: "Bytes of the job artifacts in the object store, counted by the last artifacts pass.",
 	})
+	m.traceArchiveCount = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jobapi_trace_archives_total",
+		Help: "Finished builds' logs archived into the object store (archived), found empty (empty), or whose archive failed and will be retried (failed).",
+	}, []string{"result"})
+	m.traceArchivedBytes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "jobapi_trace_archived_bytes_total", Help: "Bytes of job logs archived into the object store.",
+	})
 	reg.MustRegister(m.ackLatency, m.sweeps, m.sweepDuration, m.ackTimeouts, m.retries, m.reaped, m.stuckStages, m.workerErrors, m.redisErrors,
-		m.artifactsExpired, m.artifactsExpiredBytes, m.objectsRemoved, m.artifactsStored, m.artifactsStoredBytes)
+		m.artifactsExpired, m.artifactsExpiredBytes, m.objectsRemoved, m.artifactsStored, m.artifactsStoredBytes,
+		m.traceArchiveCount, m.traceArchivedBytes)
 	return m
 }
 
@@ -141,6 +152,16 @@ func (m *metrics) stuck(r builds.StuckResult, err error) {
 	for _, p := range r.Stuck {
 		m.stuckStages.WithLabelValues(p.Strategy).Inc()
 	}
+}
+
+func (m *metrics) traceArchives(r builds.TraceArchivePass, err error) {
+	if err != nil {
+		m.workerErrors.WithLabelValues("trace_archive").Inc()
+	}
+	m.traceArchiveCount.WithLabelValues("archived").Add(float64(r.Archived))
+	m.traceArchiveCount.WithLabelValues("empty").Add(float64(r.Empty))
+	m.traceArchiveCount.WithLabelValues("failed").Add(float64(r.Failed))
+	m.traceArchivedBytes.Add(float64(r.Bytes))
 }
 
 func (m *metrics) artifactsPass(r reaper.ArtifactsPass, err error) {

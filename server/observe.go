@@ -124,6 +124,34 @@ func sampleBuilds(ctx context.Context, reg *prometheus.Registry, store *pgstore.
 	}
 }
 
+// sampleTraceBacklog keeps gauges of the logs waiting to be archived and the age of the
+// oldest, read every period: a backlog that grows says the object store is failing.
+func sampleTraceBacklog(ctx context.Context, reg *prometheus.Registry, svc *builds.Service, period time.Duration, log *slog.Logger) error {
+	backlog := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "jobapi_trace_archive_backlog", Help: "Finished builds whose logs are not archived yet (or whose live log is not dropped yet), sampled from Postgres.",
+	})
+	oldest := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "jobapi_trace_archive_oldest_seconds", Help: "Age of the oldest finished build whose log is not archived yet.",
+	})
+	reg.MustRegister(backlog, oldest)
+	for {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		n, age, err := svc.TraceArchiveBacklog(qctx)
+		cancel()
+		if err == nil {
+			backlog.Set(float64(n))
+			oldest.Set(age.Seconds())
+		} else if ctx.Err() == nil {
+			log.WarnContext(ctx, "trace archive backlog not sampled", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(period):
+		}
+	}
+}
+
 // registerWaiters exposes how many requests this replica holds open.
 func registerWaiters(reg *prometheus.Registry, svc *builds.Service) {
 	reg.MustRegister(

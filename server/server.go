@@ -53,8 +53,11 @@ type Server struct {
 	Bridges *downstream.Bridges
 	// Objects is the object store of job artifacts.
 	Objects builds.ObjectStore
-	Pool    *pgxpool.Pool
-	Redis   redis.UniversalClient
+	// Traces archives finished builds' logs (its requests always run; its pass only with
+	// the sweeper); tests call PassOnce.
+	Traces *reaper.TraceArchiver
+	Pool   *pgxpool.Pool
+	Redis  redis.UniversalClient
 	// Hub fans change hints out to the web UI's live pages.
 	Hub *webui.Hub
 
@@ -141,6 +144,14 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 		rl.Run,              // sends the rate-limit counts decided locally
 		func(ctx context.Context) error { return sampleBuilds(ctx, reg, d.store, buildSamplePeriod, log) },
 	}
+	if opts.DisableSweeper {
+		// Logs this replica's builds finish with are archived all the same.
+		workers = append(workers, d.traces.ServeRequests)
+	} else {
+		workers = append(workers, d.traces.Run, func(ctx context.Context) error {
+			return sampleTraceBacklog(ctx, reg, d.svc, buildSamplePeriod, log)
+		})
+	}
 	if fl.pg != nil {
 		workers = append(workers, fl.pg.Run)
 	}
@@ -149,7 +160,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 			d.bridges.Run)
 	}
 	s := &Server{URL: "http://" + ln.Addr().String(), Service: d.svc, Sweeper: d.sweeper, Reaper: d.reaper,
-		Stuck: d.stuck, Due: d.due, Artifacts: d.artifacts, Bridges: d.bridges, Objects: be.objects, Pool: be.pool, Redis: be.rdb, Hub: hub}
+		Stuck: d.stuck, Due: d.due, Artifacts: d.artifacts, Bridges: d.bridges, Objects: be.objects, Traces: d.traces, Pool: be.pool, Redis: be.rdb, Hub: hub}
 	s.run(ctx, srv, ln, workers, func() {
 		// Rate-limit counts decided locally during the drain, sent before Redis closes.
 		fctx, fcancel := context.WithTimeout(context.Background(), time.Second)
@@ -278,6 +289,8 @@ type domain struct {
 	// artifacts expires artifacts and removes objects no row needs.
 	artifacts *reaper.Artifacts
 	bridges   *downstream.Bridges // creates child pipelines (trigger:)
+	// traces archives finished builds' logs into the object store.
+	traces *reaper.TraceArchiver
 }
 
 func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics, log *slog.Logger) domain {
@@ -286,7 +299,7 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 	d.svc = builds.NewService(builds.Deps{Store: d.store, Leases: d.rs, Queue: d.rs, Events: d.rs,
 		TwoPhase: fl.flags.TwoPhaseCommit, Observer: m, Audit: d.store, Projects: d.store, Now: opts.Now, Log: log,
 		Objects: be.objects, Artifacts: d.store, Environments: d.store, ResourceGroups: d.store, Views: d.store, Changes: d.rs,
-		Live: d.rs,
+		Live: d.rs, TraceArchives: d.store,
 		Config: builds.Config{TraceChunkSize: cfg.TraceChunkSize, AckTTL: cfg.AckTTL, MaxProvisioningWait: cfg.MaxProvisioningWait,
 			TraceLimit: cfg.TraceLimit, LongPoll: cfg.LongPoll, Policy: policy,
 			MaxManagersPerRunner: cfg.MaxManagersPerRunner, RunnerTokenExpiresIn: cfg.RunnerTokenExpiresIn,
@@ -307,6 +320,8 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 		Interval: staleManagerInterval, Now: opts.Now, Log: log}
 	d.artifacts = &reaper.Artifacts{Store: d.store, Objects: be.objects, Interval: artifactsInterval, Now: opts.Now,
 		Log: log, OnPass: m.artifactsPass}
+	d.traces = &reaper.TraceArchiver{Archive: d.svc, Requests: d.svc.TraceArchiveRequests(),
+		Interval: cfg.MaintenanceInterval, Log: log, OnPass: m.traceArchives}
 	return d
 }
 

@@ -5,6 +5,7 @@ import (
 	"container/list"
 	"context"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -388,8 +389,8 @@ func (u *UI) jobLog(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte(win.HTML))
 }
 
-// jobLogRaw streams the whole log as text, a window at a time: a 100 MB log never sits in
-// memory.
+// jobLogRaw streams the whole log as text, from its archive or its live log: a 100 MB log
+// never sits in memory.
 func (u *UI) jobLogRaw(w http.ResponseWriter, r *http.Request) {
 	pid, id, err := u.jobIDs(r)
 	if err != nil {
@@ -397,26 +398,16 @@ func (u *UI) jobLogRaw(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	data, size, err := u.svc.TraceRange(ctx, pid, id, 0, 1<<20)
+	trace, err := u.svc.OpenTrace(ctx, pid, id)
 	if err != nil {
 		u.fail(w, r, err)
 		return
 	}
+	defer func() { _ = trace.Close() }()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
-	var off int64
-	for {
-		if _, err := w.Write(data); err != nil {
-			return
-		}
-		off += int64(len(data))
-		if off >= size || len(data) == 0 {
-			return
-		}
-		if data, _, err = u.svc.TraceRange(ctx, pid, id, off, min(1<<20, size-off)); err != nil {
-			u.log.WarnContext(ctx, "raw log cut off", "build_id", id, "error", err)
-			return
-		}
+	w.Header().Set("Content-Length", strconv.FormatInt(trace.Size, 10))
+	if _, err := io.Copy(w, trace); err != nil && ctx.Err() == nil {
+		u.log.WarnContext(ctx, "raw log cut off", "build_id", id, "error", err)
 	}
 }
 

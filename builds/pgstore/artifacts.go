@@ -170,11 +170,12 @@ func (s *Store) DependencyArtifact(ctx context.Context, id int64, tokenHash []by
 	return d, res.Close()
 }
 
-// The trigger job_artifacts_cleanup queues each deleted row's object.
-const deleteArtifacts = `DELETE FROM job_artifacts WHERE build_id = $1 RETURNING ` + artifactCols
+// The trigger job_artifacts_cleanup queues each deleted row's object. The archived log is
+// not erasable, as in GitLab (Ci::JobArtifact::NON_ERASABLE_FILE_TYPES).
+const deleteArtifacts = `DELETE FROM job_artifacts WHERE build_id = $1 AND file_type <> 'trace' RETURNING ` + artifactCols
 
-// DeleteArtifacts removes a build's artifacts; their objects are queued by the table's
-// trigger.
+// DeleteArtifacts removes a build's artifacts but its archived log; their objects are
+// queued by the table's trigger.
 func (s *Store) DeleteArtifacts(ctx context.Context, buildID int64) ([]builds.Artifact, error) {
 	rows, err := s.pool.Query(ctx, deleteArtifacts, buildID)
 	if err != nil {

@@ -181,7 +181,7 @@ SELECT id, t, now(), '{}'::jsonb FROM unnest($1::bigint[]) id, unnest(ARRAY['que
 
 // truncate empties the build tables (runners stay).
 func (e *env) truncate(ctx context.Context) error {
-	_, err := e.db.Exec(ctx, `TRUNCATE build_trace_chunks, build_events, job_artifacts, deployments, environments, builds, resource_groups, pipelines`)
+	_, err := e.db.Exec(ctx, `TRUNCATE build_trace_chunks, trace_archives, build_events, job_artifacts, deployments, environments, builds, resource_groups, pipelines`)
 	return err
 }
 

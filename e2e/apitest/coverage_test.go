@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/e2e/jobapitest"
@@ -29,8 +30,8 @@ docs:
   script: make docs
 `
 
-// TestCoverage: a job's coverage regex is applied to its log when the runner finishes it
-// (GitLab's rule: the last matching line), shown on the job, and the pipeline shows the
+// TestCoverage: a job's coverage regex is applied to its log when the log is archived after
+// the runner finished the job (GitLab's rule: the last matching line), shown on the job, and the pipeline shows the
 // average of its jobs that have one; a job whose log has no match, and a job without a
 // regex, show null.
 func TestCoverage(t *testing.T) {
@@ -61,8 +62,9 @@ func TestCoverage(t *testing.T) {
 
 	want := map[string]*float64{"unit": ptr(87.5), "integration": ptr(62.5), "lint": nil, "docs": nil}
 	for name, job := range jobs {
-		var got api.JobDetail
-		inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("%s/jobs/%d", projectPath(proj.ID), job.ID), nil, &got)
+		// The coverage is found while the log is archived, after the finish (as GitLab's
+		// workers do): it is there once the job lists its trace.
+		got := waitTraceArchived(t, inst, proj.ID, job.ID)
 		switch w := want[name]; {
 		case w == nil && got.Coverage != nil:
 			t.Errorf("%s coverage %v, want null", name, *got.Coverage)
@@ -78,3 +80,26 @@ func TestCoverage(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// waitTraceArchived polls a finished job until its log is archived (its artifacts list the
+// trace) and returns it.
+func waitTraceArchived(t *testing.T, inst *jobapitest.Instance, projectID, jobID int64) api.JobDetail {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var got api.JobDetail
+		inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("%s/jobs/%d", projectPath(projectID), jobID), nil, &got)
+		for _, a := range got.Artifacts {
+			if a.FileType == "trace" {
+				// The view reads the build before its artifacts: read it once more, now
+				// that the archive (and the coverage with it) is committed.
+				inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("%s/jobs/%d", projectPath(projectID), jobID), nil, &got)
+				return got
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %d: log not archived after 15 s (artifacts %+v)", jobID, got.Artifacts)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,77 @@
+package builds
+
+import (
+	"context"
+	"time"
+)
+
+// Job logs (issue 14, part 5), as GitLab keeps them: while a build runs its log is live,
+// appended where appends are cheap (Redis, Postgres underneath: see livetrace.go and
+// LiveLog in livelog.go); once the build has finished,
+// however it finished, the whole log is archived as one object in the ObjectStore, recorded
+// as an Artifact of type "trace" (GitLab's job.log, never expired, not deleted with the
+// job's other artifacts), and the live chunks are dropped. Reads serve the archive when it
+// exists, else the live log; a read that loses the live log to an archive under way goes
+// on in the archive.
+
+// ArtifactTypeTrace is a build's archived log (GitLab's file_type trace).
+const ArtifactTypeTrace = "trace"
+
+// traceFilename is the archived log's file name, GitLab's.
+const traceFilename = "job.log"
+
+// TraceArchiveStore keeps the list of finished builds whose logs wait to be archived
+// (Postgres: every path that finishes a build lists it in the same transaction).
+type TraceArchiveStore interface {
+	// ClaimTraceArchives takes up to limit listed builds due at now (only those in ids,
+	// when ids is not nil) and makes them due again at now+lease, so that no other replica
+	// works on them meanwhile. Safe on every replica (SKIP LOCKED).
+	ClaimTraceArchives(ctx context.Context, now time.Time, lease time.Duration, limit int, ids []int64) ([]TraceArchiveJob, error)
+	// CommitTraceArchive records a build's archived log in one transaction: it takes
+	// a.ObjectKey off the cleanup list, inserts a (unless the build has a trace artifact
+	// already: then a.ObjectKey is due for removal and the existing row is returned with
+	// created false), stores coverage when it is not nil, and marks the build archived.
+	// ErrUploadExpired when the key is no longer listed for cleanup. A nil a marks an
+	// empty log archived without an artifact.
+	CommitTraceArchive(ctx context.Context, buildID int64, a *Artifact, coverage *float64, now time.Time) (stored Artifact, created bool, err error)
+	// TraceArchiveDone takes a build off the list: its archive is committed and its live
+	// log dropped.
+	TraceArchiveDone(ctx context.Context, buildID int64) error
+	// DeferTraceArchive counts a failed attempt and makes the build due again at due.
+	DeferTraceArchive(ctx context.Context, buildID int64, due time.Time, cause string) error
+	// TraceArtifact returns a build's trace artifact; ErrNotFound when its log is not
+	// archived.
+	TraceArtifact(ctx context.Context, buildID int64) (Artifact, error)
+	// TraceArchiveBacklog counts the builds listed and the age of the oldest finish among
+	// those never archived (0 when none).
+	TraceArchiveBacklog(ctx context.Context, now time.Time) (n int64, oldest time.Duration, err error)
+}
+
+// TraceArchiveJob is one claimed build whose log is to be archived.
+type TraceArchiveJob struct {
+	BuildID, ProjectID, PipelineID int64
+	// CoverageRegex is the job's coverage regex: the archive computes the coverage on the
+	// way ("" none).
+	CoverageRegex string
+	// Attempts counts the earlier failed attempts.
+	Attempts int
+	// Archived: the archive is committed and only the live log is left to drop.
+	Archived bool
+}
+
+// TraceArchivePass counts what archiving a batch did.
+type TraceArchivePass struct {
+	// Claimed builds, of which Archived got an object (Bytes in all), Empty had no log,
+	// Dropped only needed their live log dropped, and Failed were deferred.
+	Claimed, Archived, Empty, Dropped, Failed int
+	Bytes                                     int64
+}
+
+func (p *TraceArchivePass) add(o TraceArchivePass) {
+	p.Claimed += o.Claimed
+	p.Archived += o.Archived
+	p.Empty += o.Empty
+	p.Dropped += o.Dropped
+	p.Failed += o.Failed
+	p.Bytes += o.Bytes
+}
