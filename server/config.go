@@ -137,7 +137,7 @@ var Settings = []Setting{
 	}},
 	{"JOBAPI_LONG_POLL", "0s", "hold idle job requests up to this long (0: answer at once)",
 		duration(func(c *Config) *time.Duration { return &c.LongPoll })},
-	{"JOBAPI_TRACE_LIMIT", "4MiB", "largest job log; beyond it the job fails with trace_size_exceeded", func(c *Config, v string) error {
+	{"JOBAPI_TRACE_LIMIT", "100MB", "largest job log (GitLab's default); beyond it the job fails with trace_size_exceeded", func(c *Config, v string) error {
 		n, err := ParseBytes(v)
 		if err != nil {
 			return err

@@ -25,7 +25,7 @@ func TestLoadConfigDefaultsAndErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.AckTTL != 120*time.Second || cfg.MaxProvisioningWait != time.Hour || cfg.SweepInterval != 5*time.Second ||
-		cfg.AutoRetryMax != 2 || cfg.TraceLimit != 4<<20 || cfg.StuckStageTimeout != 2*time.Hour || !cfg.AutoMigrate ||
+		cfg.AutoRetryMax != 2 || cfg.TraceLimit != 100_000_000 || cfg.StuckStageTimeout != 2*time.Hour || !cfg.AutoMigrate ||
 		cfg.LongPoll != 0 || cfg.ListenAddr != ":8080" || cfg.MaintenanceInterval != cfg.SweepInterval {
 		t.Errorf("defaults differ from SPEC §10: %+v", cfg)
 	}
