@@ -380,6 +380,25 @@ func dependsOn(b, dep Build) bool {
 	return b.Payload.DependsOnStages && dep.StageIdx < b.StageIdx && len(dep.Payload.Artifacts) > 0
 }
 
+// DirectDownloadExpiry is how long the URL of a direct download stays valid: the runner
+// follows the redirect at once, and a download under way outlives it.
+const DirectDownloadExpiry = 5 * time.Minute
+
+// ArtifactURL returns a URL of a's object that the store itself serves for
+// DirectDownloadExpiry, or "" when the store cannot presign (the directory store: the
+// download then goes through jobapi).
+func (s *Service) ArtifactURL(ctx context.Context, a Artifact) (string, error) {
+	p, ok := s.objects.(ObjectPresigner)
+	if !ok {
+		return "", nil
+	}
+	u, err := p.PresignGet(ctx, a.ObjectKey, a.Filename, DirectDownloadExpiry)
+	if err != nil {
+		return "", fmt.Errorf("presign the download of %s: %w", a.ObjectKey, err)
+	}
+	return u, nil
+}
+
 // OpenArtifact reads length bytes of a's object from offset (length < 0: to the end).
 func (s *Service) OpenArtifact(ctx context.Context, a Artifact, offset, length int64) (io.ReadCloser, error) {
 	if s.objects == nil {

@@ -29,6 +29,14 @@ type ObjectStore interface {
 	Ping(ctx context.Context) error
 }
 
+// ObjectPresigner is an ObjectStore that can hand out a URL of one object that anyone may
+// GET until it expires (S3's presigned URLs): gitlab-runner's direct_download then reads
+// an artifact from the store itself instead of through jobapi. The directory store cannot.
+type ObjectPresigner interface {
+	// PresignGet returns a URL of key valid for expiry, whose download is named filename.
+	PresignGet(ctx context.Context, key, filename string, expiry time.Duration) (string, error)
+}
+
 // ObjectInfo describes one stored object.
 type ObjectInfo struct {
 	Key      string

@@ -109,8 +109,10 @@ func artifactJSON(a builds.Artifact) api.JobArtifact {
 // downloadArtifact is gitlab-runner's DownloadArtifacts: GET /jobs/:id/artifacts with the
 // dependent job's own token in JOB-TOKEN (GitLab's dependency token). 200 and the archive;
 // 403 when the token's job is not running, is in another pipeline or does not depend on
-// job :id; 404 when job :id does not exist or has no archive. direct_download is accepted
-// and ignored: the archive always comes through jobapi.
+// job :id; 404 when job :id does not exist or has no archive. With direct_download=true
+// and an object store that can presign (S3), a 302 to a URL of the object valid for
+// builds.DirectDownloadExpiry, as GitLab answers: the runner's HTTP client follows it and
+// reads the archive from the store itself. The directory store streams it through jobapi.
 func (h *Handler) downloadArtifact(w http.ResponseWriter, r *http.Request) error {
 	id, err := jobID(r)
 	if err != nil {
@@ -119,6 +121,17 @@ func (h *Handler) downloadArtifact(w http.ResponseWriter, r *http.Request) error
 	a, err := h.svc.DependencyArtifact(r.Context(), id, jobToken(r, ""))
 	if err != nil {
 		return err
+	}
+	if direct, _ := strconv.ParseBool(r.URL.Query().Get("direct_download")); direct {
+		u, err := h.svc.ArtifactURL(r.Context(), a)
+		if err != nil {
+			return err
+		}
+		if u != "" {
+			w.Header().Set("Cache-Control", "no-store") // the URL is a credential until it expires
+			http.Redirect(w, r, u, http.StatusFound)
+			return nil
+		}
 	}
 	rc, err := h.svc.OpenArtifact(r.Context(), a, 0, -1)
 	if err != nil {

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -200,6 +202,25 @@ func (s *S3) Open(ctx context.Context, key string, offset, length int64) (io.Rea
 		return nil, s3Error("open", key, err)
 	}
 	return obj, nil
+}
+
+var _ builds.ObjectPresigner = (*S3)(nil)
+
+// PresignGet signs a GET of key valid for expiry (computed locally, no request to the
+// store when the region is configured), whose answer names the file filename.
+func (s *S3) PresignGet(ctx context.Context, key, filename string, expiry time.Duration) (string, error) {
+	if err := checkKey(key); err != nil {
+		return "", err
+	}
+	params := url.Values{}
+	if filename != "" {
+		params.Set("response-content-disposition", mime.FormatMediaType("attachment", map[string]string{"filename": filename}))
+	}
+	u, err := s.client.PresignedGetObject(ctx, s.bucket, key, expiry, params)
+	if err != nil {
+		return "", s3Error("presign", key, err)
+	}
+	return u.String(), nil
 }
 
 // Stat describes key.
