@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobapi/jobapi/builds"
 )
@@ -179,9 +181,20 @@ SELECT id, t, now(), '{}'::jsonb FROM unnest($1::bigint[]) id, unnest(ARRAY['que
 	return jobs, nil
 }
 
-// truncate empties the build tables (runners stay).
+// truncate empties the build tables (runners stay). jobapi's background workers keep
+// running meanwhile (the trace archive pass commits an artifact row, then its build's
+// archive mark), and TRUNCATE takes its locks table by table: Postgres may end it as one
+// side of a deadlock, and then it is tried again.
 func (e *env) truncate(ctx context.Context) error {
-	_, err := e.db.Exec(ctx, `TRUNCATE build_trace_chunks, trace_archives, build_events, job_artifacts, deployments, environments, builds, resource_groups, pipelines`)
+	var err error
+	for try := range 5 {
+		_, err = e.db.Exec(ctx, `TRUNCATE build_trace_chunks, trace_archives, build_events, job_artifacts, deployments, environments, builds, resource_groups, pipelines`)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "40P01" {
+			return err
+		}
+		time.Sleep(time.Duration(try+1) * 50 * time.Millisecond)
+	}
 	return err
 }
 
