@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -30,7 +29,7 @@ func raceLog(i int) []byte {
 // runner's final update, an operator's cancel (the runner then finishes it canceled), a
 // cancel racing the final update, the execution-timeout reaper. Live chunks are flushed
 // every KiB, so flushes race the finishes too. Afterwards, for every job:
-//   - the log read as the archive reads it (LiveLog.Open, which closes the live tail) is a
+//   - the log as served (its archive, read with LiveLog.Open, which closes the live tail) is a
 //     prefix of what the runner sent, and holds every byte a PATCH had answered 202;
 //   - no PATCH sent after the finish was answered (or the reaper's pass returned) got a 202:
 //     the runner is told its job ended at once, not at the next state check;
@@ -163,7 +162,6 @@ func TestTraceRacesFinishes(t *testing.T) {
 	}
 	wg.Wait()
 
-	live := a.Service.LiveLog()
 	for i, job := range taken {
 		out := &outs[i]
 		d := a.Job(t, 7, job.ID)
@@ -172,12 +170,9 @@ func TestTraceRacesFinishes(t *testing.T) {
 			continue
 		}
 		read := func() []byte {
-			r, err := live.Open(ctx, job.ID)
-			if err != nil {
-				t.Fatalf("job %d: open its log: %v", i, err)
-			}
-			defer r.Close()
-			got, err := io.ReadAll(r)
+			// The archive (which reads with LiveLog.Open) once it is written, the live log
+			// before: a finished job's log, either way.
+			got, err := a.Service.Trace(ctx, 7, job.ID)
 			if err != nil {
 				t.Fatalf("job %d: read its log: %v", i, err)
 			}

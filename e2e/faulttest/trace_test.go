@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobapi/jobapi/builds/redisstore"
 	"github.com/jobapi/jobapi/e2e/jobapitest"
+	"github.com/jobapi/jobapi/objectstore"
 	"github.com/jobapi/jobapi/runnerclient"
 	"github.com/jobapi/jobapi/server"
 	"github.com/jobapi/jobapi/testenv"
@@ -206,7 +207,15 @@ func TestTraceSurvivesRedisRestart(t *testing.T) {
 func TestTraceWhileRedisRefusesWrites(t *testing.T) {
 	t.Parallel()
 	own := testenv.OwnRedis(t)
-	a := jobapitest.Start(t, jobapitest.Options{Configure: onRedis(own, func(c *server.Config) { c.TraceChunkSize = 32 << 10 })})
+	// The object store is down: the finished log stays in Postgres, unarchived, for the
+	// count of its chunks below (its archive would drop them).
+	store := testenv.S3(t)
+	store.Proxy.Stop()
+	a := jobapitest.Start(t, jobapitest.Options{Configure: onRedis(own, func(c *server.Config) {
+		c.TraceChunkSize = 32 << 10
+		c.ObjectStore = store.URL()
+		c.ObjectStoreCredentials = objectstore.Credentials{AccessKeyID: store.AccessKeyID, SecretAccessKey: store.SecretAccessKey}
+	})})
 	live := redisstore.New(a.Redis, a.Config.RedisKeyPrefix)
 	r, job := traceJob(t, a)
 	calls := countStatuses(r)

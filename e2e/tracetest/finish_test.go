@@ -77,8 +77,11 @@ func TestArchiveOnEveryFinish(t *testing.T) {
 			if immediate {
 				waitArchived(t, e.inst, 1, job.ID)
 			} else {
-				if chunks, listed := liveState(t, e.inst, job.ID); chunks == 0 || !listed {
-					t.Fatalf("before the pass: %d chunks, listed %v; want the live log, listed", chunks, listed)
+				if _, listed := liveState(t, e.inst, job.ID); !listed || traceArtifact(t, e.inst, 1, job.ID) != nil {
+					t.Fatalf("before the pass: listed %v; want listed, not archived", listed)
+				}
+				if resp, b := getTrace(t, e.inst, 1, job.ID); resp.StatusCode != http.StatusOK || string(b) != string(e.log) {
+					t.Fatalf("the live log before the pass: %d, %d bytes; want the whole log", resp.StatusCode, len(b))
 				}
 				passOnce(t, e.inst)
 			}
