@@ -85,8 +85,13 @@ func ptr[T any](v T) *T { return &v }
 // trace) and returns it.
 func waitTraceArchived(t *testing.T, inst *jobapitest.Instance, projectID, jobID int64) api.JobDetail {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
+		// The replica archives at once after the final update; the pass (off in tests unless
+		// called) retries one that failed, after its backoff.
+		if _, err := inst.Traces.PassOnce(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 		var got api.JobDetail
 		inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("%s/jobs/%d", projectPath(projectID), jobID), nil, &got)
 		for _, a := range got.Artifacts {
@@ -98,7 +103,7 @@ func waitTraceArchived(t *testing.T, inst *jobapitest.Instance, projectID, jobID
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("job %d: log not archived after 15 s (artifacts %+v)", jobID, got.Artifacts)
+			t.Fatalf("job %d: log not archived after 30 s (artifacts %+v)", jobID, got.Artifacts)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
