@@ -61,7 +61,7 @@ func (s *Store) CommitTraceArchive(ctx context.Context, buildID int64, a *builds
 				return builds.ErrUploadExpired
 			}
 			stored, err = scanArtifact(tx.QueryRow(ctx, insertArtifact, a.BuildID, a.ProjectID, a.PipelineID, a.FileType,
-				a.FileFormat, a.Filename, a.Size, a.SHA256, a.ObjectKey, a.CreatedAt, a.ExpireAt))
+				a.FileFormat, a.Filename, a.Size, a.SHA256, a.ObjectKey, a.CreatedAt, a.ExpireAt, a.Access, a.ExposeAs))
 			switch {
 			case err == nil:
 				created = true
