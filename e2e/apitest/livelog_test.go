@@ -1,0 +1,103 @@
+package apitest_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/jobapi/jobapi/e2e/jobapitest"
+	"github.com/jobapi/jobapi/server"
+)
+
+// A running job's log is split between Postgres (whole chunks) and the Redis tail; every
+// reader sees one log: the operator's trace, the web UI's ranges and line counts across the
+// split, trace_size, and builds.LiveLog (the archive's reader). After the final update the
+// log is all in Postgres; Drop deletes it and leaves the job refusing PATCHes.
+func TestLiveLogReads(t *testing.T) {
+	t.Parallel()
+	inst := jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) { c.TraceChunkSize = 1 << 10 }})
+	p, job := legacyJob(t, inst, nil)
+	ctx := context.Background()
+	var log bytes.Buffer
+	for i := range 10 {
+		var chunk bytes.Buffer
+		for chunk.Len() < 700 {
+			fmt.Fprintf(&chunk, "patch %d line %d\n", i, chunk.Len())
+		}
+		resp, b := patchTrace(t, inst.URL, job.ID, job.Token, log.Len(), chunk.Bytes())
+		wantStatus(t, resp, b, http.StatusAccepted)
+		log.Write(chunk.Bytes())
+	}
+	want := log.Bytes()
+	durable := jobapitest.QueryInt(t, inst.Pool, "SELECT trace_size FROM builds WHERE id = $1", job.ID)
+	if durable == 0 || durable >= len(want) || durable%1024 != 0 {
+		t.Fatalf("Postgres holds %d of %d bytes; want whole KiB chunks and a live tail", durable, len(want))
+	}
+
+	if got := inst.Job(t, 7, job.ID).TraceSize; got != int64(len(want)) {
+		t.Errorf("trace_size %d, want %d", got, len(want))
+	}
+	resp, b := inst.Do(t, "GET", fmt.Sprintf("/api/v4/projects/7/jobs/%d/trace", job.ID), nil)
+	wantStatus(t, resp, b, http.StatusOK)
+	if !bytes.Equal(b, want) {
+		t.Errorf("operator trace: %d bytes, want %d", len(b), len(want))
+	}
+	for _, r := range []struct{ from, max int64 }{
+		{0, 100}, {int64(durable) - 50, 100}, {int64(durable), 10_000}, {100, 1 << 20}, {int64(len(want)) - 1, 5}, {int64(len(want)) + 10, 5},
+	} {
+		data, size, err := inst.Service.TraceRange(ctx, 7, job.ID, r.from, r.max)
+		from := min(r.from, int64(len(want)))
+		if exp := want[from:min(from+r.max, int64(len(want)))]; err != nil || size != int64(len(want)) || !bytes.Equal(data, exp) {
+			t.Errorf("TraceRange(%d, %d): %d bytes of %d, err %v; want %d bytes of %d", r.from, r.max, len(data), size, err, len(exp), len(want))
+		}
+	}
+	for _, before := range []int64{int64(durable) / 2, int64(durable), int64(durable) + 300, int64(len(want))} {
+		n, err := inst.Service.TraceLines(ctx, job.ID, before)
+		if exp := int64(bytes.Count(want[:before], []byte("\n"))); err != nil || n != exp {
+			t.Errorf("TraceLines(%d): %d, err %v; want %d", before, n, err, exp)
+		}
+	}
+	readLive := func(what string) []byte {
+		t.Helper()
+		r, err := inst.Service.LiveLog().Open(ctx, job.ID)
+		if err != nil {
+			t.Fatalf("%s: open: %v", what, err)
+		}
+		defer r.Close()
+		got, err := io.ReadAll(r)
+		if err != nil {
+			t.Fatalf("%s: read: %v", what, err)
+		}
+		return got
+	}
+	if got := readLive("running"); !bytes.Equal(got, want) {
+		t.Errorf("LiveLog of the running job: %d bytes, want %d", len(got), len(want))
+	}
+	if err := inst.Service.LiveLog().Drop(ctx, job.ID); err == nil {
+		t.Errorf("Drop of a running job's log: no error")
+	}
+
+	resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "success", "output": map[string]any{"bytesize": len(want)}})
+	wantStatus(t, resp, b, http.StatusOK)
+	if got := jobapitest.QueryInt(t, inst.Pool, "SELECT trace_size FROM builds WHERE id = $1", job.ID); got != len(want) {
+		t.Errorf("after the final update Postgres holds %d bytes, want the whole log (%d)", got, len(want))
+	}
+	if got := readLive("finished"); !bytes.Equal(got, want) {
+		t.Errorf("LiveLog of the finished job: %d bytes, want %d", len(got), len(want))
+	}
+	if err := inst.Service.LiveLog().Drop(ctx, job.ID); err != nil {
+		t.Fatalf("Drop: %v", err)
+	}
+	if n := jobapitest.QueryInt(t, inst.Pool, "SELECT count(*) FROM build_trace_chunks WHERE build_id = $1", job.ID); n != 0 {
+		t.Errorf("%d chunks left after Drop", n)
+	}
+	resp, b = patchTrace(t, inst.URL, job.ID, job.Token, len(want), []byte("late\n"))
+	wantJSONError(t, resp, b, http.StatusForbidden)
+	wantJobStatus(t, resp, "success")
+	if st := inst.Pipeline(t, p).Status; st != "success" {
+		t.Errorf("pipeline %s, want success", st)
+	}
+}
