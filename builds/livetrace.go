@@ -139,6 +139,9 @@ func (s *Service) appendLive(ctx context.Context, id int64, offset int64, data [
 		}
 		switch r.Outcome {
 		case LiveAppended:
+			// Running, as this replica knows (a later PUT state=running is a keepalive);
+			// the liveness of record is written by the state check once per LiveTraceCheck.
+			s.touches.put(id, now)
 			if len(data) > 0 {
 				s.changed(Change{BuildID: id, Log: true})
 			}

@@ -206,7 +206,9 @@ func (s *Store) Arm(ctx context.Context, id int64, status builds.Status, durable
 func (s *Store) Fence(ctx context.Context, id int64) error {
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
-	return unavailable(fenceScript.Run(ctx, s.rdb, s.traceKeys(id)[:1], int64(liveTraceTTL.Seconds()), time.Now().UnixMilli()).Err())
+	// A state created here holds no bytes: it only needs to outlive the finish (a state
+	// check that reopens it sets the long TTL).
+	return unavailable(fenceScript.Run(ctx, s.rdb, s.traceKeys(id)[:1], int64(closedTraceTTL.Seconds()), time.Now().UnixMilli()).Err())
 }
 
 // Cancel moves a running live log to canceling.
