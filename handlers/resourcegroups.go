@@ -17,21 +17,22 @@ func (h *Handler) listResourceGroups(w http.ResponseWriter, r *http.Request) err
 	return writeProjectPage(w, r, h.svc.ResourceGroups, resourceGroupView)
 }
 
-// groupKey is the :key segment, which clients send URL-encoded (a key may hold slashes).
-func groupKey(r *http.Request) (string, error) {
+// groupOf reads the project id and the :key segment, which clients send URL-encoded (a
+// key may hold slashes): every resource group route names both.
+func groupOf(r *http.Request) (int64, string, error) {
+	pid, err := projectID(r)
+	if err != nil {
+		return 0, "", err
+	}
 	key, err := url.PathUnescape(chi.URLParam(r, "key"))
 	if err != nil {
-		return "", badRequest("key is not a valid URL-encoded value")
+		return 0, "", badRequest("key is not a valid URL-encoded value")
 	}
-	return key, nil
+	return pid, key, nil
 }
 
 func (h *Handler) getResourceGroup(w http.ResponseWriter, r *http.Request) error {
-	pid, err := projectID(r)
-	if err != nil {
-		return err
-	}
-	key, err := groupKey(r)
+	pid, key, err := groupOf(r)
 	if err != nil {
 		return err
 	}
@@ -49,11 +50,7 @@ type resourceGroupFields struct {
 }
 
 func (h *Handler) updateResourceGroup(w http.ResponseWriter, r *http.Request) error {
-	pid, err := projectID(r)
-	if err != nil {
-		return err
-	}
-	key, err := groupKey(r)
+	pid, key, err := groupOf(r)
 	if err != nil {
 		return err
 	}
@@ -73,11 +70,7 @@ func (h *Handler) updateResourceGroup(w http.ResponseWriter, r *http.Request) er
 }
 
 func (h *Handler) upcomingJobs(w http.ResponseWriter, r *http.Request) error {
-	pid, err := projectID(r)
-	if err != nil {
-		return err
-	}
-	key, err := groupKey(r)
+	pid, key, err := groupOf(r)
 	if err != nil {
 		return err
 	}
