@@ -4,9 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,42 +11,6 @@ import (
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/e2e/jobapitest"
 )
-
-// monorepo is a work tree and its bare remote: services api and web, a Dockerfile.
-type monorepo struct {
-	t          *testing.T
-	work, bare string
-}
-
-func newMonorepo(t *testing.T) *monorepo {
-	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
-	}
-	root := t.TempDir()
-	m := &monorepo{t: t, work: filepath.Join(root, "work"), bare: filepath.Join(root, "app.git")}
-	git(t, root, "init", "--quiet", "--bare", "--initial-branch=main", m.bare)
-	git(t, root, "init", "--quiet", "--initial-branch=main", m.work)
-	return m
-}
-
-// commit writes files, commits on the current branch, pushes it and returns the sha.
-func (m *monorepo) commit(files map[string]string) string {
-	m.t.Helper()
-	for name, text := range files {
-		p := filepath.Join(m.work, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			m.t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			m.t.Fatal(err)
-		}
-	}
-	git(m.t, m.work, "add", "-A")
-	git(m.t, m.work, "commit", "--quiet", "-m", "change")
-	git(m.t, m.work, "push", "--quiet", m.bare, "HEAD")
-	return git(m.t, m.work, "rev-parse", "HEAD")
-}
 
 const monorepoCI = `
 stages: [build, test]

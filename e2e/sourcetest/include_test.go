@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,11 +16,7 @@ import (
 // includeRepo makes a bare repository whose main holds CI files that include each other.
 func includeRepo(t *testing.T) (bare, sha string) {
 	t.Helper()
-	root := t.TempDir()
-	bare = filepath.Join(root, "app.git")
-	work := filepath.Join(root, "work")
-	git(t, root, "init", "--quiet", "--bare", "--initial-branch=main", bare)
-	git(t, root, "init", "--quiet", "--initial-branch=main", work)
+	m := newMonorepo(t)
 	files := map[string]string{
 		"ci/build.yml":         "include: ci/common.yml\nbuild:\n  stage: build\n  extends: .common\n  script: make\n",
 		"ci/common.yml":        ".common:\n  image: golang:1.22\nvariables:\n  FROM_COMMON: \"yes\"\n",
@@ -30,20 +24,7 @@ func includeRepo(t *testing.T) (bare, sha string) {
 		"ci/checks/vet.yml":    "vet:\n  stage: test\n  script: go vet ./...\n",
 		"ci/checks/format.yml": "format:\n  stage: test\n  script: gofmt -l .\n",
 	}
-	for name, text := range files {
-		p := filepath.Join(work, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	git(t, work, "add", ".")
-	git(t, work, "commit", "--quiet", "-m", "ci")
-	sha = git(t, work, "rev-parse", "HEAD")
-	git(t, work, "push", "--quiet", bare, "main")
-	return bare, sha
+	return m.bare, m.commit(files)
 }
 
 // TestIncludeLocal: include: local is read from the project's repository at the

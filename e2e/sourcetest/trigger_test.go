@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -21,14 +18,7 @@ import (
 // its own directory, a child that nests a grandchild, and a broken one.
 func triggerRepo(t *testing.T) (bare, sha string) {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
-	}
-	root := t.TempDir()
-	bare = filepath.Join(root, "mono.git")
-	work := filepath.Join(root, "work")
-	git(t, root, "init", "--quiet", "--bare", "--initial-branch=main", bare)
-	git(t, root, "init", "--quiet", "--initial-branch=main", work)
+	m := newMonorepo(t)
 	files := map[string]string{
 		"services/api/.gitlab-ci.yml": `
 stages: [build, test]
@@ -45,20 +35,7 @@ api-test:
 			"\ndeeper:\n  trigger:\n    include: nested/grandchild.yml\n",
 		"broken.yml": "job:\n  script: [[[\n",
 	}
-	for name, text := range files {
-		p := filepath.Join(work, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	git(t, work, "add", ".")
-	git(t, work, "commit", "--quiet", "-m", "monorepo")
-	sha = git(t, work, "rev-parse", "HEAD")
-	git(t, work, "push", "--quiet", bare, "main")
-	return bare, sha
+	return m.bare, m.commit(files)
 }
 
 const parentCI = `
