@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -44,6 +45,9 @@ type env struct {
 	serverPID int
 	http      *http.Client
 	flagWait  time.Duration
+	serverLog *slog.Logger
+	// floorCost is the floor scenario's result, which the issue 16 table divides by.
+	floorCost *floorCost
 
 	cleanups []func()
 }
@@ -199,6 +203,7 @@ func (e *env) startServer(prefix string) error {
 		return fmt.Errorf("--server-log-level: %w", err)
 	}
 	log := slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: level}))
+	e.serverLog = log
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -226,6 +231,30 @@ func (e *env) startServer(prefix string) error {
 	e.logf("jobapi in-process at %s (pool %d conns, sweep every %s, server log level %s)",
 		e.baseURL, cfg.DatabaseMaxConns, cfg.SweepInterval, level)
 	return nil
+}
+
+// startReplica starts another in-process replica on the same database and Redis prefix,
+// with cfg changed by change; its statements are counted with the first one's. The caller
+// closes it.
+func (e *env) startReplica(change func(*server.Config)) (*server.Server, error) {
+	if e.srv == nil {
+		return nil, errors.New("a second replica needs the in-process jobapi (not --url)")
+	}
+	cfg := e.serverCfg
+	change(&cfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	opts := server.Options{Listener: ln, FlagDomain: "jobapi-bench-" + randHex(4), Tracer: e.queries}
+	var srv *server.Server
+	pprof.Do(context.Background(), pprof.Labels(labelKey, "server"), func(ctx context.Context) {
+		srv, err = server.Start(ctx, cfg, e.serverLog, opts)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start a second jobapi: %w", err)
+	}
+	return srv, nil
 }
 
 func (e *env) close() {

@@ -37,6 +37,7 @@ type config struct {
 	PerPipeline     int
 
 	BaselineDuration time.Duration
+	FloorDuration    time.Duration
 	BaselineConns    int
 	AdjacentBaseline time.Duration
 
@@ -50,6 +51,14 @@ type config struct {
 	IdleDuration     time.Duration
 	IdleBacklog      int
 	IdleFleetProcess bool
+
+	PickupRunners  int
+	PickupInterval time.Duration
+	PickupLongPoll time.Duration
+	PickupIdle     time.Duration
+	PickupJobs     int
+	PickupEvery    time.Duration
+	PickupModes    []string
 
 	SweepWaiting int
 	SweepExpired int
@@ -70,7 +79,7 @@ type config struct {
 	TracePatchSize int
 }
 
-var allScenarios = []string{"baseline", "cycle", "ack", "idle", "sweep", "artifacts", "yaml", "trace", "scale"}
+var allScenarios = []string{"baseline", "floor", "cycle", "ack", "idle", "pickup", "sweep", "artifacts", "yaml", "trace", "scale"}
 
 type intList []int
 
@@ -127,17 +136,25 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.ScenarioTimeout, "scenario-timeout", 10*time.Minute, "give up on a scenario's load after this long")
 	fs.IntVar(&c.PerPipeline, "jobs-per-pipeline", 10, "seeded builds per pipeline")
 	fs.DurationVar(&c.BaselineDuration, "baseline-duration", 10*time.Second, "baseline: how long to run the UPDATEs (Redis: half as long)")
+	fs.DurationVar(&c.FloorDuration, "floor-duration", 5*time.Second, "floor: how long to measure each of update and http (each --repeat times)")
 	fs.DurationVar(&c.AdjacentBaseline, "adjacent-baseline", 3*time.Second, "cycle, ack: re-measure the UPDATE ceiling this long right before, and check the target against it (0: off)")
 	fs.IntVar(&c.BaselineConns, "baseline-conns", 0, "baseline: connections (default: --db-max-conns, as many as jobapi's pool)")
 	fs.IntVar(&c.Runners, "runners", 32, "cycle, ack: concurrent runners")
 	fs.IntVar(&c.CycleJobs, "cycle-jobs", 20_000, "cycle: jobs to run")
 	fs.IntVar(&c.AckJobs, "ack-jobs", 30_000, "ack: pre-assigned jobs to acknowledge")
-	fs.IntVar(&c.Repeat, "repeat", 1, "cycle, ack: run each this many times, each with its adjacent baseline, and report the run with the median ratio (the others' ratios listed with it; profiles are the last run's): on a shared machine one run's ratio can be off by a fifth")
+	fs.IntVar(&c.Repeat, "repeat", 1, "floor (medians of each part), cycle, ack: run each this many times, each with its adjacent baseline, and report the run with the median ratio (the others' ratios listed with it; profiles are the last run's): on a shared machine one run's ratio can be off by a fifth")
 	fs.IntVar(&c.IdleRunners, "idle-runners", 1000, "idle: runners polling")
 	fs.DurationVar(&c.IdleInterval, "idle-interval", 3*time.Second, "idle: each runner's poll interval")
 	fs.DurationVar(&c.IdleDuration, "idle-duration", 30*time.Second, "idle: measured time")
 	fs.IntVar(&c.IdleBacklog, "idle-backlog", 100_000, "idle: pending builds for other runners meanwhile (the memory target's)")
 	fs.BoolVar(&c.IdleFleetProcess, "idle-fleet-process", true, "idle: play the runners from a child process, so that the peak RSS is jobapi's (false: in this process)")
+	fs.IntVar(&c.PickupRunners, "pickup-runners", 10_000, "pickup: runners in the fleet (a child process)")
+	fs.DurationVar(&c.PickupInterval, "pickup-interval", 3*time.Second, "pickup: each runner's request interval")
+	fs.DurationVar(&c.PickupLongPoll, "pickup-long-poll", 50*time.Second, "pickup: the second replica's JOBAPI_LONG_POLL")
+	fs.DurationVar(&c.PickupIdle, "pickup-idle", 10*time.Second, "pickup: measured idle phase of each mode (no jobs)")
+	fs.IntVar(&c.PickupJobs, "pickup-jobs", 30, "pickup: jobs created in each mode's job phase")
+	fs.DurationVar(&c.PickupEvery, "pickup-every", time.Second, "pickup: one job created this often")
+	pickupModes := fs.String("pickup-modes", "poll,long_poll", "pickup: poll (every interval, one replica), long_poll (held requests on a second replica)")
 	fs.IntVar(&c.SweepWaiting, "sweep-waiting", 100_000, "sweep: builds waiting for their ack")
 	fs.IntVar(&c.SweepExpired, "sweep-expired", 10_000, "sweep: of which expired")
 	c.ScaleSizes = intList{1000, 10_000, 100_000, 1_000_000}
@@ -168,12 +185,16 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			}
 		}
 		def("baseline-duration", func() { c.BaselineDuration = 3 * time.Second })
+		def("floor-duration", func() { c.FloorDuration = 2 * time.Second })
 		def("cycle-jobs", func() { c.CycleJobs = 2000 })
 		def("ack-jobs", func() { c.AckJobs = 3000 })
 		def("idle-runners", func() { c.IdleRunners = 200 })
 		def("idle-interval", func() { c.IdleInterval = time.Second })
 		def("idle-duration", func() { c.IdleDuration = 5 * time.Second })
 		def("idle-backlog", func() { c.IdleBacklog = 10_000 })
+		def("pickup-runners", func() { c.PickupRunners = 1000 })
+		def("pickup-idle", func() { c.PickupIdle = 5 * time.Second })
+		def("pickup-jobs", func() { c.PickupJobs = 10 })
 		def("sweep-waiting", func() { c.SweepWaiting = 10_000 })
 		def("sweep-expired", func() { c.SweepExpired = 1000 })
 		def("sweep-interval", func() { c.SweepInterval = time.Second })
@@ -187,6 +208,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("--artifact-size: %w", err)
 	}
 	c.ArtifactSize = size
+	for _, m := range strings.Split(*pickupModes, ",") {
+		m = strings.TrimSpace(m)
+		if m != "poll" && m != "long_poll" {
+			return c, fmt.Errorf("--pickup-modes: unknown mode %q (have poll, long_poll)", m)
+		}
+		c.PickupModes = append(c.PickupModes, m)
+	}
 	for _, s := range strings.Split(*scenarios, ",") {
 		s = strings.TrimSpace(s)
 		if !slices.Contains(allScenarios, s) {
@@ -208,7 +236,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.SweepExpired > c.SweepWaiting {
 		return c, errors.New("--sweep-expired must not exceed --sweep-waiting")
 	}
-	for _, n := range []int{c.Runners, c.IdleRunners, c.ScaleRunners, c.BaselineConns, c.PerPipeline, c.Repeat} {
+	for _, n := range []int{c.Runners, c.IdleRunners, c.PickupRunners, c.PickupJobs, c.ScaleRunners, c.BaselineConns, c.PerPipeline, c.Repeat} {
 		if n <= 0 {
 			return c, errors.New("runner, connection and pipeline counts must be positive")
 		}

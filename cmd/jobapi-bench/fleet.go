@@ -31,6 +31,10 @@ type fleetSpec struct {
 	Runners  []fleetRunner `json:"runners"`
 	Interval time.Duration `json:"interval"`
 	Duration time.Duration `json:"duration"`
+	// Pickup plays the pickup scenario's fleet instead (pickup_fleet.go); LongPoll says the
+	// replica holds requests.
+	Pickup   bool `json:"pickup,omitempty"`
+	LongPoll bool `json:"long_poll,omitempty"`
 }
 
 type fleetRunner struct {
@@ -91,6 +95,9 @@ func fleetMain(stdin io.Reader, stdout io.Writer) error {
 	var spec fleetSpec
 	if err := json.Unmarshal(line, &spec); err != nil {
 		return err
+	}
+	if spec.Pickup {
+		return pickupFleetMain(spec, in, stdout)
 	}
 	clients := make([]*runnerclient.Client, len(spec.Runners))
 	for i, r := range spec.Runners {

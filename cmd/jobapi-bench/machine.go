@@ -47,27 +47,7 @@ func snapshotMachine() machineSnapshot {
 			s.busy += n / clockTicks
 		}
 	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return s
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		comm, err := os.ReadFile("/proc/" + e.Name() + "/comm")
-		if err != nil {
-			continue
-		}
-		name := strings.TrimSpace(string(comm))
-		if name != "redis-server" {
-			continue
-		}
-		if st, err := readProcStat(pid); err == nil {
-			s.redis += st.cpu
-		}
-	}
+	s.redis = redisCPU()
 	s.ok = true
 	return s
 }

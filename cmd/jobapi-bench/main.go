@@ -7,14 +7,15 @@
 // then be that jobapi's database (it is seeded and, by scale, truncated: use a deployment
 // dedicated to benchmarking).
 //
-// Scenarios (issue 6): baseline, cycle, ack, idle, sweep, scale; and artifacts (issue 14). It prints a table and one
+// Scenarios (issue 6): baseline, cycle, ack, idle, sweep, scale; artifacts (issue 14); floor and
+// pickup (issue 16, which also gets a table of its targets at the end). It prints a table and one
 // JSON line per scenario. See README "Performance".
 //
 // Files: main.go and flags.go run it; env.go, runners.go and seed.go set up the system under
-// test; scenario_*.go are the scenarios, twin.go their store-only twins' service; load.go
-// and fleet.go generate the load; latency.go, queries.go, window.go, machine.go and
-// profiles.go measure it; result.go and report.go turn measurements into the table and the
-// JSON lines.
+// test; scenario_*.go are the scenarios, twin.go their store-only twins' service; load.go,
+// fleet.go and pickup_fleet.go generate the load; latency.go, queries.go, window.go, machine.go,
+// tested.go and profiles.go measure it; result.go, report.go and issue16.go turn measurements
+// into the tables and the JSON lines.
 package main
 
 import (
@@ -110,6 +111,8 @@ func runScenarios(ctx context.Context, cfg config, stdout, stderr io.Writer) err
 			if r != nil {
 				baseline = r.Throughput
 			}
+		case "floor":
+			r, err = e.floor(ctx)
 		case "cycle":
 			r, err = e.repeated(s, func() (*Result, error) { return e.cycle(ctx, workers, baseline) })
 		case "ack":
@@ -119,6 +122,11 @@ func runScenarios(ctx context.Context, cfg config, stdout, stderr io.Writer) err
 			if fleet, err = e.newRunners(ctx, cfg.IdleRunners, nil); err == nil {
 				r, err = e.idle(ctx, fleet)
 				closeIdle(fleet)
+			}
+		case "pickup":
+			var fleet []*runner
+			if fleet, err = e.newRunners(ctx, cfg.PickupRunners, nil); err == nil {
+				r, err = e.pickup(ctx, fleet)
 			}
 		case "sweep":
 			r, err = e.sweep(ctx)
@@ -144,6 +152,10 @@ func runScenarios(ctx context.Context, cfg config, stdout, stderr io.Writer) err
 		}
 	}
 	writeTable(stdout, results)
+	if t := e.issue16(results); t != nil {
+		writeIssue16(stdout, t)
+		results = append(results, t)
+	}
 	fmt.Fprintln(stdout)
 	if err := writeJSONLines(stdout, results); err != nil {
 		return err

@@ -47,6 +47,9 @@ func TestSmoke(t *testing.T) {
 		"--baseline-duration", "200ms", "--baseline-conns", "2", "--adjacent-baseline", "200ms",
 		"--runners", "3", "--cycle-jobs", "30", "--ack-jobs", "30", "--jobs-per-pipeline", "4", "--repeat", "2",
 		"--idle-runners", "10", "--idle-interval", "200ms", "--idle-duration", "600ms", "--idle-backlog", "50",
+		"--floor-duration", "200ms",
+		"--pickup-runners", "6", "--pickup-interval", "200ms", "--pickup-long-poll", "2s", "--pickup-idle", "300ms",
+		"--pickup-jobs", "3", "--pickup-every", "100ms",
 		"--sweep-waiting", "60", "--sweep-expired", "15",
 		"--scale-sizes", "20,40", "--scale-history", "50", "--scale-claims", "10", "--scale-runners", "2",
 		"--artifact-size", "3MB", "--yaml-jobs", "60", "--yaml-repeat", "2", "--trace-patches", "40",
@@ -106,6 +109,22 @@ func TestSmoke(t *testing.T) {
 	}
 	if y := results["yaml"]; y.Count != 2 || y.Extra["create_median_ms"] == nil || len(y.Targets) != 1 {
 		t.Errorf("yaml: count %d, extra %v, targets %v; want two pipelines and the creation target", y.Count, y.Extra, y.Targets)
+	}
+	if f, _ := results["floor"].Extra["floor"].(map[string]any); f["job_machine_us"] == nil || f["http_per_s"].(float64) <= 0 {
+		t.Errorf("floor: %v, want the update and http floors and a job's", f)
+	}
+	modes, _ := results["pickup"].Extra["modes"].([]any)
+	if len(modes) != 2 {
+		t.Errorf("pickup: modes %v, want poll and long_poll", modes)
+	}
+	for _, m := range modes {
+		m := m.(map[string]any)
+		if m["jobs"].(float64) != 3 || m["requests_per_job"].(float64) <= 0 {
+			t.Errorf("pickup %s: jobs %v, requests per job %v; want all 3 jobs picked up", m["mode"], m["jobs"], m["requests_per_job"])
+		}
+	}
+	if i16 := results["issue16"]; len(i16.Targets) < 6 {
+		t.Errorf("issue16: targets %v, want the ratio, idle and pickup targets", i16.Targets)
 	}
 	if s := results["scale"]; len(s.Endpoints) != 4 {
 		t.Errorf("scale: want 2 sizes, the history point and the first size again, got %v", s.Endpoints)

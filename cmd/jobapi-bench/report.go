@@ -30,7 +30,17 @@ type Result struct {
 	Extra           map[string]any `json:"extra,omitempty"`
 	Errors          int            `json:"errors"`
 
-	order []string // table rows, when not the default order
+	order  []string       // table rows, when not the default order
+	unit   *unitCost      // CPU per unit of work (costPer), medians under --repeat
+	pickup *pickupSummary // the pickup scenario's modes
+}
+
+// unitCost is a scenario's CPU per unit of work in microseconds: the whole machine's busy
+// time and the tested processes' (tested.go).
+type unitCost struct {
+	Unit    string
+	Machine float64
+	Tested  float64
 }
 
 // Target is one of issue 6's targets, checked.
@@ -124,7 +134,7 @@ func writeTable(w io.Writer, results []*Result) {
 
 // endpointOrder keeps a scenario's rows in the order a job goes through.
 func endpointOrder(name string) int {
-	order := []string{"pg_update", "redis_set", "redis_get", "request", "ack", "trace", "finish", "request_204",
+	order := []string{"pg_update", "update", "http", "redis_set", "redis_get", "request", "ack", "trace", "finish", "request_204",
 		"cycle_store_only", "ack_store_only",
 		"poll_first", "poll", "sweep_expired", "sweep_empty"}
 	if i := slices.Index(order, name); i >= 0 {

@@ -48,9 +48,16 @@ func costPer(r *Result, res Resources, unit string, n int) {
 	if res.ServerCPU > 0 {
 		r.Extra["server_cpu_us_per_"+unit] = round3(res.ServerCPU / float64(n) * 1e6)
 	}
+	u := &unitCost{Unit: unit}
 	if per := res.Machine.perUnit(res, n); per != nil {
 		r.Extra["machine_cpu_us_per_"+unit] = per
+		u.Machine = per["total_busy"]
 	}
+	if res.Tested != nil {
+		u.Tested = res.Tested.perUnit(n)
+		r.Extra["tested_cpu_us_per_"+unit] = u.Tested
+	}
+	r.unit = u
 }
 
 func (e *env) ratio(r *Result, baseline float64) {
@@ -112,7 +119,21 @@ func (e *env) repeated(name string, run func() (*Result, error)) (*Result, error
 	for i, x := range runs {
 		ratios[i] = x.ratio
 	}
-	median := runs[(len(runs)-1)/2].r
-	median.Extra["repeat_ratios"] = ratios
-	return median, nil
+	med := runs[(len(runs)-1)/2].r
+	med.Extra["repeat_ratios"] = ratios
+	// The CPU per unit is each run's own, medians taken separately (issue 16's table).
+	if med.unit != nil {
+		var machine, tested []float64
+		for _, x := range runs {
+			if x.r.unit != nil {
+				machine, tested = append(machine, x.r.unit.Machine), append(tested, x.r.unit.Tested)
+			}
+		}
+		med.unit = &unitCost{Unit: med.unit.Unit, Machine: median(machine), Tested: median(tested)}
+		med.Extra["repeat_machine_cpu_us_per_"+med.unit.Unit] = machine
+		med.Extra["repeat_tested_cpu_us_per_"+med.unit.Unit] = tested
+		med.Extra["median_machine_cpu_us_per_"+med.unit.Unit] = med.unit.Machine
+		med.Extra["median_tested_cpu_us_per_"+med.unit.Unit] = med.unit.Tested
+	}
+	return med, nil
 }

@@ -22,7 +22,7 @@ func (e *env) baseline(ctx context.Context) (*Result, error) {
 	machine := snapshotMachine()
 	var ru0, ru1 syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
-	updates, pgWall, err := e.pgUpdates(ctx, cfg.BaselineDuration, rec, "pg_update")
+	updates, pgWall, err := e.pgUpdates(ctx, cfg.BaselineDuration, rec, "pg_update", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +75,9 @@ const baselineRows = 10_000
 
 // pgUpdates runs concurrent single-row primary-key UPDATEs, each its own transaction, on
 // --baseline-conns connections for d: the database's ceiling for one state change.
-func (e *env) pgUpdates(ctx context.Context, d time.Duration, rec *recorder, endpoint string) (int, time.Duration, error) {
+// measure, when set, is called as the clock starts; what it returns is called as the load
+// ends, with the pool still open (its backends' CPU is read then).
+func (e *env) pgUpdates(ctx context.Context, d time.Duration, rec *recorder, endpoint string, measure func() func()) (int, time.Duration, error) {
 	conns := e.cfg.BaselineConns
 	if _, err := e.db.Exec(ctx, `
 CREATE TABLE IF NOT EXISTS jobapi_bench_baseline (
@@ -105,6 +107,10 @@ ON CONFLICT DO NOTHING`, baselineRows); err != nil {
 		_, _ = pool.Exec(ctx, update, i+1)
 	})
 	var updates atomic.Int64
+	stop := func() {}
+	if measure != nil {
+		stop = measure()
+	}
 	start := time.Now()
 	deadline := start.Add(d)
 	loadgen(ctx, conns, func(ctx context.Context, i int) {
@@ -122,7 +128,9 @@ ON CONFLICT DO NOTHING`, baselineRows); err != nil {
 			updates.Add(1)
 		}
 	})
-	return int(updates.Load()), time.Since(start), nil
+	took := time.Since(start)
+	stop()
+	return int(updates.Load()), took, nil
 }
 
 // adjacentBaseline re-measures the UPDATE ceiling right before a ratio scenario: on a
@@ -131,7 +139,7 @@ func (e *env) adjacentBaseline(ctx context.Context) float64 {
 	if e.cfg.AdjacentBaseline <= 0 {
 		return 0
 	}
-	n, took, err := e.pgUpdates(ctx, e.cfg.AdjacentBaseline, newRecorder(), "pg_update")
+	n, took, err := e.pgUpdates(ctx, e.cfg.AdjacentBaseline, newRecorder(), "pg_update", nil)
 	if err != nil || n == 0 {
 		e.logf("adjacent baseline: %v", err)
 		return 0

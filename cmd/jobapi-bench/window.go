@@ -29,6 +29,7 @@ type window struct {
 	remote   procStat
 	wal      walStats
 	machine  machineSnapshot
+	tested   testedSnapshot
 }
 
 // walStats is pg_stat_wal (Postgres 14+): the whole server's WAL, which on a quiet machine
@@ -72,6 +73,8 @@ type Resources struct {
 	LoadAvg float64 `json:"loadavg_1m"`
 	// Machine is where all of the machine's CPU went meanwhile (machine.go).
 	Machine *machineCPU `json:"machine_cpu,omitempty"`
+	// Tested is what jobapi, its Postgres backends and Redis spent meanwhile (tested.go).
+	Tested  *testedCPU `json:"tested_cpu,omitempty"`
 	queries queryCounts
 }
 
@@ -105,6 +108,7 @@ func (e *env) startWindow(name string, resetPeak bool) *window {
 	w.queries = e.queries.snapshot()
 	w.wal = e.walSnapshot(context.Background())
 	w.machine = snapshotMachine()
+	w.tested = e.snapshotTested(context.Background())
 	w.start = time.Now()
 	return w
 }
@@ -116,6 +120,7 @@ func (w *window) stop() Resources {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	res.ProcessCPU = round3(cpuSeconds(ru) - cpuSeconds(w.rusage))
 	res.Machine = machineSince(w.machine, res.ProcessCPU)
+	res.Tested = w.env.testedSince(context.Background(), w.tested)
 	res.queries = w.env.queries.snapshot().sub(w.queries)
 	if after := w.env.walSnapshot(context.Background()); after.ok && w.wal.ok {
 		res.WAL = &walStats{Records: after.Records - w.wal.Records, FPI: after.FPI - w.wal.FPI, MB: round3(after.MB - w.wal.MB)}
