@@ -42,7 +42,7 @@
 //	scheduled                                              | due pass: its scheduled_at passed                              | pending   | queued               | -
 //	scheduled                                              | due pass, a resource_group job⁴                                | resource  | waiting_for_resource | -
 //	resource                                               | its resource group is free and assigned to it⁴                 | pending   | queued               | -
-//	created, manual, scheduled, resource, pending, waiting | operator cancels the job or pipeline                           | canceled  | canceled             | -
+//	created, manual, scheduled, resource, pending, waiting | operator cancels the job or pipeline, or auto-cancel⁶          | canceled  | canceled             | -
 //	pending                                                | claimed by a runner, one-phase                                 | running   | assigned             | -
 //	pending                                                | claimed by a runner, two-phase                                 | waiting   | assigned             | -
 //	pending                                                | reaper: pending too long                                       | failed    | dropped_stuck        | stuck_pending
@@ -67,7 +67,7 @@
 //	running                                                | reaper: running without updates                                | failed    | dropped_stuck        | no_updates_running
 //	running                                                | reaper: running past timeout + grace                           | failed    | dropped_stuck        | job_execution_timeout
 //	waiting, running                                       | its runner deleted (operator or unregister)                    | failed    | runner_deleted       | runner_system_failure
-//	running                                                | operator cancels the job or pipeline                           | canceling | cancel_requested     | -
+//	running                                                | operator cancels the job or pipeline, or auto-cancel⁶          | canceling | cancel_requested     | -
 //	canceling                                              | final update (PUT success or failed)                           | canceled  | finished             | -
 //	canceling                                              | reaper: canceling without updates                              | canceled  | dropped_stuck        | -
 //	canceling                                              | stuck stage², pessimistic                                      | canceled  | stuck_stage          | -
@@ -101,6 +101,10 @@
 //	⁵ A bridge (trigger:) never goes to a runner: the bridge pass creates its child pipeline,
 //	and the transaction that ends the child ends a depend bridge. The reapers and the stuck
 //	check leave a running bridge alone; cancelling its pipeline cancels the child.
+//	⁶ Auto-cancel (workflow:auto_cancel) takes the operator's pipeline cancel path: a newer
+//	pipeline on the ref cancels an older one whole (on_new_commit: conservative) or its
+//	interruptible builds (interruptible); a build that fails for good cancels the rest of its
+//	pipeline (on_job_failure: all) right after its finish commits, a pass being the net.
 //
 //	pipeline from                       | trigger                                     | to
 //	------------------------------------+---------------------------------------------+-----------------

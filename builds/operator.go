@@ -33,8 +33,15 @@ func (s *Service) CancelPipeline(ctx context.Context, projectID, id int64, actor
 	if err != nil {
 		return Pipeline{}, err
 	}
+	s.afterCancel(ctx, p, actor)
+	return p, nil
+}
+
+// afterCancel is what follows the store's cancel of pipeline p: waiters, ack leases, the
+// live logs of builds asked to cancel, the audit log.
+func (s *Service) afterCancel(ctx context.Context, p Pipeline, actor string) {
 	// Builds ended: waiters answer now, not at their next poll.
-	s.notifyPipelines(ctx, id)
+	s.notifyPipelines(ctx, p.ID)
 	for _, b := range p.Builds {
 		if b.Status == StatusCanceled && b.TwoPhase {
 			_ = s.leases.Release(ctx, b.ID)
@@ -43,8 +50,7 @@ func (s *Service) CancelPipeline(ctx context.Context, projectID, id int64, actor
 			s.liveCancel(ctx, b.ID)
 		}
 	}
-	s.audit(ctx, actor, "pipeline_canceled", "pipeline:"+strconv.FormatInt(id, 10), nil)
-	return p, nil
+	s.audit(ctx, actor, "pipeline_canceled", "pipeline:"+strconv.FormatInt(p.ID, 10), nil)
 }
 
 // JobView is a build as operators see it, with the live ack TTL when it waits.

@@ -49,6 +49,8 @@ type Pipeline struct {
 	ParentBuildID    int64
 	ParentPipelineID int64
 	Depth            int
+	// AutoCancel: workflow:auto_cancel as the pipeline was created with (defaults filled).
+	AutoCancel AutoCancel
 }
 
 // PipelineDefinition is what an operator posts to create a pipeline.
@@ -64,6 +66,8 @@ type PipelineDefinition struct {
 	Jobs            []JobDefinition
 	// ParentBuildID: the bridge that creates this child pipeline (Store.CreateChild sets it).
 	ParentBuildID int64
+	// AutoCancel: workflow:auto_cancel (GitLab's defaults where empty).
+	AutoCancel AutoCancel
 }
 
 // JobDefinition uses .gitlab-ci.yml's keys where they exist.
@@ -156,6 +160,9 @@ func (d *PipelineDefinition) Normalize() error {
 		return invalid("sha must be 40 lowercase hex characters")
 	}
 	if err := d.normalizeOrigin(); err != nil {
+		return err
+	}
+	if err := d.AutoCancel.normalize(); err != nil {
 		return err
 	}
 	switch d.TimeoutStrategy {

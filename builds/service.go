@@ -716,6 +716,9 @@ func (s *Service) finish(ctx context.Context, f Finish) (Finished, error) {
 	}
 	s.notifyPipelines(ctx, res.Build.PipelineID)
 	s.changed(Change{PipelineID: res.Build.PipelineID, BuildID: res.Build.ID})
+	if res.CancelPipeline {
+		s.cancelOnJobFailure(ctx, res.Build)
+	}
 	return res, nil
 }
 

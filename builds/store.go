@@ -74,6 +74,21 @@ type Finished struct {
 	Retry *Build
 	// Queued is true when builds became pending (a retry or a released stage).
 	Queued bool
+	// CancelPipeline: the build failed, not allowed to and not retried, in a pipeline with
+	// workflow:auto_cancel:on_job_failure: all; the caller cancels the pipeline once this
+	// transaction is committed (Service.cancelOnJobFailure).
+	CancelPipeline bool
+}
+
+// Redundant is a pipeline a newer one cancels, with its own on_new_commit setting.
+type Redundant struct {
+	ID          int64
+	OnNewCommit string
+}
+
+// PipelineRef names a pipeline with its project.
+type PipelineRef struct {
+	ProjectID, ID int64
 }
 
 // SweepParams drives one batch of the ack sweeper.
@@ -208,8 +223,16 @@ type Store interface {
 	// DeleteTraceChunks deletes a build's stored chunks (its log was archived).
 	DeleteTraceChunks(ctx context.Context, id int64) error
 	// RedundantPipelines lists, oldest first, up to limit pipelines that pipeline id (of
-	// sha on ref) makes redundant under GitLab's auto-cancel rule (see CancelRedundant).
-	RedundantPipelines(ctx context.Context, projectID int64, ref, sha string, id int64, limit int) ([]int64, error)
+	// sha on ref) makes redundant under GitLab's auto-cancel rule (see CancelRedundant),
+	// each with its on_new_commit setting (conservative or interruptible).
+	RedundantPipelines(ctx context.Context, projectID int64, ref, sha string, id int64, limit int) ([]Redundant, error)
+	// CancelInterruptible cancels the unfinished interruptible builds of a pipeline and of
+	// its unfinished child pipelines (on_new_commit: interruptible) in one transaction, and
+	// returns the pipeline and how many builds it canceled or asked to cancel.
+	CancelInterruptible(ctx context.Context, projectID, id int64, now time.Time) (Pipeline, int, error)
+	// FailedToCancel lists up to limit alive pipelines with on_job_failure: all in which a
+	// latest attempt failed (not allowed to) while others can still be canceled.
+	FailedToCancel(ctx context.Context, limit int) ([]PipelineRef, error)
 
 	SweepExpiredAcks(ctx context.Context, p SweepParams) (SweepResult, error)
 	// HandleStuckStages applies each stuck pipeline's timeout strategy (SPEC §6).

@@ -47,7 +47,7 @@ var BuildTransitions = []Transition{
 	{From: []Status{StatusScheduled}, Trigger: "due pass: its scheduled_at passed", To: StatusPending, Event: EventQueued},
 	{From: []Status{StatusScheduled}, Trigger: "due pass, a resource_group job⁴", To: StatusWaitingForResource, Event: EventWaitingForResource},
 	{From: []Status{StatusWaitingForResource}, Trigger: "its resource group is free and assigned to it⁴", To: StatusPending, Event: EventQueued},
-	{From: []Status{StatusCreated, StatusManual, StatusScheduled, StatusWaitingForResource, StatusPending, StatusWaiting}, Trigger: "operator cancels the job or pipeline", To: StatusCanceled, Event: EventCanceled},
+	{From: []Status{StatusCreated, StatusManual, StatusScheduled, StatusWaitingForResource, StatusPending, StatusWaiting}, Trigger: "operator cancels the job or pipeline, or auto-cancel⁶", To: StatusCanceled, Event: EventCanceled},
 	{From: []Status{StatusPending}, Trigger: "claimed by a runner, one-phase", To: StatusRunning, Event: EventAssigned},
 	{From: []Status{StatusPending}, Trigger: "claimed by a runner, two-phase", To: StatusWaiting, Event: EventAssigned},
 	{From: []Status{StatusPending}, Trigger: "reaper: pending too long", To: StatusFailed, Event: EventDroppedStuck, Reason: ReasonStuckPending},
@@ -72,7 +72,7 @@ var BuildTransitions = []Transition{
 	{From: []Status{StatusRunning}, Trigger: "reaper: running without updates", To: StatusFailed, Event: EventDroppedStuck, Reason: ReasonNoUpdatesRunning},
 	{From: []Status{StatusRunning}, Trigger: "reaper: running past timeout + grace", To: StatusFailed, Event: EventDroppedStuck, Reason: ReasonJobExecutionTimeout},
 	{From: []Status{StatusWaiting, StatusRunning}, Trigger: "its runner deleted (operator or unregister)", To: StatusFailed, Event: EventRunnerDeleted, Reason: ReasonRunnerSystemFailure},
-	{From: []Status{StatusRunning}, Trigger: "operator cancels the job or pipeline", To: StatusCanceling, Event: EventCancelRequested},
+	{From: []Status{StatusRunning}, Trigger: "operator cancels the job or pipeline, or auto-cancel⁶", To: StatusCanceling, Event: EventCancelRequested},
 	{From: []Status{StatusCanceling}, Trigger: "final update (PUT success or failed)", To: StatusCanceled, Event: EventFinished},
 	{From: []Status{StatusCanceling}, Trigger: "reaper: canceling without updates", To: StatusCanceled, Event: EventDroppedStuck},
 	{From: []Status{StatusCanceling}, Trigger: "stuck stage², pessimistic", To: StatusCanceled, Event: EventStuckStage},
@@ -223,6 +223,10 @@ job of the newest pipeline. A pass on every replica assigns free groups left beh
 ⁵ A bridge (trigger:) never goes to a runner: the bridge pass creates its child pipeline,
 and the transaction that ends the child ends a depend bridge. The reapers and the stuck
 check leave a running bridge alone; cancelling its pipeline cancels the child.
+⁶ Auto-cancel (workflow:auto_cancel) takes the operator's pipeline cancel path: a newer
+pipeline on the ref cancels an older one whole (on_new_commit: conservative) or its
+interruptible builds (interruptible); a build that fails for good cancels the rest of its
+pipeline (on_job_failure: all) right after its finish commits, a pass being the net.
 
 `
 	pipelineLegend = `* allow_failure failures count as succeeded, optional manual jobs (allow_failure) not

@@ -42,7 +42,10 @@ type Result struct {
 	// Jobs: hidden jobs dropped, extends/default/!reference merged, rules applied (when:
 	// never removes), parallel expanded, global variables under job variables; in stage
 	// order, then file order. Needs and Dependencies name only jobs of this list.
-	Jobs       []builds.JobDefinition
+	Jobs []builds.JobDefinition
+	// AutoCancel: workflow:auto_cancel with the matching workflow rule's over it; ""
+	// fields are GitLab's defaults (builds.PipelineDefinition fills them).
+	AutoCancel builds.AutoCancel
 	Warnings   []string
 	MergedYAML string // the config after anchors, extends and !reference, as GitLab's lint shows it
 }
@@ -114,6 +117,7 @@ func (cfg *config) pipeline(c Context) (Result, error) {
 	ctx := c.lookupTable()
 	// Global variables, with workflow:rules' variables over them.
 	globals := slices.Clone(cfg.globals)
+	autoCancel := cfg.autoCancel
 	globalAt := func(name string) (string, bool) {
 		for i := len(globals) - 1; i >= 0; i-- {
 			if globals[i].key == name {
@@ -136,6 +140,7 @@ func (cfg *config) pipeline(c Context) (Result, error) {
 			return Result{}, ErrFilteredOut
 		}
 		globals = append(globals, r.vars...)
+		autoCancel = over(autoCancel, r.autoCancel)
 	}
 	var globalSet varSet
 	globalSet.add(globals...)
@@ -256,7 +261,7 @@ func (cfg *config) pipeline(c Context) (Result, error) {
 		names[i] = k.def.Name
 	}
 
-	res := Result{Warnings: append(slices.Clone(cfg.warnings), cfg.repo.warnings...), MergedYAML: cfg.merged}
+	res := Result{Warnings: append(slices.Clone(cfg.warnings), cfg.repo.warnings...), MergedYAML: cfg.merged, AutoCancel: autoCancel}
 	res.Jobs = make([]builds.JobDefinition, len(kept))
 	firstOfStage := 0
 	for i, k := range kept {

@@ -174,6 +174,51 @@ d:
 	}
 }
 
+// workflow:auto_cancel reaches the Result; the first matching workflow rule's auto_cancel
+// replaces workflow's key by key (GitLab merges them so), and a rule that does not match
+// changes nothing.
+func TestWorkflowAutoCancel(t *testing.T) {
+	t.Parallel()
+	src := `
+workflow:
+  auto_cancel: {on_new_commit: interruptible, on_job_failure: all}
+  rules:
+    - if: $CI_COMMIT_BRANCH == "main"
+      auto_cancel: {on_new_commit: none}
+    - if: $CI_COMMIT_TAG
+      auto_cancel: {on_job_failure: none, on_new_commit: conservative}
+    - when: always
+job: {script: x}
+`
+	for _, c := range []struct {
+		ctx  Context
+		want builds.AutoCancel
+	}{
+		{Context{Ref: "main"}, builds.AutoCancel{OnNewCommit: "none", OnJobFailure: "all"}},
+		{Context{Ref: "v1", RefIsTag: true}, builds.AutoCancel{OnNewCommit: "conservative", OnJobFailure: "none"}},
+		{Context{Ref: "feature"}, builds.AutoCancel{OnNewCommit: "interruptible", OnJobFailure: "all"}},
+	} {
+		if got := mustCompile(t, src, c.ctx).AutoCancel; got != c.want {
+			t.Errorf("%s: auto_cancel %+v, want %+v", c.ctx.Ref, got, c.want)
+		}
+	}
+	// Without workflow:auto_cancel a rule's alone counts; without either, nothing is set
+	// and builds fills GitLab's defaults.
+	res := mustCompile(t, "workflow: {rules: [{auto_cancel: {on_job_failure: all}}]}\njob: {script: x}\n", mainPush)
+	if res.AutoCancel != (builds.AutoCancel{OnJobFailure: "all"}) {
+		t.Errorf("a rule's auto_cancel alone: %+v", res.AutoCancel)
+	}
+	res = mustCompile(t, "job: {script: x}\n", mainPush)
+	def := builds.PipelineDefinition{ProjectID: 1, Stages: res.Stages, Jobs: res.Jobs, AutoCancel: res.AutoCancel}
+	if err := def.Normalize(); err != nil || def.AutoCancel != (builds.AutoCancel{OnNewCommit: "conservative", OnJobFailure: "none"}) {
+		t.Errorf("defaults: %+v, %v", def.AutoCancel, err)
+	}
+	def.AutoCancel.OnJobFailure = "sometimes"
+	if err := def.Normalize(); err == nil {
+		t.Error("builds accepted on_job_failure: sometimes")
+	}
+}
+
 func TestWorkflowRules(t *testing.T) {
 	t.Parallel()
 	src := `
@@ -282,7 +327,12 @@ job:
 		"workflow: {rules: [{if: $A, when: manual}]}\njob: {script: x}\n":                    "workflow:rules:rule when unknown value: manual (one of: always, never)",
 		"workflow: {rules: [{changes: {paths: [a], compare_to: main}}]}\njob: {script: x}\n": "workflow:rules:rule:changes cannot be answered: the pipeline has no repository to read (the project's repo_url)",
 		"workflow: [a]\njob: {script: x}\n":                                                  "workflow config should be a hash",
-		"workflow: {auto_cancel: {on_new_commit: interruptible}}\njob: {script: x}\n":        "workflow:auto_cancel is not supported by jobapi yet",
+		"workflow: {auto_cancel: {on_new_commit: always}}\njob: {script: x}\n":               "workflow:auto_cancel on new commit must be one of: conservative, interruptible, none",
+		"workflow: {auto_cancel: {on_job_failure: true}}\njob: {script: x}\n":                "workflow:auto_cancel on job failure must be one of: none, all",
+		"workflow: {auto_cancel: {on_failure: all}}\njob: {script: x}\n":                     "workflow:auto_cancel config contains unknown keys: on_failure",
+		"workflow: {auto_cancel: all}\njob: {script: x}\n":                                   "workflow:auto_cancel config should be a hash",
+		"workflow: {rules: [{auto_cancel: {on_job_failure: some}}]}\njob: {script: x}\n":     "workflow:rules:rule:auto_cancel on job failure must be one of: none, all",
+		"job: {script: x, rules: [{auto_cancel: {on_job_failure: all}}]}\n":                  "jobs:job:rules:rule config contains unknown keys: auto_cancel",
 		"stages: build\njob: {script: x}\n":                                                  "stages config should be an array of strings",
 		"stages: ['']\njob: {script: x}\n":                                                   "stages config should hold stage names of 1 to 255 characters",
 		"default: {image: a}\nimage: b\njob: {script: x}\n":                                  "default image is defined in top-level and `default:` entry",

@@ -65,7 +65,8 @@ type config struct {
 	stages      []string
 	globals     []yamlVar
 	workflow    []rule
-	hasWorkflow bool // workflow:rules given
+	hasWorkflow bool              // workflow:rules given
+	autoCancel  builds.AutoCancel // workflow:auto_cancel ("" fields: not given)
 	jobs        []*jobSpec
 	instances   map[string][]string // a parallel job's name → its copies' names
 	merged      string
@@ -109,6 +110,7 @@ type rule struct {
 	when          string
 	allowFailure  *bool
 	interruptible *bool
+	autoCancel    builds.AutoCancel // a workflow rule's auto_cancel
 	startIn       int
 	vars          []yamlVar
 	needs         []needSpec

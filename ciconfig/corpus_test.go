@@ -35,6 +35,8 @@ type goldenCase struct {
 	Stages     []string    `json:"stages,omitempty"`
 	Jobs       []graphJob  `json:"jobs,omitempty"`
 	Warns      []string    `json:"warnings,omitempty"`
+	// AutoCancel: workflow:auto_cancel as the pipeline gets it (absent: GitLab's defaults).
+	AutoCancel *builds.AutoCancel `json:"auto_cancel,omitempty"`
 }
 
 // graphJob is the part of a job definition the corpus pins: the graph and what defaults,
@@ -142,10 +144,14 @@ func TestCorpus(t *testing.T) {
 				} else {
 					gc.Stages = res.Stages
 					gc.Warns = res.Warnings
+					if res.AutoCancel != (builds.AutoCancel{}) {
+						gc.AutoCancel = &res.AutoCancel
+					}
 					for _, j := range res.Jobs {
 						gc.Jobs = append(gc.Jobs, graphOf(j))
 					}
-					def := builds.PipelineDefinition{ProjectID: 1, Ref: c.Context.Ref, SHA: c.Context.SHA, Stages: res.Stages, Jobs: res.Jobs}
+					def := builds.PipelineDefinition{ProjectID: 1, Ref: c.Context.Ref, SHA: c.Context.SHA, Stages: res.Stages, Jobs: res.Jobs,
+						AutoCancel: res.AutoCancel}
 					if err := def.Normalize(); err != nil {
 						t.Errorf("%s: builds.Normalize refuses the pipeline: %v", c.Name, err)
 					}

@@ -33,8 +33,11 @@
 //	            levels)
 //	            refused: include:project, include:template, include:component,
 //	            include:artifact, include:inputs, include:integrity, spec (inputs
-//	            header), workflow:name,
-//	            workflow:auto_cancel
+//	            header), workflow:name
+//	workflow    rules (if, changes, exists, when, variables, auto_cancel), auto_cancel
+//	            (on_new_commit conservative|interruptible|none, on_job_failure none|all;
+//	            a matching rule's keys over workflow's; Result.AutoCancel, which the
+//	            pipeline stores and builds acts on: CancelRedundant, cancelOnJobFailure)
 //	default     image, services, before_script, after_script, tags, timeout, retry,
 //	            cache, artifacts, interruptible; refused: hooks, id_tokens, identity
 //	job         stage, type, script, before_script, after_script, image, services,
@@ -43,7 +46,7 @@
 //	            only, except (refs, variables, changes; not with rules), coverage (a /regex/, RE2,
 //	            kept without its slashes; builds applies it to the log at finish),
 //	            interruptible (a new pipeline on the ref may cancel the job: builds'
-//	            Service.CancelRedundant, GitLab's conservative auto-cancel),
+//	            Service.CancelRedundant, as workflow:auto_cancel:on_new_commit says),
 //	            environment (a name, or name, url, action start|prepare|verify|access|
 //	            stop, on_stop, deployment_tier; name and url expanded at pipeline
 //	            creation, GitLab's ExpandVariables.expand: the job's, the global and
@@ -69,7 +72,8 @@
 //	            secrets, pages (the keyword; a job named pages is fine), hooks,
 //	            identity, manual_confirmation, run, dast_configuration, publish
 //	rules       if, changes, exists, when, allow_failure, variables, start_in, needs,
-//	            interruptible (workflow:rules: if, changes, exists, when, variables)
+//	            interruptible (workflow:rules: if, changes, exists, when, variables,
+//	            auto_cancel)
 //	changes     rules:changes, a list or {paths, compare_to} (≤ 50 paths), in jobs,
 //	            workflow:rules and include:rules; only/except:changes (a list). The
 //	            files changed come from git (Context.Repository: cisource, the

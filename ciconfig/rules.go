@@ -9,12 +9,52 @@ import (
 )
 
 var (
-	ruleWhen                = []string{builds.WhenOnSuccess, builds.WhenOnFailure, builds.WhenAlways, builds.WhenNever, builds.WhenManual, builds.WhenDelayed}
-	workflowRuleWhen        = []string{builds.WhenAlways, builds.WhenNever}
-	workflowRuleUnsupported = map[string]string{
-		"auto_cancel": " (auto-cancel)",
-	}
+	ruleWhen         = []string{builds.WhenOnSuccess, builds.WhenOnFailure, builds.WhenAlways, builds.WhenNever, builds.WhenManual, builds.WhenDelayed}
+	workflowRuleWhen = []string{builds.WhenAlways, builds.WhenNever}
+	// GitLab's Entry::AutoCancel values, in its order (the messages list them so).
+	onNewCommitValues  = []string{builds.AutoCancelConservative, builds.AutoCancelInterruptible, builds.AutoCancelNone}
+	onJobFailureValues = []string{builds.AutoCancelNone, builds.AutoCancelAll}
 )
+
+// parseAutoCancel reads workflow:auto_cancel or a workflow rule's auto_cancel:
+// {on_new_commit, on_job_failure}; an absent key stays "" (not set here).
+func parseAutoCancel(v *val, key string) (builds.AutoCancel, error) {
+	var a builds.AutoCancel
+	if v.kind != vMap {
+		return a, errAt(v, "", key, "config should be a hash")
+	}
+	if err := checkKeys(v, "", key, []string{"on_new_commit", "on_job_failure"}, nil); err != nil {
+		return a, err
+	}
+	read := func(name, what string, values []string) (string, error) {
+		x := v.get(name)
+		if x == nil || x.kind == vNull {
+			return "", nil
+		}
+		if x.kind != vString || !slices.Contains(values, x.text) {
+			return "", errAt(x, "", key, "%s must be one of: %s", what, strings.Join(values, ", "))
+		}
+		return x.text, nil
+	}
+	var err error
+	if a.OnNewCommit, err = read("on_new_commit", "on new commit", onNewCommitValues); err != nil {
+		return a, err
+	}
+	a.OnJobFailure, err = read("on_job_failure", "on job failure", onJobFailureValues)
+	return a, err
+}
+
+// over returns a with the keys b sets replacing a's (a matching workflow rule's auto_cancel
+// over workflow:auto_cancel).
+func over(a, b builds.AutoCancel) builds.AutoCancel {
+	if b.OnNewCommit != "" {
+		a.OnNewCommit = b.OnNewCommit
+	}
+	if b.OnJobFailure != "" {
+		a.OnJobFailure = b.OnJobFailure
+	}
+	return a
+}
 
 // parseRules reads `rules:` (a list of hashes, lists nested by !reference flattened up
 // to 10 levels) of a job, or of the workflow when workflow is set.
@@ -58,15 +98,20 @@ func parseRules(v *val, job, key string, workflow bool) ([]rule, error) {
 
 func parseRule(v *val, job, key string, workflow bool) (rule, error) {
 	allowed := []string{"if", "changes", "exists", "when", "allow_failure", "variables", "start_in", "needs", "interruptible"}
-	unsupported, whens := map[string]string(nil), ruleWhen
+	whens := ruleWhen
 	if workflow {
-		allowed, unsupported, whens = []string{"if", "changes", "exists", "when", "variables"}, workflowRuleUnsupported, workflowRuleWhen
+		allowed, whens = []string{"if", "changes", "exists", "when", "variables", "auto_cancel"}, workflowRuleWhen
 	}
-	if err := checkKeys(v, job, key, allowed, unsupported); err != nil {
+	if err := checkKeys(v, job, key, allowed, nil); err != nil {
 		return rule{}, err
 	}
 	r := rule{line: v.line}
 	var err error
+	if x := v.get("auto_cancel"); x != nil && x.kind != vNull {
+		if r.autoCancel, err = parseAutoCancel(x, key+":auto_cancel"); err != nil {
+			return rule{}, err
+		}
+	}
 	if x := v.get("if"); x != nil && x.kind != vNull {
 		if x.kind != vString {
 			return rule{}, errAt(x, job, key, "if should be a string")
@@ -132,7 +177,7 @@ func parseRule(v *val, job, key string, workflow bool) (rule, error) {
 	return r, nil
 }
 
-// readWorkflow reads workflow: {rules}.
+// readWorkflow reads workflow: {rules, auto_cancel}.
 func (cfg *config) readWorkflow(v *val) error {
 	if v == nil || v.kind == vNull {
 		return nil
@@ -140,11 +185,17 @@ func (cfg *config) readWorkflow(v *val) error {
 	if v.kind != vMap {
 		return errAt(v, "", "workflow", "config should be a hash")
 	}
-	if err := checkKeys(v, "", "workflow", []string{"rules"}, map[string]string{
-		"name":        " (pipeline names)",
-		"auto_cancel": " (auto-cancel)",
+	if err := checkKeys(v, "", "workflow", []string{"rules", "auto_cancel"}, map[string]string{
+		"name": " (pipeline names)",
 	}); err != nil {
 		return err
+	}
+	if x := v.get("auto_cancel"); x != nil && x.kind != vNull {
+		a, err := parseAutoCancel(x, "workflow:auto_cancel")
+		if err != nil {
+			return err
+		}
+		cfg.autoCancel = a
 	}
 	if x := v.get("rules"); x != nil && x.kind != vNull {
 		rules, err := parseRules(x, "", "workflow:rules", true)

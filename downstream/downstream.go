@@ -135,7 +135,7 @@ func (b *Bridges) Definition(ctx context.Context, pb builds.PendingBridge) (buil
 	}
 	return builds.PipelineDefinition{ProjectID: parent.ProjectID, Ref: parent.Ref, SHA: parent.SHA,
 		BeforeSHA: parent.BeforeSHA, Source: builds.SourceParentPipeline, Variables: vars,
-		Stages: res.Stages, Jobs: res.Jobs}, nil
+		Stages: res.Stages, Jobs: res.Jobs, AutoCancel: res.AutoCancel}, nil
 }
 
 // forwarded is what trigger:forward passes to the child as pipeline variables: GitLab's

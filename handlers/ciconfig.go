@@ -69,7 +69,7 @@ func (h *Handler) compile(r *http.Request, pid int64, req ciRequest) (builds.Pip
 		return builds.PipelineDefinition{}, res, err
 	}
 	def := builds.PipelineDefinition{ProjectID: pid, Ref: req.Ref, SHA: req.SHA, Stages: res.Stages,
-		TimeoutStrategy: req.TimeoutStrategy, Jobs: res.Jobs}
+		TimeoutStrategy: req.TimeoutStrategy, Jobs: res.Jobs, AutoCancel: res.AutoCancel}
 	req.Origin.apply(&def)
 	return def, res, nil
 }

@@ -51,6 +51,8 @@ type Server struct {
 	Artifacts *reaper.Artifacts
 	// Bridges is the bridge pass (child pipelines of trigger: jobs); tests call CreateOnce.
 	Bridges *downstream.Bridges
+	// Failures cancels pipelines that on_job_failure: all left running; tests call Once.
+	Failures *reaper.FailureCancels
 	// Objects is the object store of job artifacts.
 	Objects builds.ObjectStore
 	// Traces archives finished builds' logs (its requests always run; its pass only with
@@ -157,10 +159,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 	}
 	if !opts.DisableSweeper {
 		workers = append(workers, d.sweeper.Run, d.reaper.Run, d.stuck.Run, d.due.Run, d.staleManagers.Run, d.artifacts.Run,
-			d.bridges.Run)
+			d.bridges.Run, d.failures.Run)
 	}
 	s := &Server{URL: "http://" + ln.Addr().String(), Service: d.svc, Sweeper: d.sweeper, Reaper: d.reaper,
-		Stuck: d.stuck, Due: d.due, Artifacts: d.artifacts, Bridges: d.bridges, Objects: be.objects, Traces: d.traces, Pool: be.pool, Redis: be.rdb, Hub: hub}
+		Stuck: d.stuck, Due: d.due, Artifacts: d.artifacts, Bridges: d.bridges, Failures: d.failures, Objects: be.objects, Traces: d.traces, Pool: be.pool, Redis: be.rdb, Hub: hub}
 	s.run(ctx, srv, ln, workers, func() {
 		// Rate-limit counts decided locally during the drain, sent before Redis closes.
 		fctx, fcancel := context.WithTimeout(context.Background(), time.Second)
@@ -289,6 +291,8 @@ type domain struct {
 	// artifacts expires artifacts and removes objects no row needs.
 	artifacts *reaper.Artifacts
 	bridges   *downstream.Bridges // creates child pipelines (trigger:)
+	// failures cancels pipelines with on_job_failure: all that a failure left running.
+	failures *reaper.FailureCancels
 	// traces archives finished builds' logs into the object store.
 	traces *reaper.TraceArchiver
 }
@@ -320,6 +324,7 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 		Interval: staleManagerInterval, Now: opts.Now, Log: log}
 	d.artifacts = &reaper.Artifacts{Store: d.store, Objects: be.objects, Interval: artifactsInterval, Now: opts.Now,
 		Log: log, OnPass: m.artifactsPass}
+	d.failures = &reaper.FailureCancels{Cancel: d.svc.CancelFailedOnce, Interval: cfg.SweepInterval, Log: log}
 	d.traces = &reaper.TraceArchiver{Archive: d.svc, Requests: d.svc.TraceArchiveRequests(),
 		Interval: cfg.MaintenanceInterval, Log: log, OnPass: m.traceArchives}
 	return d

@@ -73,6 +73,9 @@ func (s *Store) Finish(ctx context.Context, f builds.Finish) (builds.Finished, e
 		if res, err = afterFinish(ctx, tx, f, b); err != nil {
 			return err
 		}
+		// GitLab leaves a pipeline alone when the failure was allowed, and a retried job has
+		// not failed for good.
+		res.CancelPipeline = p.cancelOnFailure && b.Status == builds.StatusFailed && !b.AllowFailure && res.Retry == nil
 		if res.Retry != nil && !p.perJob {
 			// The retry joined the stage: the shape read with the lock is out of date.
 			if p.stages, err = shape(ctx, tx, b.PipelineID); err != nil {
@@ -260,8 +263,9 @@ WHERE pipeline_id = `
 	pipelineShapeEnd = `)
 GROUP BY stage_idx, status, allow_failure
 ORDER BY stage_idx`
-	lockPipelineHead = `SELECT status, advanced_past, progressed_at, per_job, resource_groups, COALESCE(parent_build_id, 0) FROM pipelines WHERE id = `
-	forUpdate        = ` FOR UPDATE`
+	lockPipelineHead = `SELECT status, advanced_past, progressed_at, per_job, resource_groups, COALESCE(parent_build_id, 0),
+    auto_cancel_on_job_failure = 'all' FROM pipelines WHERE id = `
+	forUpdate = ` FOR UPDATE`
 )
 
 // releaseStage queues a stage's builds: pending, or waiting_for_resource for those of a
@@ -329,13 +333,15 @@ type lockedPipeline struct {
 	// parentBuild: the bridge that created this child pipeline (0: none); its end is the
 	// bridge's (followDownstream).
 	parentBuild int64
+	// cancelOnFailure: workflow:auto_cancel:on_job_failure: all.
+	cancelOnFailure bool
 }
 
 // readLocked reads the answers of lockPipeline and pipelineShape (or their OfBuild forms),
 // the next two of br.
 func readLocked(br pgx.BatchResults) (lockedPipeline, error) {
 	var p lockedPipeline
-	err := br.QueryRow().Scan(&p.status, &p.advancedPast, &p.progressedAt, &p.perJob, &p.resourceGroups, &p.parentBuild)
+	err := br.QueryRow().Scan(&p.status, &p.advancedPast, &p.progressedAt, &p.perJob, &p.resourceGroups, &p.parentBuild, &p.cancelOnFailure)
 	if err == nil {
 		p.stages, err = readShape(br.Query())
 	}

@@ -20,8 +20,9 @@ WITH n AS (
     RETURNING last_iid
 )
 INSERT INTO pipelines (project_id, ref, sha, stages, timeout_strategy, status, created_at, updated_at,
-    iid, source, before_sha, variables, per_job, resource_groups, parent_build_id, depth)
-SELECT $1, $2, $3, $4, $5, 'pending', $6, $6, n.last_iid, $7, $8, $9, $10, $11, $12, $13 FROM n
+    iid, source, before_sha, variables, per_job, resource_groups, parent_build_id, depth,
+    auto_cancel_on_new_commit, auto_cancel_on_job_failure)
+SELECT $1, $2, $3, $4, $5, 'pending', $6, $6, n.last_iid, $7, $8, $9, $10, $11, $12, $13, $14, $15 FROM n
 RETURNING id`
 
 // insertEvents records each new build's first event, the one its initial state calls for.
@@ -79,7 +80,8 @@ func insertPipelineTx(ctx context.Context, tx pgx.Tx, d builds.PipelineDefinitio
 	var id int64
 	keys := resourceGroupKeys(d.Jobs)
 	if err := tx.QueryRow(ctx, insertPipeline, d.ProjectID, d.Ref, d.SHA, d.Stages, d.TimeoutStrategy, now,
-		d.Source, d.BeforeSHA, nonNilVariables(d.Variables), perJob, len(keys) > 0, parent, depth).Scan(&id); err != nil {
+		d.Source, d.BeforeSHA, nonNilVariables(d.Variables), perJob, len(keys) > 0, parent, depth,
+		d.AutoCancel.OnNewCommit, d.AutoCancel.OnJobFailure).Scan(&id); err != nil {
 		return 0, err
 	}
 	groups, err := ensureResourceGroups(ctx, tx, d.ProjectID, keys, now)
@@ -157,7 +159,8 @@ func insertPipelineTx(ctx context.Context, tx pgx.Tx, d builds.PipelineDefinitio
 
 const pipelineByID = `
 SELECT p.id, p.project_id, p.ref, p.sha, p.stages, p.timeout_strategy, p.status, p.created_at, p.updated_at, p.finished_at,
-    p.iid, p.source, p.before_sha, p.variables, COALESCE(p.parent_build_id, 0), COALESCE(pb.pipeline_id, 0), p.depth
+    p.iid, p.source, p.before_sha, p.variables, COALESCE(p.parent_build_id, 0), COALESCE(pb.pipeline_id, 0), p.depth,
+    p.auto_cancel_on_new_commit, p.auto_cancel_on_job_failure
 FROM pipelines p LEFT JOIN builds pb ON pb.id = p.parent_build_id WHERE p.id = $1 AND p.project_id = $2`
 
 const buildsOfPipeline = `SELECT ` + buildCols + ` FROM builds b` + buildJoins + `WHERE b.pipeline_id = $1 ORDER BY b.stage_idx, b.id`
@@ -167,7 +170,8 @@ func (s *Store) Pipeline(ctx context.Context, projectID, id int64) (builds.Pipel
 	var p builds.Pipeline
 	err := s.pool.QueryRow(ctx, pipelineByID, id, projectID).Scan(&p.ID, &p.ProjectID, &p.Ref, &p.SHA, &p.Stages,
 		&p.TimeoutStrategy, &p.Status, &p.CreatedAt, &p.UpdatedAt, &p.FinishedAt,
-		&p.IID, &p.Source, &p.BeforeSHA, &p.Variables, &p.ParentBuildID, &p.ParentPipelineID, &p.Depth)
+		&p.IID, &p.Source, &p.BeforeSHA, &p.Variables, &p.ParentBuildID, &p.ParentPipelineID, &p.Depth,
+		&p.AutoCancel.OnNewCommit, &p.AutoCancel.OnJobFailure)
 	if err != nil {
 		return builds.Pipeline{}, notFound(err, fmt.Sprintf("pipeline %d", id))
 	}
@@ -179,10 +183,13 @@ func (s *Store) Pipeline(ctx context.Context, projectID, id int64) (builds.Pipel
 	return p, err
 }
 
+// cancelPipelineBuilds and cancelPipelineRunning cancel every unfinished build of pipeline
+// $1, or with $3 only the interruptible ones (on_new_commit: interruptible).
 const cancelPipelineBuilds = `
 WITH b AS (
     UPDATE builds SET status = 'canceled', finished_at = $2, updated_at = $2, ack_deadline = NULL
     WHERE pipeline_id = $1 AND status IN ('created', 'manual', 'scheduled', 'waiting_for_resource', 'pending', 'waiting_for_runner_ack')
+      AND (NOT $3::boolean OR coalesce((payload ->> 'interruptible')::boolean, false))
     RETURNING id
 )
 INSERT INTO build_events (build_id, type, at, detail)
@@ -192,6 +199,7 @@ const cancelPipelineRunning = `
 WITH b AS (
     UPDATE builds SET status = 'canceling', cancel_requested = true, updated_at = $2
     WHERE pipeline_id = $1 AND status = 'running'
+      AND (NOT $3::boolean OR coalesce((payload ->> 'interruptible')::boolean, false))
     RETURNING id
 )
 INSERT INTO build_events (build_id, type, at, detail)
@@ -205,12 +213,33 @@ func (s *Store) CancelPipeline(ctx context.Context, projectID, id int64, now tim
 		if err := tx.QueryRow(ctx, `SELECT true FROM pipelines WHERE id = $1 AND project_id = $2`, id, projectID).Scan(&ok); err != nil {
 			return notFound(err, fmt.Sprintf("pipeline %d", id))
 		}
-		return cancelPipelineTx(ctx, tx, id, now)
+		_, err := cancelPipelineTx(ctx, tx, id, now, false)
+		return err
 	})
 	if err != nil {
 		return builds.Pipeline{}, err
 	}
 	return s.Pipeline(ctx, projectID, id)
+}
+
+// CancelInterruptible is CancelPipeline for the interruptible builds only (GitLab's safe
+// cancellation, cascaded to the children in the same way).
+func (s *Store) CancelInterruptible(ctx context.Context, projectID, id int64, now time.Time) (builds.Pipeline, int, error) {
+	var n int
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var ok bool
+		if err := tx.QueryRow(ctx, `SELECT true FROM pipelines WHERE id = $1 AND project_id = $2`, id, projectID).Scan(&ok); err != nil {
+			return notFound(err, fmt.Sprintf("pipeline %d", id))
+		}
+		var err error
+		n, err = cancelPipelineTx(ctx, tx, id, now, true)
+		return err
+	})
+	if err != nil {
+		return builds.Pipeline{}, 0, err
+	}
+	p, err := s.Pipeline(ctx, projectID, id)
+	return p, n, err
 }
 
 // unfinishedChildren lists the child pipelines of pipeline $1's bridges that have not ended.
@@ -219,31 +248,39 @@ SELECT c.id FROM pipelines c JOIN builds b ON b.id = c.parent_build_id
 WHERE b.pipeline_id = $1 AND c.status NOT IN ('success', 'failed', 'canceled')
 ORDER BY c.id`
 
-func cancelPipelineTx(ctx context.Context, tx pgx.Tx, id int64, now time.Time) error {
-	if _, err := tx.Exec(ctx, cancelPipelineBuilds, id, now); err != nil {
-		return err
+// cancelPipelineTx cancels pipeline id's unfinished builds (only the interruptible ones
+// with onlyInterruptible) and its unfinished children's alike, and returns how many builds
+// it canceled or asked to cancel.
+func cancelPipelineTx(ctx context.Context, tx pgx.Tx, id int64, now time.Time, onlyInterruptible bool) (int, error) {
+	tag, err := tx.Exec(ctx, cancelPipelineBuilds, id, now, onlyInterruptible)
+	if err != nil {
+		return 0, err
 	}
-	if _, err := tx.Exec(ctx, cancelPipelineRunning, id, now); err != nil {
-		return err
+	n := int(tag.RowsAffected())
+	if tag, err = tx.Exec(ctx, cancelPipelineRunning, id, now, onlyInterruptible); err != nil {
+		return 0, err
 	}
+	n += int(tag.RowsAffected())
 	rows, err := tx.Query(ctx, unfinishedChildren, id)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	children, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
-		return err
+		return 0, err
 	}
 	// A child's end (a canceled child) ends its depend bridge, canceling since the
 	// statements above, and advances this pipeline: child before parent, the order a
 	// child's own finish locks them in.
 	for _, c := range children {
-		if err := cancelPipelineTx(ctx, tx, c, now); err != nil {
-			return err
+		m, err := cancelPipelineTx(ctx, tx, c, now, onlyInterruptible)
+		if err != nil {
+			return 0, err
 		}
+		n += m
 	}
 	_, err = advance(ctx, tx, id, now)
-	return err
+	return n, err
 }
 
 // nonNilVariables stores no variables as [] rather than null.
