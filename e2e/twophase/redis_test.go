@@ -30,7 +30,10 @@ func outcomes(t *testing.T, inst *jobapitest.Instance, project, id int64) int {
 func TestRedisLosesEverything(t *testing.T) {
 	t.Parallel()
 	own := testenv.OwnRedis(t)
-	const ttl, interval = 1500 * time.Millisecond, 100 * time.Millisecond
+	// The TTL must outlast taking eight jobs, the flush and the checks below under a loaded
+	// -race run, or the builds meant to be acked in time time out first (seen at load 30
+	// with 1.5 s).
+	const ttl, interval = 3 * time.Second, 100 * time.Millisecond
 	inst := jobapitest.Start(t, jobapitest.Options{Sweeper: true, Configure: func(c *server.Config) {
 		c.RedisURL, c.AckTTL, c.SweepInterval = own.URL, ttl, interval
 	}})
@@ -70,7 +73,9 @@ func TestRedisLosesEverything(t *testing.T) {
 		t.Fatalf("after FLUSHDB: ack %+v, want the deadline of record", j.Ack)
 	}
 
-	acked, kept, declined, abandoned := jobs[:2], jobs[2], jobs[3], jobs[4:]
+	// The builds acked in time are the last two handed out: the most time left before their
+	// deadline. The abandoned ones are the first.
+	abandoned, kept, declined, acked := jobs[:4], jobs[4], jobs[5], jobs[6:]
 	for _, job := range acked {
 		jobapitest.WantUpdate(t, "ack after FLUSHDB", r.Put(t, job, stRunning, runnerclient.UpdateOptions{}), http.StatusOK, stRunning)
 	}

@@ -19,8 +19,10 @@ import (
 )
 
 // The measurements issue 15 asks for. Each runs in CI at a size that keeps the suite short
-// and checks a bound generous enough for a loaded machine running the race detector; the
-// environment variables set the sizes the README reports (without -race):
+// and checks what the page must hold (every edge drawn, the log's end numbered); the times
+// are logged, not asserted: a wall-clock bound under -race on a shared machine fails on
+// load, not on a regression. The environment variables set the sizes the README reports
+// (without -race):
 //
 //	JOBAPI_WEB_LOG_MB=100 JOBAPI_WEB_TABS=100 go test -count=1 -run 'TestMeasure' -v ./e2e/webtest
 
@@ -80,9 +82,6 @@ func TestMeasureLargePipeline(t *testing.T) {
 	if edges != (stages-1)*perStage*2 {
 		t.Errorf("%d edges drawn, want %d", edges, (stages-1)*perStage*2)
 	}
-	if loaded > 5*time.Second {
-		t.Errorf("the 2,000-job pipeline took %v to load", loaded)
-	}
 }
 
 // TestMeasureLargeLog: a log of JOBAPI_WEB_LOG_MB (8 in CI) opens at its end, numbered from
@@ -124,9 +123,6 @@ func TestMeasureLargeLog(t *testing.T) {
 	earlier, _ := loadTime(t, ctx, inst.URL+path+"?log_from=0", `#L1`)
 	t.Logf("%d MB log (%d lines): tail page served in %v (HTML %d KB, first view: counting lines in Postgres), in Chromium parsed at %v, loaded at %v; first page loaded at %v",
 		mb, lines*mb, server.Round(time.Millisecond), len(page)>>10, parsed.Round(time.Millisecond), loaded.Round(time.Millisecond), earlier.Round(time.Millisecond))
-	if loaded > 10*time.Second {
-		t.Errorf("the %d MB log's page took %v", mb, loaded)
-	}
 	_ = p
 }
 
