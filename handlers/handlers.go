@@ -4,6 +4,7 @@
 package handlers
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -50,6 +51,9 @@ type Deps struct {
 	UI http.Handler
 	// Includes reads .gitlab-ci.yml's include: files (nil: include is a 400).
 	Includes *cisource.Source
+	// IDTokens returns the signer of id_tokens, its keys loaded on first use (nil: the
+	// discovery endpoints answer 501 and a job with id_tokens is not handed out).
+	IDTokens func(context.Context) (IDTokenSigner, error)
 }
 
 // Handler carries the dependencies of every route.
@@ -70,6 +74,7 @@ type Handler struct {
 	uploadTimeout    time.Duration
 	ui               http.Handler
 	includes         *cisource.Source
+	idTokens         func(context.Context) (IDTokenSigner, error)
 }
 
 // Trace update intervals sent to runners (GitLab's UPDATE_FREQUENCY_DEFAULT and while watched).
@@ -93,6 +98,7 @@ func New(d Deps) http.Handler {
 		uploadTimeout: d.ArtifactUploadTimeout,
 		ui:            d.UI,
 		includes:      d.Includes,
+		idTokens:      d.IDTokens,
 	}
 	if h.uploadTimeout <= 0 {
 		h.uploadTimeout = time.Hour

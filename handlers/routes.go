@@ -35,6 +35,9 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 
 	r.Get("/-/liveness", h.liveness)
 	r.Get("/-/readiness", h.readiness)
+	// OpenID Connect discovery for relying parties verifying id_tokens, at GitLab's paths.
+	r.Get("/.well-known/openid-configuration", h.wrap(h.openIDConfiguration))
+	r.Get("/oauth/discovery/keys", h.wrap(h.discoveryKeys))
 	if reg != nil {
 		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	}

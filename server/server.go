@@ -2,12 +2,14 @@ package server
 
 import (
 	"context"
+	"crypto/rsa"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -27,6 +29,7 @@ import (
 	"github.com/jobapi/jobapi/featureflags"
 	"github.com/jobapi/jobapi/featureflags/pgflags"
 	"github.com/jobapi/jobapi/handlers"
+	"github.com/jobapi/jobapi/idtoken"
 	"github.com/jobapi/jobapi/migrations"
 	"github.com/jobapi/jobapi/objectstore"
 	"github.com/jobapi/jobapi/ratelimit"
@@ -115,6 +118,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 	if err := prepare(cfg); err != nil {
 		return nil, err
 	}
+	keyFile, err := readIDTokenKeys(cfg)
+	if err != nil {
+		return nil, err
+	}
 	reg := prometheus.NewRegistry()
 	be, m, err := connect(ctx, cfg, opts, reg)
 	if err != nil {
@@ -134,7 +141,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 	rl := ratelimit.New(be.rdb, cfg.RedisKeyPrefix)
 	rl.Log = log
 	hub := webui.NewHub(d.svc.SubscribeChanges, log)
-	srv, ln, err := newHTTP(cfg, opts, &d, fl, reg, rl, hub, log)
+	idTokens := idTokenKeyring(keyFile, d.store)
+	srv, ln, err := newHTTP(cfg, opts, &d, fl, reg, rl, hub, idTokens, log)
 	if err != nil {
 		be.close()
 		return nil, err
@@ -186,6 +194,41 @@ func prepare(cfg Config) error {
 		}
 	}
 	return nil
+}
+
+// readIDTokenKeys reads JOBAPI_ID_TOKEN_SIGNING_KEY's file at start, so that a missing or
+// malformed one stops the replica instead of failing its first job (nil: none is set).
+func readIDTokenKeys(cfg Config) ([]*rsa.PrivateKey, error) {
+	if cfg.IDTokenSigningKey == "" {
+		return nil, nil
+	}
+	text, err := os.ReadFile(cfg.IDTokenSigningKey)
+	if err != nil {
+		return nil, fmt.Errorf("JOBAPI_ID_TOKEN_SIGNING_KEY: %w", err)
+	}
+	keys, err := idtoken.ParsePEM(text)
+	if err == nil {
+		_, err = idtoken.New(keys) // its keys must be usable too (size)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("JOBAPI_ID_TOKEN_SIGNING_KEY %s: %w", cfg.IDTokenSigningKey, err)
+	}
+	return keys, nil
+}
+
+// idTokenKeyring signs with the key file's keys when there is one, else with the keys in
+// Postgres, generating the first one there (pgstore makes that race-free across replicas).
+func idTokenKeyring(keyFile []*rsa.PrivateKey, store *pgstore.Store) *idtoken.Keyring {
+	return idtoken.NewKeyring(func(ctx context.Context) ([]*rsa.PrivateKey, error) {
+		if keyFile != nil {
+			return keyFile, nil
+		}
+		stored, err := store.IDTokenSigningKeys(ctx, idtoken.GenerateKey)
+		if err != nil {
+			return nil, err
+		}
+		return idtoken.ParsePEM([]byte(strings.Join(stored, "")))
+	})
 }
 
 // backends are the replica's connections: Postgres, Redis and the object store.
@@ -332,7 +375,7 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 
 // newHTTP returns the HTTP server of the whole API and the listener it will serve on.
 func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheus.Registry, rl *ratelimit.Limiter,
-	hub *webui.Hub, log *slog.Logger) (*http.Server, net.Listener, error) {
+	hub *webui.Hub, idTokens *idtoken.Keyring, log *slog.Logger) (*http.Server, net.Listener, error) {
 	ui := webui.New(webui.Deps{Service: d.svc, AdminToken: cfg.AdminToken, Flags: fl.web, Revocations: d.rs,
 		Hub: hub, TraceWatch: d.rs, ExternalURL: cfg.ExternalURL, Log: log, Now: opts.Now})
 	// include: local fetches into a directory of this replica's own, removed at shutdown.
@@ -351,6 +394,13 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 		Flags: fl.admin, Health: health{store: d.store, redis: d.rs},
 		Registry: reg, TraceWatch: d.rs, Limiter: limiter{rl}, ExternalURL: cfg.ExternalURL,
 		ArtifactUploadTimeout: cfg.ArtifactUploadTimeout,
+		IDTokens: func(ctx context.Context) (handlers.IDTokenSigner, error) {
+			s, err := idTokens.Signer(ctx)
+			if err != nil {
+				return nil, err // not a nil *Signer in a non-nil interface
+			}
+			return s, nil
+		},
 		Limits: handlers.RateLimits{JobsRequest: cfg.RateLimitJobsRequest, JobUpdates: cfg.RateLimitJobUpdates,
 			JobTokenFailures: cfg.RateLimitJobTokenFailures, RunnerVerify: cfg.RateLimitRunnerVerify}})
 	ln := opts.Listener

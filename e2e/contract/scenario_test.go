@@ -74,6 +74,10 @@ func TestScenario(t *testing.T) {
 		t.Errorf("/metrics lacks jobapi_http_requests_total")
 	}
 
+	// ---- OpenID Connect discovery (the id_tokens' issuer)
+	c.do(http.StatusOK, "GET", "/.well-known/openid-configuration", nil)
+	c.do(http.StatusOK, "GET", "/oauth/discovery/keys", nil)
+
 	// ---- operator authentication
 	c.do(http.StatusUnauthorized, "GET", "/api/v4/runners", nil, invalid)
 	c.do(http.StatusForbidden, "GET", "/api/v4/runners", nil, header("PRIVATE-TOKEN", "not-the-admin-token"))

@@ -1,0 +1,1 @@
+DROP TABLE id_token_signing_keys;
