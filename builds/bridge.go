@@ -30,9 +30,13 @@ type Trigger struct {
 	ForwardPipelineVariables bool `json:"forward_pipeline_variables"`
 }
 
-// TriggerInclude is one entry of trigger:include: a file of the project's repository.
+// TriggerInclude is one entry of trigger:include: a file of the project's repository
+// (Local), or a file inside the artifacts archive of a job of the bridge's pipeline
+// (Artifact and Job: a dynamic child pipeline).
 type TriggerInclude struct {
-	Local string `json:"local"`
+	Local    string `json:"local,omitempty"`
+	Artifact string `json:"artifact,omitempty"`
+	Job      string `json:"job,omitempty"`
 }
 
 // StrategyDepend is trigger:strategy: depend.

@@ -2,6 +2,7 @@ package builds
 
 import (
 	"archive/zip"
+	"compress/flate"
 	"context"
 	"errors"
 	"fmt"
@@ -162,6 +163,69 @@ func (s *Service) ArchiveFile(ctx context.Context, projectID, id int64, name str
 	}
 	_ = r.Close()
 	return ArchiveMember{}, fmt.Errorf("%s in the archive of job %d: %w", name, id, ErrNotFound)
+}
+
+// Answers of ReadArchiveFile about the archive itself (not the store's failures).
+var (
+	ErrArchiveFileTooLarge = errors.New("the file in the archive is over the limit")
+	ErrArchiveInvalid      = errors.New("the archive is not a zip archive jobapi can read")
+)
+
+// ReadArchiveFile reads the file at name inside archive a, whole, for the server's own use
+// (a dynamic child pipeline's configuration, package downstream), whatever the archive's
+// access. As ArchiveFile, only the central directory and the file's own bytes come from the
+// store (its range reads: nothing of the archive is held but the decompressor's window),
+// and at most limit bytes of the file are read: ErrArchiveFileTooLarge past it, whatever
+// its header claims. ErrNotFound when the archive has no such file, ErrArchiveInvalid when
+// it is no zip archive; other errors are the store's (try again later).
+func (s *Service) ReadArchiveFile(ctx context.Context, a Artifact, name string, limit int64) ([]byte, error) {
+	if s.objects == nil {
+		return nil, ErrNotFound
+	}
+	name = strings.TrimPrefix(path.Clean("/"+name), "/")
+	r := newObjectReader(ctx, s.objects, a.ObjectKey, a.Size)
+	defer func() { _ = r.Close() }()
+	zr, err := zip.NewReader(r, a.Size)
+	if err != nil {
+		if zipInvalid(err) {
+			return nil, ErrArchiveInvalid
+		}
+		return nil, fmt.Errorf("read the archive of job %d: %w", a.BuildID, err)
+	}
+	for _, f := range zr.File {
+		if strings.TrimPrefix(f.Name, "./") != name || strings.HasSuffix(f.Name, "/") {
+			continue
+		}
+		if f.UncompressedSize64 > uint64(limit) {
+			return nil, ErrArchiveFileTooLarge
+		}
+		rc, err := f.Open()
+		if err != nil {
+			if zipInvalid(err) {
+				return nil, ErrArchiveInvalid
+			}
+			return nil, fmt.Errorf("open %s in the archive of job %d: %w", name, a.BuildID, err)
+		}
+		defer func() { _ = rc.Close() }()
+		b, err := io.ReadAll(io.LimitReader(rc, limit+1))
+		switch {
+		case err != nil && zipInvalid(err):
+			return nil, ErrArchiveInvalid
+		case err != nil:
+			return nil, fmt.Errorf("read %s in the archive of job %d: %w", name, a.BuildID, err)
+		case int64(len(b)) > limit:
+			return nil, ErrArchiveFileTooLarge
+		}
+		return b, nil
+	}
+	return nil, fmt.Errorf("%s in the archive of job %d: %w", name, a.BuildID, ErrNotFound)
+}
+
+// zipInvalid tells an archive that is not what it should be from a store that failed.
+func zipInvalid(err error) bool {
+	var corrupt flate.CorruptInputError
+	return errors.Is(err, zip.ErrFormat) || errors.Is(err, zip.ErrAlgorithm) || errors.Is(err, zip.ErrChecksum) ||
+		errors.As(err, &corrupt)
 }
 
 // memberCloser closes a member's reader and the object under it.

@@ -233,6 +233,11 @@ func (j *JobDefinition) normalize(stages []string) error {
 		if len(j.Trigger.Include) == 0 {
 			return invalid("job %q: trigger needs at least one include", j.Name)
 		}
+		for _, inc := range j.Trigger.Include {
+			if (inc.Local == "") == (inc.Artifact == "") || (inc.Artifact != "") != (inc.Job != "") {
+				return invalid("job %q: each trigger include is a local file, or an artifact with its job", j.Name)
+			}
+		}
 		if len(j.Script) > 0 || len(j.Tags) > 0 {
 			return invalid("job %q: a trigger job has no script and no tags: it never goes to a runner", j.Name)
 		}

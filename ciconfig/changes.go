@@ -354,7 +354,12 @@ func (f *repoFacts) repoError(err error, fail func(string, ...any) error) error 
 	case err == nil:
 		return nil
 	case errors.As(err, &ie):
-		return fail("cannot be answered: %s", ie.Message)
+		err := fail("cannot be answered: %s", ie.Message)
+		var e *Error
+		if errors.As(err, &e) {
+			e.Transient = ie.Transient
+		}
+		return err
 	case errors.Is(err, ErrRevisionNotFound):
 		return fail("cannot be answered: the pipeline's commit is not in the project's repository")
 	}

@@ -29,6 +29,9 @@ type Context struct {
 	Variables []builds.Variable
 	// Includes reads the files of `include:`; nil refuses them (400).
 	Includes Includes `json:"-"`
+	// Artifacts reads include: artifact files of a child pipeline (its parent's jobs'
+	// archives); nil outside a child pipeline, which refuses them (GitLab's rule).
+	Artifacts ArtifactFiles `json:"-"`
 	// Repository answers changes and exists clauses; nil refuses those that are reached
 	// (400).
 	Repository Repository `json:"-"`

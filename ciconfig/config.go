@@ -130,7 +130,7 @@ func load(src []byte, c Context) (*config, error) {
 	}
 	vars := c.lookupTable()
 	repo := newRepoFacts(c, vars)
-	if tree, err = resolveIncludes(tree, c.Includes, repo, func(name string) (string, bool) { v, ok := vars[name]; return v, ok }); err != nil {
+	if tree, err = resolveIncludes(tree, c.Includes, c.Artifacts, repo, func(name string) (string, bool) { v, ok := vars[name]; return v, ok }); err != nil {
 		return nil, err
 	}
 	if tree, err = resolveExtends(tree); err != nil {

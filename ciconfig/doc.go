@@ -32,7 +32,7 @@
 //	            with if, changes, exists and when; each file once, 150 files, 100
 //	            levels)
 //	            refused: include:project, include:template, include:component,
-//	            include:artifact, include:inputs, include:integrity, spec (inputs
+//	            include:inputs, include:integrity, spec (inputs
 //	            header), workflow:name
 //	workflow    rules (if, changes, exists, when, variables, auto_cancel), auto_cancel
 //	            (on_new_commit conservative|interruptible|none, on_job_failure none|all;
@@ -61,13 +61,15 @@
 //	            group; a key GitLab would not store is a 400; builds/pgstore lets one job
 //	            of a group hold it at a time across the project's pipelines)
 //	            trigger (a child pipeline: include: a path or up to 3 {local: path}
-//	            of the repository, strategy: depend, forward: yaml_variables,
-//	            pipeline_variables; a trigger job takes no default: and may not have
+//	            of the repository or {artifact: path, job: name} of a job of an earlier
+//	            stage or in needs (Context.Artifacts reads it, package downstream;
+//	            include: artifact only in a child's configuration), strategy: depend,
+//	            forward: yaml_variables, pipeline_variables; a trigger job takes no default: and may not have
 //	            script, image, services, tags, cache, artifacts, coverage, timeout or
 //	            interruptible; ChildConfig is the child's file, package downstream
 //	            compiles it when the bridge is pending; refused: trigger: <project>,
 //	            trigger:project, branch (multi-project), trigger:include:project,
-//	            template, component, remote, artifact (dynamic child pipelines))
+//	            template, component, remote)
 //	            refused: release, id_tokens,
 //	            secrets, pages (the keyword; a job named pages is fine), hooks,
 //	            identity, manual_confirmation, run, dast_configuration, publish

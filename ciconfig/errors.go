@@ -12,6 +12,10 @@ type Error struct {
 	Job     string
 	Key     string // a key path inside the job or at the top level, "artifacts:reports"
 	Message string
+	// Transient: a file could not be read now (its repository unreachable) rather than
+	// being wrong; the same request may succeed later. Still a 400 for an API request; a
+	// bridge waits and tries again (package downstream).
+	Transient bool
 }
 
 // Error reads as GitLab's messages do ("jobs:build:script config should be …"), with the

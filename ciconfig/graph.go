@@ -69,6 +69,9 @@ func (cfg *config) checkGraph() error {
 			}
 		}
 		j.deps = deps
+		if err := checkArtifactJobs(j, byName, stageIndex); err != nil {
+			return err
+		}
 	}
 	if cycle := needsCycle(cfg.jobs); cycle != nil {
 		line := 0
@@ -78,6 +81,29 @@ func (cfg *config) checkGraph() error {
 			}
 		}
 		return &Error{Line: line, Job: cycle[0], Key: "needs", Message: "The pipeline has circular dependencies: " + strings.Join(cycle, " → ")}
+	}
+	return nil
+}
+
+// checkArtifactJobs: a bridge's trigger:include: artifact names a job that ends before it
+// runs, one of an earlier stage or one it needs (GitLab's YamlProcessor
+// validate_dynamic_child_pipeline_dependencies!, in its words).
+func checkArtifactJobs(j *jobSpec, byName map[string]*jobSpec, stageIndex func(string) int) error {
+	if j.def.Trigger == nil {
+		return nil
+	}
+	for _, inc := range j.def.Trigger.Include {
+		if inc.Job == "" {
+			continue
+		}
+		if _, ok := byName[inc.Job]; !ok {
+			return &Error{Line: j.line, Job: j.name, Key: "trigger:include", Message: "undefined dependency: " + inc.Job}
+		}
+		needed := slices.ContainsFunc(j.needs, func(n needSpec) bool { return n.job == inc.Job })
+		if !needed && stageIndex(inc.Job) >= stageIndex(j.name) {
+			return &Error{Line: j.line, Job: j.name, Key: "trigger:include",
+				Message: fmt.Sprintf("dependency %s is not defined in current or prior stages (it must be in an earlier stage, or in needs)", inc.Job)}
+		}
 	}
 	return nil
 }

@@ -29,9 +29,22 @@ type Includes interface {
 var ErrIncludeNotFound = errors.New("file not found")
 
 // IncludeError is an Includes failure the user can act on (a remote answering 404, a
-// file too large); its message is shown in the 400. Other errors are the server's (a
-// 500 in Compile's caller).
-type IncludeError struct{ Message string }
+// file too large); its message is shown in the 400. Transient says the source could not
+// be reached now (a repository whose fetch failed), which a later try may get past. Other
+// errors are the server's (a 500 in Compile's caller).
+type IncludeError struct {
+	Message   string
+	Transient bool
+}
+
+// ArtifactFiles reads the files of a child pipeline's include: artifact, out of the
+// artifacts archives of its parent pipeline's jobs (package downstream).
+type ArtifactFiles interface {
+	// Artifact returns the file at path in the archive of job's latest successful attempt;
+	// an *IncludeError for what the user can fix (no such job, no archive, no such file,
+	// too large), another error when the archive cannot be read now.
+	Artifact(job, path string) ([]byte, error)
+}
 
 func (e *IncludeError) Error() string { return e.Message }
 
@@ -46,28 +59,28 @@ var includeUnsupported = map[string]string{
 	"project":   " (files of another project)",
 	"template":  " (GitLab's templates)",
 	"component": " (CI/CD components)",
-	"artifact":  " (child pipelines)",
 	"inputs":    " (spec:inputs)",
 	"integrity": " (the SHA-256 of a remote include)",
 }
 
 // includer expands `include:` of the file and of the files it includes.
 type includer struct {
-	files Includes
-	repo  *repoFacts  // what include:rules:exists and changes read
-	vars  expr.Lookup // what include:rules see
-	seen  map[string]bool
-	count int
+	files     Includes
+	artifacts ArtifactFiles // nil: not a child pipeline, include: artifact is refused
+	repo      *repoFacts    // what include:rules:exists and changes read
+	vars      expr.Lookup   // what include:rules see
+	seen      map[string]bool
+	count     int
 }
 
 // resolveIncludes returns the tree with its includes merged in, GitLab's way
 // (External::Processor): the included files deep-merged in order, a later one over an
 // earlier one, then the including file over them all; `include` itself removed.
-func resolveIncludes(tree *val, files Includes, repo *repoFacts, vars expr.Lookup) (*val, error) {
+func resolveIncludes(tree *val, files Includes, artifacts ArtifactFiles, repo *repoFacts, vars expr.Lookup) (*val, error) {
 	if tree.get("include") == nil {
 		return tree, nil
 	}
-	x := &includer{files: files, repo: repo, vars: vars, seen: map[string]bool{}}
+	x := &includer{files: files, artifacts: artifacts, repo: repo, vars: vars, seen: map[string]bool{}}
 	return x.expand(tree, 1)
 }
 
@@ -90,7 +103,7 @@ func (x *includer) expand(tree *val, depth int) (*val, error) {
 	}
 	var merged *val
 	for _, item := range items {
-		kind, loc, err := x.location(item)
+		kind, loc, job, err := x.location(item)
 		if err != nil {
 			return nil, err
 		}
@@ -104,7 +117,7 @@ func (x *includer) expand(tree *val, depth int) (*val, error) {
 			}
 		}
 		for _, loc := range locs {
-			key := kind + ":" + loc
+			key := kind + ":" + job + ":" + loc
 			if x.seen[key] { // a file included twice (a diamond) is merged once
 				continue
 			}
@@ -112,7 +125,7 @@ func (x *includer) expand(tree *val, depth int) (*val, error) {
 			if x.count++; x.count > MaxIncludes {
 				return nil, errAt(item, "", "include", "Maximum of %d nested includes are allowed!", MaxIncludes)
 			}
-			sub, err := x.read(item, kind, loc)
+			sub, err := x.read(item, kind, loc, job)
 			if err != nil {
 				return nil, err
 			}
@@ -130,46 +143,62 @@ func (x *includer) expand(tree *val, depth int) (*val, error) {
 }
 
 // location reads one entry: a string (a URL is remote, anything else local) or a hash
-// with local or remote and optional rules. kind "" means its rules leave it out.
-func (x *includer) location(item *val) (kind, loc string, err error) {
+// with local, remote or artifact (with its job) and optional rules. kind "" means its
+// rules leave it out.
+func (x *includer) location(item *val) (kind, loc, job string, err error) {
 	if item.kind == vString {
 		if strings.HasPrefix(item.text, "https://") || strings.HasPrefix(item.text, "http://") {
-			return "remote", item.text, nil
+			return "remote", item.text, "", nil
 		}
-		return "local", strings.TrimPrefix(item.text, "/"), nil
+		return "local", strings.TrimPrefix(item.text, "/"), "", nil
 	}
 	if item.kind != vMap {
-		return "", "", errAt(item, "", "include", "config should be a hash or a string")
+		return "", "", "", errAt(item, "", "include", "config should be a hash or a string")
 	}
-	if err := checkKeys(item, "", "include", []string{"local", "remote", "rules", "file"}, includeUnsupported); err != nil {
-		return "", "", err
+	if err := checkKeys(item, "", "include", []string{"local", "remote", "artifact", "job", "rules", "file"}, includeUnsupported); err != nil {
+		return "", "", "", err
 	}
 	if item.has("file") {
-		return "", "", errAt(item.get("file"), "", "include:file", "needs include:project, which is not supported by jobapi yet (files of another project)")
+		return "", "", "", errAt(item.get("file"), "", "include:file", "needs include:project, which is not supported by jobapi yet (files of another project)")
 	}
-	switch {
-	case item.has("local") && item.has("remote"):
-		return "", "", errAt(item, "", "include", "config should have exactly one of local, remote")
-	case item.has("local"):
-		kind = "local"
-	case item.has("remote"):
-		kind = "remote"
-	default:
-		return "", "", errAt(item, "", "include", "config should have exactly one of local, remote")
+	n := 0
+	for _, k := range []string{"local", "remote", "artifact"} {
+		if item.has(k) {
+			kind = k
+			n++
+		}
+	}
+	if n != 1 {
+		return "", "", "", errAt(item, "", "include", "config should have exactly one of local, remote, artifact")
 	}
 	if loc, err = stringValue(item.get(kind), "", "include:"+kind); err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
-	if kind == "local" {
+	switch kind {
+	case "local":
 		loc = strings.TrimPrefix(loc, "/")
+	case "artifact":
+		// GitLab's External::File::Artifact: only a child pipeline's configuration reads
+		// its parent's artifacts, and it names the job.
+		if x.artifacts == nil {
+			return "", "", "", errAt(item, "", "include:artifact", "Including configs from artifacts is only allowed when triggering child pipelines")
+		}
+		j := item.get("job")
+		if j == nil || j.kind != vString || j.text == "" {
+			return "", "", "", errAt(item, "", "include:artifact", "Job must be provided when including configs from artifacts")
+		}
+		job = j.text
+	}
+	if kind != "artifact" && item.has("job") {
+		return "", "", "", errAt(item.get("job"), "", "include", "config contains unknown keys: job")
 	}
 	if r := item.get("rules"); r != nil && r.kind != vNull {
 		ok, err := x.rulesAllow(r)
 		if err != nil || !ok {
-			return "", "", err
+			return "", "", "", err
 		}
 	}
-	return kind, loc, nil
+	return kind, loc, job, nil
 }
 
 // rulesAllow applies include:rules: the first rule whose if holds decides (when: never
@@ -229,8 +258,8 @@ func (x *includer) rulesAllow(v *val) (bool, error) {
 }
 
 // read fetches and parses one included file.
-func (x *includer) read(item *val, kind, loc string) (*val, error) {
-	if x.files == nil {
+func (x *includer) read(item *val, kind, loc, job string) (*val, error) {
+	if x.files == nil && kind != "artifact" {
 		return nil, errAt(item, "", "include:"+kind, "%s cannot be read: the pipeline has no repository or file source", loc)
 	}
 	var src []byte
@@ -260,11 +289,18 @@ func (x *includer) read(item *val, kind, loc string) (*val, error) {
 			return nil, errAt(item, "", "include:remote", "Included file `%s` does not have YAML extension!", loc)
 		}
 		src, err = x.files.Remote(loc)
+	case "artifact":
+		if !strings.HasSuffix(loc, ".yml") && !strings.HasSuffix(loc, ".yaml") {
+			return nil, errAt(item, "", "include:artifact", "Included file `%s` does not have YAML extension!", loc)
+		}
+		src, err = x.artifacts.Artifact(job, loc)
 	}
 	var ie *IncludeError
 	switch {
 	case errors.As(err, &ie):
-		return nil, errAt(item, "", "include:"+kind, "`%s`: %s", loc, ie.Message)
+		e := errAt(item, "", "include:"+kind, "`%s`: %s", loc, ie.Message)
+		e.Transient = ie.Transient
+		return nil, e
 	case err != nil:
 		return nil, fmt.Errorf("include %s %s: %w", kind, loc, err)
 	}
@@ -298,7 +334,9 @@ func (x *includer) glob(item *val, pattern string) ([]string, error) {
 	var ie *IncludeError
 	switch {
 	case errors.As(err, &ie):
-		return nil, errAt(item, "", "include:local", "`%s`: %s", pattern, ie.Message)
+		e := errAt(item, "", "include:local", "`%s`: %s", pattern, ie.Message)
+		e.Transient = ie.Transient
+		return nil, e
 	case err != nil:
 		return nil, fmt.Errorf("include local %s: %w", pattern, err)
 	}

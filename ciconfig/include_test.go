@@ -116,7 +116,7 @@ func TestIncludeErrors(t *testing.T) {
 		"include: {remote: 'https://example.com/a.yml'}\n":     "include:remote `https://example.com/a.yml`: answered 404 (line 1)",
 		"include: bad.yml\n":                                   "include:local `bad.yml`: Invalid configuration format: did not find expected node content (line 2)",
 		"include: list.yml\n":                                  "include:local `list.yml`: Invalid configuration format (line 1)",
-		"include: {local: a.yml, remote: 'https://x/a.yml'}\n": "include config should have exactly one of local, remote (line 1)",
+		"include: {local: a.yml, remote: 'https://x/a.yml'}\n": "include config should have exactly one of local, remote, artifact (line 1)",
 		"include: [{local: a.yml, rules: [{exists: [x]}]}]\n":  "include:rules:rule:exists cannot be answered: the pipeline has no repository to read (the project's repo_url) (line 1)",
 		"include: 1\n":                                         "include config should be a hash, a string or an array containing hashes and strings (line 1)",
 	} {

@@ -81,6 +81,7 @@ var gitlabKeys = []struct{ key, yaml string }{
 	{"timeout", "job: {script: x, timeout: 1h}\n"},
 	{"trigger", "job: {trigger: g/other}\n"},
 	{"trigger:include", "job: {trigger: {include: child.yml}}\n"},
+	{"trigger:include:artifact", "gen: {stage: build, script: x}\njob: {trigger: {include: [{artifact: c.yml, job: gen}]}}\n"},
 	{"trigger:project", "job: {trigger: {project: g/other}}\n"},
 	{"type", "job: {script: x, type: test}\n"},
 	{"when", "job: {script: x, when: always}\n"},

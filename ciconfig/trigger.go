@@ -30,7 +30,6 @@ var triggerIncludeUnsupported = map[string]string{
 	"project":   " (files of another project)",
 	"template":  " (GitLab's templates)",
 	"component": " (CI/CD components)",
-	"artifact":  " (dynamic child pipelines from a job's artifact)",
 	"remote":    " (a child's configuration comes from the project's repository)",
 	"inputs":    " (spec:inputs)",
 }
@@ -85,8 +84,9 @@ func parseTrigger(v *val, job string) (*builds.Trigger, error) {
 	return t, nil
 }
 
-// parseTriggerInclude reads trigger:include: a path, or a list of {local: path} (a path
-// alone in the list is GitLab's short form of the same).
+// parseTriggerInclude reads trigger:include: a path, or a list of {local: path} and
+// {artifact: path, job: name} (a path alone in the list is GitLab's short form of local).
+// The artifact's job must run before the bridge: checkGraph sees to it.
 func parseTriggerInclude(v *val, job string) ([]builds.TriggerInclude, error) {
 	const key = "trigger:include"
 	items := []*val{v}
@@ -106,8 +106,19 @@ func parseTriggerInclude(v *val, job string) ([]builds.TriggerInclude, error) {
 		case vString:
 			p = it
 		case vMap:
-			if err := checkKeys(it, job, key, []string{"local"}, triggerIncludeUnsupported); err != nil {
+			if err := checkKeys(it, job, key, []string{"local", "artifact", "job"}, triggerIncludeUnsupported); err != nil {
 				return nil, err
+			}
+			if a := it.get("artifact"); a != nil {
+				inc, err := parseTriggerArtifact(it, a, job)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, inc)
+				continue
+			}
+			if it.has("job") {
+				return nil, errAt(it, job, key, "config must specify the artifact to fetch the job's file from (artifact: path)")
 			}
 			p = it.get("local")
 			if p == nil || p.kind != vString {
@@ -128,12 +139,40 @@ func parseTriggerInclude(v *val, job string) ([]builds.TriggerInclude, error) {
 	return out, nil
 }
 
+// parseTriggerArtifact reads {artifact: path, job: name} (GitLab's
+// Entry::Include validations for an artifact entry).
+func parseTriggerArtifact(it, a *val, job string) (builds.TriggerInclude, error) {
+	const key = "trigger:include"
+	if it.has("local") {
+		return builds.TriggerInclude{}, errAt(it, job, key, "config should have exactly one of local, artifact")
+	}
+	if a.kind != vString || strings.TrimSpace(a.text) == "" {
+		return builds.TriggerInclude{}, errAt(a, job, key+":artifact", "config should be the path of a file in the job's artifacts archive")
+	}
+	j := it.get("job")
+	if j == nil || j.kind == vNull {
+		return builds.TriggerInclude{}, errAt(it, job, key, "config must specify the job where to fetch the artifact from")
+	}
+	if j.kind != vString || j.text == "" {
+		return builds.TriggerInclude{}, errAt(j, job, key+":job", "config should be a job name")
+	}
+	return builds.TriggerInclude{Artifact: strings.TrimPrefix(strings.TrimSpace(a.text), "/"), Job: j.text}, nil
+}
+
 // ChildConfig is the configuration text of a bridge's child pipeline: its trigger:include
 // entries as the include: of a file of their own, as GitLab builds it.
 func ChildConfig(t *builds.Trigger) []byte {
 	var b strings.Builder
 	b.WriteString("include:\n")
 	for _, inc := range t.Include {
+		if inc.Artifact != "" {
+			b.WriteString("  - artifact: ")
+			b.WriteString(quoteYAML(inc.Artifact))
+			b.WriteString("\n    job: ")
+			b.WriteString(quoteYAML(inc.Job))
+			b.WriteString("\n")
+			continue
+		}
 		b.WriteString("  - local: ")
 		b.WriteString(quoteYAML(inc.Local))
 		b.WriteString("\n")

@@ -1,6 +1,7 @@
 package ciconfig
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -80,7 +81,10 @@ func TestTriggerRefusals(t *testing.T) {
 		{"include project", `trigger: {include: [{project: g/p, file: a.yml}]}`, "trigger:include:project is not supported by jobapi yet (files of another project)"},
 		{"include template", `trigger: {include: [{template: Jobs/SAST.gitlab-ci.yml}]}`, "trigger:include:template is not supported"},
 		{"include component", `trigger: {include: [{component: gitlab.com/a/b@1}]}`, "trigger:include:component is not supported"},
-		{"include artifact", `trigger: {include: [{artifact: gen.yml, job: generate}]}`, "trigger:include:artifact is not supported by jobapi yet (dynamic child pipelines"},
+		{"artifact without job", `trigger: {include: [{artifact: gen.yml}]}`, "trigger:include config must specify the job where to fetch the artifact from"},
+		{"job without artifact", `trigger: {include: [{job: generate}]}`, "trigger:include config must specify the artifact"},
+		{"artifact and local", `trigger: {include: [{artifact: gen.yml, job: g, local: a.yml}]}`, "exactly one of local, artifact"},
+		{"artifact of no job", `trigger: {include: [{artifact: gen.yml, job: generate}]}`, "jobs:child:trigger:include undefined dependency: generate"},
 		{"include remote", `trigger: {include: [{remote: "https://example.com/a.yml"}]}`, "trigger:include:remote is not supported"},
 		{"include url", `trigger: {include: "https://example.com/a.yml"}`, "trigger:include is not supported"},
 		{"no include", `trigger: {strategy: depend}`, "should have include"},
@@ -98,6 +102,99 @@ func TestTriggerRefusals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// trigger:include: artifact names a job that ends before the bridge: an earlier stage or
+// a need (GitLab's validate_dynamic_child_pipeline_dependencies!).
+func TestTriggerArtifactInclude(t *testing.T) {
+	t.Parallel()
+	res := mustCompile(t, `
+stages: [build, test]
+generate: {stage: build, script: ./gen > child.yml, artifacts: {paths: [child.yml]}}
+child:
+  stage: test
+  trigger:
+    include:
+      - artifact: child.yml
+        job: generate
+      - local: ci/common.yml
+    strategy: depend
+`, mainPush)
+	want := &builds.Trigger{Include: []builds.TriggerInclude{{Artifact: "child.yml", Job: "generate"}, {Local: "ci/common.yml"}},
+		Strategy: builds.StrategyDepend, ForwardYAMLVariables: true}
+	if got := job(t, res, "child").Trigger; !reflect.DeepEqual(got, want) {
+		t.Errorf("trigger = %+v, want %+v", got, want)
+	}
+	// The same stage is enough with needs.
+	mustCompile(t, `
+generate: {script: ./gen, artifacts: {paths: [c.yml]}}
+child: {needs: [generate], trigger: {include: [{artifact: c.yml, job: generate}]}}
+`, mainPush)
+	for src, msg := range map[string]string{
+		"generate: {script: ./gen}\nchild: {trigger: {include: [{artifact: c.yml, job: generate}]}}\n":                                     "jobs:child:trigger:include dependency generate is not defined in current or prior stages",
+		"stages: [a, b]\ngenerate: {stage: b, script: ./gen}\nchild: {stage: a, trigger: {include: [{artifact: c.yml, job: generate}]}}\n": "dependency generate is not defined in current or prior stages",
+		"generate: {script: ./gen}\nchild: {trigger: {include: [{artifact: '', job: generate}]}}\n":                                        "trigger:include:artifact config should be the path of a file",
+	} {
+		if e := compileError(t, src); !strings.Contains(e.Error(), msg) {
+			t.Errorf("%q: %v, want %q", src, e, msg)
+		}
+	}
+}
+
+// A child's configuration reads include: artifact through Context.Artifacts, and its
+// files' own local includes from the repository; outside a child pipeline include:
+// artifact is GitLab's refusal; a transient read failure stays marked transient.
+func TestIncludeArtifact(t *testing.T) {
+	t.Parallel()
+	tr := &builds.Trigger{Include: []builds.TriggerInclude{{Artifact: "gen/child.yml", Job: "generate"}}}
+	src := ChildConfig(tr)
+	if want := "include:\n  - artifact: \"gen/child.yml\"\n    job: \"generate\"\n"; string(src) != want {
+		t.Fatalf("ChildConfig = %q, want %q", src, want)
+	}
+	f := &files{local: map[string]string{"ci/common.yml": "lint: {script: make lint}\n"}}
+	art := artifactFiles{"generate": {"gen/child.yml": "include: [{local: ci/common.yml}]\ntest: {script: make test}\n"}}
+	res, err := Compile(src, Context{Ref: "main", Source: builds.SourceParentPipeline, Includes: f, Artifacts: art})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := names(res); !reflect.DeepEqual(n, []string{"lint", "test"}) {
+		t.Errorf("child jobs = %v", n)
+	}
+	for _, c := range []struct {
+		src       string
+		artifacts ArtifactFiles
+		want      string
+		transient bool
+	}{
+		{"include: [{artifact: a.yml, job: g}]\nx: {script: x}\n", nil,
+			"include:artifact Including configs from artifacts is only allowed when triggering child pipelines", false},
+		{"include: [{artifact: a.yml}]\n", art, "include:artifact Job must be provided when including configs from artifacts", false},
+		{"include: [{artifact: a.txt, job: generate}]\n", art, "Included file `a.txt` does not have YAML extension!", false},
+		{"include: [{artifact: missing.yml, job: generate}]\n", art, "`missing.yml`: Path `missing.yml` does not exist inside the `generate` artifacts archive!", false},
+		{"include: [{artifact: a.yml, job: flaky}]\n", art, "`a.yml`: the store is down", true},
+		{"include: [{artifact: gen/child.yml, job: generate, local: x.yml}]\n", art, "exactly one of local, remote, artifact", false},
+	} {
+		_, err := Compile([]byte(c.src), Context{Ref: "main", Includes: f, Artifacts: c.artifacts})
+		var e *Error
+		if !errors.As(err, &e) || !strings.Contains(e.Error(), c.want) || e.Transient != c.transient {
+			t.Errorf("%q: %v (transient %v), want %q (transient %v)", c.src, err, e != nil && e.Transient, c.want, c.transient)
+		}
+	}
+}
+
+// artifactFiles serves include: artifact files by job and path; job "flaky" answers a
+// transient failure.
+type artifactFiles map[string]map[string]string
+
+func (a artifactFiles) Artifact(job, path string) ([]byte, error) {
+	if job == "flaky" {
+		return nil, &IncludeError{Message: "the store is down", Transient: true}
+	}
+	s, ok := a[job][path]
+	if !ok {
+		return nil, &IncludeError{Message: "Path `" + path + "` does not exist inside the `" + job + "` artifacts archive!"}
+	}
+	return []byte(s), nil
 }
 
 func TestChildConfig(t *testing.T) {

@@ -79,13 +79,14 @@ func TestGitCacheRead(t *testing.T) {
 	if _, err := g.Read(ctx, remote, sha, "big.yml"); !errors.As(err, &ie) || !strings.Contains(ie.Message, "at most 1048576") {
 		t.Errorf("file over 1 MiB: %v", err)
 	}
-	if _, err := g.Read(ctx, remote, strings.Repeat("0", 40), "ci/build.yml"); !errors.As(err, &ie) {
-		t.Errorf("unknown commit: %v, want an IncludeError", err)
+	if _, err := g.Read(ctx, remote, strings.Repeat("0", 40), "ci/build.yml"); !errors.As(err, &ie) || ie.Transient {
+		t.Errorf("unknown commit: %v, want an IncludeError that is not transient (the user's)", err)
 	}
-	// Credentials in the remote never reach a message.
+	// Credentials in the remote never reach a message; an unreachable remote is transient
+	// (a bridge waits for it).
 	_, err = g.Read(ctx, "https://deploy:s3cret-token@127.0.0.1:1/group/app.git", sha, "ci/build.yml")
-	if !errors.As(err, &ie) || strings.Contains(err.Error(), "s3cret-token") {
-		t.Errorf("unreachable remote with credentials: %v", err)
+	if !errors.As(err, &ie) || strings.Contains(err.Error(), "s3cret-token") || !ie.Transient {
+		t.Errorf("unreachable remote with credentials: %v, want a transient IncludeError", err)
 	}
 }
 

@@ -100,7 +100,7 @@ func (r *repo) fetchRevs(ctx context.Context, remote string, history bool, refsp
 		return ciconfig.ErrRevisionNotFound
 	case errors.As(err, &ee) || errors.Is(err, context.DeadlineExceeded):
 		return &ciconfig.IncludeError{Message: fmt.Sprintf("the project's repository %s could not be fetched: %v",
-			builds.RedactURL(remote), redact(err, remote))}
+			builds.RedactURL(remote), redact(err, remote)), Transient: true}
 	}
 	return err
 }

@@ -208,8 +208,10 @@ func (r *repo) fetch(ctx context.Context, remote, rev string) error {
 	if _, err := r.git(ctx, remote, "fetch", "--quiet", "--depth=1", "--no-tags", "origin", rev); err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) || errors.Is(err, context.DeadlineExceeded) {
+			// A commit the remote does not have is the user's; anything else (the remote
+			// unreachable, slow, refusing) may pass: Transient, which a bridge waits out.
 			return &ciconfig.IncludeError{Message: fmt.Sprintf("the project's repository %s could not be fetched at %s: %v",
-				builds.RedactURL(remote), rev, redact(err, remote))}
+				builds.RedactURL(remote), rev, redact(err, remote)), Transient: !missingRef(err.Error())}
 		}
 		return err
 	}

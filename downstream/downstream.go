@@ -1,8 +1,9 @@
 // Package downstream creates the child pipelines of bridge jobs (.gitlab-ci.yml
 // `trigger: include:`, issue 17). A bridge that became pending waits in Postgres (the
 // builds_bridges_idx queue) until a replica's pass, here, reads its child's configuration
-// from the project's repository at the parent's commit (cisource, as include: local),
-// compiles it as GitLab does (the trigger's include: entries as a file of their own, source
+// from the project's repository at the parent's commit (cisource, as include: local) or,
+// for trigger:include: artifact (a dynamic child pipeline), out of the artifacts archive of
+// a job of the parent pipeline (parentArtifacts), compiles it as GitLab does (the trigger's include: entries as a file of their own, source
 // parent_pipeline, the forwarded variables as the child's pipeline variables) and hands
 // the result to builds.Service.CreateChild, whose one transaction stores the child and
 // moves the bridge on. The pass holds no lock while it reads and compiles: two replicas
@@ -13,7 +14,9 @@
 //	pending bridge ──pass: compile──▶ CreateChild ─┬─ child stored, bridge running (depend) or success
 //	                                                ├─ configuration invalid: bridge failed
 //	                                                │  (downstream_pipeline_creation_failed)
-//	                                                └─ git or Postgres down: left pending, next pass
+//	                                                └─ git, the object store or Postgres down:
+//	                                                   left pending, next pass (a repository
+//	                                                   unreachable for MaxSourceWait: failed)
 package downstream
 
 import (
@@ -38,6 +41,7 @@ type Bridges struct {
 	Interval  time.Duration
 	Batch     int
 	Log       *slog.Logger
+	Now       func() time.Time // the clock MaxSourceWait is measured on; nil: time.Now
 }
 
 // CreateOnce creates the children of the bridges pending now and returns how many bridges
@@ -70,11 +74,20 @@ func (b *Bridges) CreateOnce(ctx context.Context) (int, error) {
 	return moved, errors.Join(errs...)
 }
 
+// MaxSourceWait is how long a bridge waits out a source of its child's configuration that
+// cannot be read (its repository unreachable: ciconfig's Transient) before it fails with
+// that message, as a wrong repo_url would otherwise leave it pending for ever.
+const MaxSourceWait = time.Hour
+
 // create compiles pb's child and stores it (or the bridge's failure).
 func (b *Bridges) create(ctx context.Context, pb builds.PendingBridge) (builds.ChildCreated, error) {
 	def, err := b.Definition(ctx, pb)
 	c := builds.ChildPipeline{BridgeID: pb.Build.ID}
-	switch msg, permanent := creationFailure(err); {
+	msg, permanent := creationFailure(err)
+	if !permanent && msg != "" && pb.Build.QueuedAt != nil && b.now().Sub(*pb.Build.QueuedAt) > MaxSourceWait {
+		permanent = true
+	}
+	switch {
 	case err == nil:
 		c.Definition = &def
 	case permanent:
@@ -85,8 +98,17 @@ func (b *Bridges) create(ctx context.Context, pb builds.PendingBridge) (builds.C
 	return b.Service.CreateChild(ctx, c)
 }
 
+func (b *Bridges) now() time.Time {
+	if b.Now != nil {
+		return b.Now()
+	}
+	return time.Now()
+}
+
 // creationFailure tells a mistake in the child's configuration, which fails the bridge
-// for good, from a failure to read it now (a server's, retried on the next pass).
+// for good, from a failure to read it now (a server's, or a source that is down: retried
+// on the next pass). A transient failure the user may still have to fix (a repository that
+// cannot be fetched) comes with its message and permanent false.
 func creationFailure(err error) (string, bool) {
 	var ce *ciconfig.Error
 	var ie *ciconfig.IncludeError
@@ -94,9 +116,9 @@ func creationFailure(err error) (string, bool) {
 	case err == nil:
 		return "", false
 	case errors.As(err, &ce):
-		return ce.Error(), true
+		return ce.Error(), !ce.Transient
 	case errors.As(err, &ie):
-		return ie.Message, true
+		return ie.Message, !ie.Transient
 	case errors.Is(err, ciconfig.ErrFilteredOut):
 		return "Pipeline filtered out by workflow rules.", true
 	case errors.Is(err, ciconfig.ErrNoJobs):
@@ -129,6 +151,7 @@ func (b *Bridges) Definition(ctx context.Context, pb builds.PendingBridge) (buil
 	}
 	files := b.Sources.For(ctx, repoURL, parent.SHA)
 	cctx.Includes, cctx.Repository = files, files
+	cctx.Artifacts = &parentArtifacts{ctx: ctx, svc: b.Service, pipeline: parent}
 	res, err := ciconfig.Compile(ciconfig.ChildConfig(t), cctx)
 	if err != nil {
 		return builds.PipelineDefinition{}, err

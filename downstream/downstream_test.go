@@ -37,15 +37,17 @@ func TestForwarded(t *testing.T) {
 // anything else (git unreachable, Postgres down) leaves it pending for the next pass.
 func TestCreationFailure(t *testing.T) {
 	for err, permanent := range map[error]bool{
-		&ciconfig.Error{Job: "a", Key: "script", Message: "can't be blank"}: true,
-		&ciconfig.IncludeError{Message: "the repository cannot be fetched"}: true,
-		fmt.Errorf("compile: %w", ciconfig.ErrFilteredOut):                  true,
+		&ciconfig.Error{Job: "a", Key: "script", Message: "can't be blank"}:                     true,
+		&ciconfig.IncludeError{Message: "the file is too large"}:                                true,
+		&ciconfig.IncludeError{Message: "the repository cannot be fetched", Transient: true}:    false,
+		&ciconfig.Error{Key: "include:local", Message: "`a.yml`: unreachable", Transient: true}: false,
+		fmt.Errorf("compile: %w", ciconfig.ErrFilteredOut):                                      true,
 		ciconfig.ErrNoJobs: true,
 		errors.New("dial tcp 127.0.0.1:5432: connect: connection refused"): false,
 		fmt.Errorf("bridge: %w", builds.ErrUnavailable):                    false,
 	} {
 		msg, got := creationFailure(err)
-		if got != permanent || permanent && msg == "" {
+		if got != permanent || msg == "" && permanent {
 			t.Errorf("creationFailure(%v) = %q, %t; want permanent=%t with a message", err, msg, got, permanent)
 		}
 	}

@@ -389,7 +389,7 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 	}
 	sources := &cisource.Source{Git: git, Remote: cisource.NewRemote()}
 	d.bridges = &downstream.Bridges{Service: d.svc, Sources: sources, ServerURL: cfg.ExternalURL,
-		Namespace: handlers.ProjectNamespace, Interval: cfg.SweepInterval, Log: log}
+		Namespace: handlers.ProjectNamespace, Interval: cfg.SweepInterval, Log: log, Now: opts.Now}
 	h := handlers.New(handlers.Deps{UI: ui, Service: d.svc, Includes: sources, AdminToken: cfg.AdminToken, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
 		Flags: fl.admin, Health: health{store: d.store, redis: d.rs},
 		Registry: reg, TraceWatch: d.rs, Limiter: limiter{rl}, ExternalURL: cfg.ExternalURL,
