@@ -158,6 +158,7 @@ type Payload struct {
 	Interruptible         bool         `json:"interruptible,omitempty"`
 	Environment           *Environment `json:"environment,omitempty"`
 	Trigger               *Trigger     `json:"trigger,omitempty"`
+	IDTokens              []IDToken    `json:"id_tokens,omitempty"`
 }
 
 // PayloadOf is what the store keeps of a job definition beyond its columns.
@@ -169,7 +170,7 @@ func PayloadOf(j JobDefinition) Payload {
 		Dependencies: j.Dependencies, DependenciesDeclared: j.DependenciesDeclared, DependsOnStages: j.DependsOnStages,
 		Artifacts: j.Artifacts, Cache: j.Cache, NodeIndex: j.NodeIndex, NodeTotal: j.NodeTotal,
 		CoverageRegex: j.CoverageRegex, Interruptible: j.Interruptible, Environment: j.Environment,
-		Trigger: j.Trigger}
+		Trigger: j.Trigger, IDTokens: j.IDTokens}
 }
 
 // Variable is a job variable as the operator defined it.

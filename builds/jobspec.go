@@ -83,3 +83,14 @@ type Cache struct {
 	// Unprotect: the key gets GitLab's -non_protected suffix even on a protected ref.
 	Unprotect bool `json:"unprotect,omitempty"`
 }
+
+// IDToken is one entry of `id_tokens:` (issue 17): the job's CI/CD variable Name holds an
+// OpenID Connect ID token (a JWT) for the audiences Aud. Only the definition is stored: the
+// token is minted each time the job is handed to a runner, so it is never at rest. Aud is as
+// the file writes it; its variables are expanded when the token is minted, as GitLab does.
+// AudList: aud was written as a list, so the claim is an array even of one.
+type IDToken struct {
+	Name    string   `json:"name"`
+	Aud     []string `json:"aud"`
+	AudList bool     `json:"aud_list,omitempty"`
+}

@@ -119,6 +119,9 @@ type JobDefinition struct {
 	// Trigger makes the job a bridge (`trigger:`): it never goes to a runner and has no
 	// script; its child pipeline is created once it is pending.
 	Trigger *Trigger
+	// IDTokens: `id_tokens:`, each a CI/CD variable holding a JWT minted when the job is
+	// handed to a runner.
+	IDTokens []IDToken
 }
 
 // Limits on a definition, so that one request cannot flood the database.

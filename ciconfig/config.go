@@ -25,12 +25,11 @@ var unsupportedTop = map[string]string{
 var jobKeys = []string{"stage", "type", "script", "before_script", "after_script", "image", "services",
 	"variables", "tags", "timeout", "retry", "allow_failure", "when", "start_in", "needs",
 	"dependencies", "artifacts", "cache", "rules", "parallel", "extends", "inherit", "only", "except", "coverage", "interruptible", "environment",
-	"resource_group", "trigger"}
+	"resource_group", "trigger", "id_tokens"}
 
 // GitLab job keys jobapi does not support yet: a 400 naming them, never dropped.
 var jobUnsupported = map[string]string{
 	"release":             "",
-	"id_tokens":           "",
 	"secrets":             "",
 	"pages":               "",
 	"hooks":               "",
@@ -43,8 +42,8 @@ var jobUnsupported = map[string]string{
 
 // Keys of `default:`, and those jobs inherit from it.
 var (
-	defaultKeys        = []string{"image", "services", "before_script", "after_script", "tags", "timeout", "retry", "cache", "artifacts", "interruptible"}
-	defaultUnsupported = map[string]string{"hooks": "", "id_tokens": "", "identity": ""}
+	defaultKeys        = []string{"image", "services", "before_script", "after_script", "tags", "timeout", "retry", "cache", "artifacts", "interruptible", "id_tokens"}
+	defaultUnsupported = map[string]string{"hooks": "", "identity": ""}
 	legacyGlobals      = []string{"image", "services", "before_script", "after_script", "cache"}
 )
 
@@ -304,6 +303,8 @@ func parseInheritable(def *builds.JobDefinition, k string, v *val, job, key stri
 		def.Artifacts, err = parseArtifacts(v, job, key)
 	case "interruptible":
 		def.Interruptible, err = boolValue(v, job, key)
+	case "id_tokens":
+		def.IDTokens, err = parseIDTokens(v, job, key)
 	}
 	return err
 }

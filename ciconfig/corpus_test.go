@@ -68,6 +68,7 @@ type graphJob struct {
 	Environment   *builds.Environment `json:"environment,omitempty"`
 	ResourceGroup string              `json:"resource_group,omitempty"`
 	Trigger       *builds.Trigger     `json:"trigger,omitempty"`
+	IDTokens      []builds.IDToken    `json:"id_tokens,omitempty"`
 }
 
 func graphOf(j builds.JobDefinition) graphJob {
@@ -77,7 +78,7 @@ func graphOf(j builds.JobDefinition) graphJob {
 		Timeout: j.TimeoutSeconds, BeforeScript: j.BeforeScript, Script: j.Script, AfterScript: j.AfterScript,
 		Artifacts: j.Artifacts, Cache: j.Cache, Coverage: j.CoverageRegex, Interruptible: j.Interruptible, Environment: j.Environment,
 		ResourceGroup: j.ResourceGroup,
-		Trigger:       j.Trigger}
+		Trigger:       j.Trigger, IDTokens: j.IDTokens}
 	if g.Dependencies == nil {
 		g.Dependencies = []string{}
 	}

@@ -39,7 +39,7 @@
 //	            a matching rule's keys over workflow's; Result.AutoCancel, which the
 //	            pipeline stores and builds acts on: CancelRedundant, cancelOnJobFailure)
 //	default     image, services, before_script, after_script, tags, timeout, retry,
-//	            cache, artifacts, interruptible; refused: hooks, id_tokens, identity
+//	            cache, artifacts, interruptible, id_tokens; refused: hooks, identity
 //	job         stage, type, script, before_script, after_script, image, services,
 //	            variables, tags, timeout, retry, allow_failure, when, start_in, needs,
 //	            dependencies, artifacts, cache, rules, parallel, extends, inherit,
@@ -70,7 +70,10 @@
 //	            compiles it when the bridge is pending; refused: trigger: <project>,
 //	            trigger:project, branch (multi-project), trigger:include:project,
 //	            template, component, remote)
-//	            refused: release, id_tokens,
+//	            id_tokens ({NAME: {aud: a string or a list of strings}}, GitLab's
+//	            messages; aud kept as written, the handlers expand it and mint the
+//	            JWT when a runner takes the job; not on a trigger job)
+//	            refused: release,
 //	            secrets, pages (the keyword; a job named pages is fine), hooks,
 //	            identity, manual_confirmation, run, dast_configuration, publish
 //	rules       if, changes, exists, when, allow_failure, variables, start_in, needs,

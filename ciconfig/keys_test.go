@@ -57,6 +57,7 @@ var gitlabKeys = []struct{ key, yaml string }{
 	{"hooks", "job: {script: x, hooks: {pre_get_sources_script: [y]}}\n"},
 	{"identity", "job: {script: x, identity: google_cloud}\n"},
 	{"id_tokens", "job: {script: x, id_tokens: {T: {aud: https://example.com}}}\n"},
+	{"id_tokens:aud", "job: {script: x, id_tokens: {T: {aud: [https://a.example, https://b.example]}}}\n"},
 	{"image", "job: {script: x, image: alpine}\n"},
 	{"inherit", "job: {script: x, inherit: {default: false, variables: false}}\n"},
 	{"interruptible", "job: {script: x, interruptible: true}\n"},

@@ -15,7 +15,7 @@ import (
 // bridgeRunnerKeys are the job keys of what a runner does: a trigger job has none (GitLab
 // reports them as unknown keys of a bridge).
 var bridgeRunnerKeys = []string{"script", "before_script", "after_script", "image", "services", "tags",
-	"cache", "artifacts", "coverage", "timeout", "interruptible"}
+	"cache", "artifacts", "coverage", "timeout", "interruptible", "id_tokens"}
 
 var triggerKeys = []string{"include", "strategy", "forward"}
 

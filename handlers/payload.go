@@ -122,13 +122,22 @@ func parseServerURL(base string) serverURL {
 
 // jobPayload builds the job JSON gitlab-runner decodes into its JobResponse, as GitLab's
 // JobRequest::Response shapes it.
-func (h *Handler) jobPayload(r *http.Request, a builds.Assignment) api.Job {
+func (h *Handler) jobPayload(r *http.Request, a builds.Assignment, signer IDTokenSigner) (api.Job, error) {
 	b := a.Build
 	base := h.externalBase(r)
 	project := projectInfo(a, base)
 	refName, refType := splitRef(b.Ref)
 	protected := refType == "branch" && refName == project.defaultBranch
 	vars := jobVariables(a, base, project, refName, refType, protected)
+	if len(b.Payload.IDTokens) > 0 {
+		tokens, err := idTokenVariables(signer, a, vars, base, project, refName, refType, protected, time.Now())
+		if err != nil {
+			return api.Job{}, fmt.Errorf("job %d: id_tokens: %w", b.ID, err)
+		}
+		for _, t := range tokens {
+			vars.set(t)
+		}
+	}
 
 	depth := defaultGitDepth
 	if d, ok := vars.get("GIT_DEPTH"); ok {
@@ -173,7 +182,7 @@ func (h *Handler) jobPayload(r *http.Request, a builds.Assignment) api.Job {
 		Secrets:      map[string]any{},
 		Features: api.JobFeatures{TraceSections: true, TokenMaskPrefixes: []string{"glcbt-", "glrt-"},
 			FailureReasons: builds.FailureReasons},
-	}
+	}, nil
 }
 
 // jobVariables layers the job's variables in GitLab's precedence ("CI/CD variable

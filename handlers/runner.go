@@ -115,6 +115,16 @@ func (h *Handler) requestJob(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("last_update is longer than 128 characters")
 	}
 	token := runnerToken(r, req.Token)
+	// The signer is ready before a job is claimed: a job with id_tokens must not be taken
+	// from the queue and then fail for want of its key (Postgres away at the first load).
+	// Loaded once per replica, then this is a mutex and a pointer.
+	var signer IDTokenSigner
+	if h.idTokens != nil {
+		var err error
+		if signer, err = h.idTokens(r.Context()); err != nil {
+			return err
+		}
+	}
 	if err := h.limit(r, "jobs_request", token, h.limits.JobsRequest); err != nil {
 		h.metrics.jobRequests.WithLabelValues("rate_limited").Inc()
 		return err
@@ -130,7 +140,11 @@ func (h *Handler) requestJob(w http.ResponseWriter, r *http.Request) error {
 	// No X-GitLab-Last-Update on a 201 (GitLab sends it only with 204): gitlab-runner keeps
 	// the header from any answer and echoes it, so the next poll would get the cached 204
 	// while other builds are still pending, until something bumps the queue.
-	writeJSON(w, http.StatusCreated, h.jobPayload(r, a))
+	job, err := h.jobPayload(r, a, signer)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, job)
 	return nil
 }
 

@@ -4,19 +4,25 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
 
+	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/e2e/jobapitest"
 	"github.com/jobapi/jobapi/idtoken"
+	"github.com/jobapi/jobapi/runnerclient"
 	"github.com/jobapi/jobapi/server"
 )
 
@@ -136,5 +142,154 @@ func TestIDTokenSigningKeyFile(t *testing.T) {
 		} else if !strings.Contains(err.Error(), "JOBAPI_ID_TOKEN_SIGNING_KEY") || !strings.Contains(err.Error(), msg) {
 			t.Errorf("%s: %v; want an error naming the setting and %q", path, err, msg)
 		}
+	}
+}
+
+const idTokensYAML = `
+default:
+  id_tokens:
+    VAULT_ID_TOKEN: {aud: $VAULT_AUD}
+variables:
+  VAULT_AUD: https://vault.example.com/$CI_PROJECT_ID
+deploy:
+  timeout: 30m
+  environment: {name: production}
+  id_tokens:
+    CLOUD_TOKEN: {aud: [https://iam.example.com, $CI_SERVER_URL]}
+  script: [echo "$CLOUD_TOKEN"]
+`
+
+// verifyIDToken checks a token as a relying party does: its kid found in the JWKS another
+// replica serves over HTTP, its RS256 signature, and returns its claims.
+func verifyIDToken(t *testing.T, set jose.JSONWebKeySet, raw string) map[string]any {
+	t.Helper()
+	tok, err := jwt.ParseSigned(raw, []jose.SignatureAlgorithm{jose.RS256})
+	if err != nil {
+		t.Fatalf("parse ID token: %v", err)
+	}
+	keys := set.Key(tok.Headers[0].KeyID)
+	if len(keys) != 1 {
+		t.Fatalf("kid %q: %d keys of the JWKS", tok.Headers[0].KeyID, len(keys))
+	}
+	var claims map[string]any
+	if err := tok.Claims(keys[0].Key, &claims); err != nil {
+		t.Fatalf("verify ID token with the JWKS: %v", err)
+	}
+	return claims
+}
+
+// TestIDTokensInJobPayload: a runner taking a job with id_tokens gets each as a masked,
+// non-public variable holding a JWT that verifies against the JWKS of another replica,
+// with GitLab's claims mapped to jobapi's; the aud list form stays a list; exp is the job's
+// timeout; a retry gets new tokens; no token is stored or shown by the operator API.
+func TestIDTokensInJobPayload(t *testing.T) {
+	t.Parallel()
+	inst := jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) { c.ExternalURL = idTokenIssuer }})
+	other := inst.Replica(t, jobapitest.Options{})
+	var proj api.Project
+	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "app", "path": "app"}, &proj)
+	sha := strings.Repeat("a", 40)
+	resp, b := inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline?ref=main&sha="+sha, idTokensYAML, "Content-Type", "application/yaml")
+	wantStatus(t, resp, b, http.StatusCreated)
+	p := decode[api.Pipeline](t, b)
+
+	runnerID, token := inst.CreateRunner(t)
+	runner := jobapitest.NewRunner(t, inst.URL, token, "s_idtokens")
+	before := time.Now().Unix()
+	job := runner.TakeNamed(t, "deploy")
+	set, _ := jwks(t, other.URL)
+
+	tokens := map[string]string{}
+	for _, v := range job.Variables {
+		if v.Key == "CLOUD_TOKEN" || v.Key == "VAULT_ID_TOKEN" {
+			if !v.Masked || v.Public {
+				t.Errorf("%s: masked %v public %v; want masked, not public", v.Key, v.Masked, v.Public)
+			}
+			tokens[v.Key] = v.Value
+		}
+	}
+	if len(tokens) != 1 {
+		t.Fatalf("ID token variables %v: want CLOUD_TOKEN only (the job's id_tokens replace default's)", tokens)
+	}
+	claims := verifyIDToken(t, set, tokens["CLOUD_TOKEN"])
+	iat, _ := claims["iat"].(float64)
+	if int64(iat) < before-1 || int64(iat) > time.Now().Unix()+1 {
+		t.Errorf("iat %v, not now", claims["iat"])
+	}
+	jti, _ := claims["jti"].(string)
+	want := map[string]any{
+		"iss": idTokenIssuer, "sub": "project_path:jobapi/app:ref_type:branch:ref:main",
+		"aud": []any{"https://iam.example.com", idTokenIssuer},
+		"iat": iat, "nbf": iat - 5, "exp": iat + 30*60, "jti": jti,
+		"namespace_path": "jobapi", "project_id": fmt.Sprint(proj.ID), "project_path": "jobapi/app",
+		"pipeline_id": fmt.Sprint(p.ID), "pipeline_source": "api", "job_id": fmt.Sprint(job.ID),
+		"ref": "main", "ref_type": "branch", "ref_path": "refs/heads/main", "ref_protected": "true",
+		"environment": "production", "environment_protected": "false", "deployment_tier": "production",
+		"environment_action": "start", "runner_id": float64(runnerID), "runner_environment": "self-hosted",
+		"sha": sha, "project_visibility": "private",
+		"job_project_id": fmt.Sprint(proj.ID), "job_project_path": "jobapi/app", "job_namespace_path": "jobapi",
+	}
+	if !reflect.DeepEqual(claims, want) {
+		t.Errorf("claims\n got %v\nwant %v", claims, want)
+	}
+	if len(jti) != 36 {
+		t.Errorf("jti %q: want a UUID", jti)
+	}
+
+	// Neither Postgres nor the operator's job view holds the token.
+	if n := jobapitest.QueryInt(t, inst.Pool, `SELECT count(*) FROM builds WHERE payload::text LIKE '%' || $1 || '%'`, tokens["CLOUD_TOKEN"][:40]); n != 0 {
+		t.Errorf("%d builds rows hold the token", n)
+	}
+	_, view := inst.Do(t, "GET", fmt.Sprintf("%s/jobs/%d", projectPath(proj.ID), job.ID), nil)
+	if bytes.Contains(view, []byte(tokens["CLOUD_TOKEN"][:40])) {
+		t.Error("the operator's job view shows the token")
+	}
+
+	// A retry is handed out with a new token: a new jti, the same claims otherwise.
+	runner.Finish(t, job, runnerclient.StateFailed, "script_failure")
+	var retried api.JobDetail
+	inst.MustDo(t, http.StatusCreated, "POST", fmt.Sprintf("%s/jobs/%d/retry", projectPath(proj.ID), job.ID), nil, &retried)
+	again := runner.TakeNamed(t, "deploy")
+	tok2, _ := again.Variable("CLOUD_TOKEN")
+	c2 := verifyIDToken(t, set, tok2)
+	if tok2 == tokens["CLOUD_TOKEN"] || c2["jti"] == jti || c2["job_id"] != fmt.Sprint(again.ID) {
+		t.Errorf("retry: token same %v, jti %v (first %s), job_id %v (job %d); want a new token for the new job",
+			tok2 == tokens["CLOUD_TOKEN"], c2["jti"], jti, c2["job_id"], again.ID)
+	}
+}
+
+// TestIDTokensDefaultAndExpandedAud: a job inheriting default:'s id_tokens gets it, its
+// string aud a string claim with the job's variables expanded (a variable that itself
+// names a predefined one).
+func TestIDTokensDefaultAndExpandedAud(t *testing.T) {
+	t.Parallel()
+	inst := jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) { c.ExternalURL = idTokenIssuer }})
+	var proj api.Project
+	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "lib", "path": "lib"}, &proj)
+	src := idTokensYAML + "test:\n  script: [make]\n"
+	resp, b := inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline?ref=refs/tags/v1", src, "Content-Type", "application/yaml")
+	wantStatus(t, resp, b, http.StatusCreated)
+	runner := inst.NewRunner(t)
+	var job *runnerclient.Job
+	for range 2 {
+		if j := runner.Take(t); j.JobInfo.Name == "test" {
+			job = j
+		}
+	}
+	if job == nil {
+		t.Fatal("no test job handed out")
+	}
+	raw, ok := job.Variable("VAULT_ID_TOKEN")
+	if !ok {
+		t.Fatal("no VAULT_ID_TOKEN from default:")
+	}
+	set, _ := jwks(t, inst.URL)
+	c := verifyIDToken(t, set, raw)
+	if c["aud"] != fmt.Sprintf("https://vault.example.com/%d", proj.ID) || c["ref_type"] != "tag" || c["ref"] != "v1" ||
+		c["ref_path"] != "refs/tags/v1" || c["sub"] != "project_path:jobapi/lib:ref_type:tag:ref:v1" || c["exp"] != c["iat"].(float64)+3600 {
+		t.Errorf("claims %v: want aud expanded as a string, the tag's ref claims, exp an hour (the default timeout) on", c)
+	}
+	if _, has := c["environment"]; has {
+		t.Errorf("a job without an environment has environment claims: %v", c)
 	}
 }
