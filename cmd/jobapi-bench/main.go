@@ -125,7 +125,7 @@ func runScenarios(ctx context.Context, cfg config, stdout, stderr io.Writer) err
 			}
 		case "pickup":
 			var fleet []*runner
-			if fleet, err = e.newRunners(ctx, cfg.PickupRunners, nil); err == nil {
+			if fleet, err = e.newFleet(ctx, cfg.PickupRunners); err == nil {
 				r, err = e.pickup(ctx, fleet)
 			}
 		case "sweep":

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/pgstore"
 	"github.com/jobapi/jobapi/runnerclient"
 )
 
@@ -75,6 +79,8 @@ func (e *env) newRunner(ctx context.Context, i int, tags []string) (*runner, err
 	if _, err := c.Verify(ctx); err != nil {
 		return nil, err
 	}
+	// One connection per runner would stay open on both ends: thousands of descriptors.
+	c.CloseIdleConnections()
 	r := &runner{Client: c, ID: created.ID}
 	err := e.db.QueryRow(ctx, `SELECT id FROM runner_managers WHERE runner_id = $1 AND system_id = $2`,
 		created.ID, c.SystemID).Scan(&r.ManagerID)
@@ -103,4 +109,38 @@ func closeIdle(rs []*runner) {
 	for _, r := range rs {
 		r.CloseIdleConnections()
 	}
+}
+
+// newFleet creates n untagged runners straight through jobapi's store, 16 at a time, for
+// the pickup fleet: registering 10,000 over the operator API and verifying each took
+// minutes on a loaded 2-core machine (20,000 requests). They have no manager row yet: the
+// fleet's warm-up request, which every runner sends before the clock starts, records it.
+func (e *env) newFleet(ctx context.Context, n int) ([]*runner, error) {
+	store := pgstore.New(e.db)
+	out := make([]*runner, n)
+	var next atomic.Int64
+	var mu sync.Mutex
+	var firstErr error
+	loadgen(ctx, min(n, 16), func(ctx context.Context, _ int) {
+		for {
+			i := int(next.Add(1)) - 1
+			if i >= n || ctx.Err() != nil {
+				return
+			}
+			token := builds.NewToken(builds.RunnerTokenPrefix)
+			r, err := store.CreateRunner(ctx, builds.Runner{Description: fmt.Sprintf("bench fleet runner %d", i), RunUntagged: true},
+				builds.HashToken(token))
+			if err != nil {
+				mu.Lock()
+				firstErr = cmp.Or(firstErr, err)
+				mu.Unlock()
+				return
+			}
+			out[i] = &runner{Client: runnerclient.New(e.baseURL, token, "s_"+randHex(6)), ID: r.ID}
+		}
+	})
+	if firstErr == nil && ctx.Err() != nil {
+		firstErr = ctx.Err()
+	}
+	return out, firstErr
 }

@@ -48,9 +48,11 @@ type pickupMode struct {
 	IdleTested       *testedCPU `json:"idle_tested"`
 	JobPhaseTested   *testedCPU `json:"job_phase_tested"`
 	JobPhaseCores    float64    `json:"job_phase_tested_cores"`
-	WarmupS          float64    `json:"warmup_s"`
-	FleetCPU         float64    `json:"fleet_process_cpu_s"`
-	PollLatency      Latency    `json:"poll_204_latency"`
+	// JobPhasePGQueries: Postgres statements on behalf of requests in the job phase ÷ jobs.
+	JobPhasePGQueries float64 `json:"job_phase_pg_queries_per_job"`
+	WarmupS           float64 `json:"warmup_s"`
+	FleetCPU          float64 `json:"fleet_process_cpu_s"`
+	PollLatency       Latency `json:"poll_204_latency"`
 }
 
 const pickupYAML = "pickup:\n  script: [echo pickup]\n"
@@ -73,8 +75,9 @@ func (e *env) pickup(ctx context.Context, rs []*runner) (*Result, error) {
 			continue
 		}
 		sum.Modes = append(sum.Modes, m)
-		e.logf("  %s: %d runners, pickup p50 %s p99 %s max %s ms, %s requests/job, idle fleet %s tested cores",
-			mode, m.Runners, fmtF(m.Latency.P50), fmtF(m.Latency.P99), fmtF(m.Latency.Max), fmtF(m.RequestsPerJob), fmtF(m.IdleTestedCores))
+		e.logf("  %s: %d runners, pickup p50 %s p99 %s max %s ms, %s requests/job, %s Postgres statements/job, idle fleet %s tested cores",
+			mode, m.Runners, fmtF(m.Latency.P50), fmtF(m.Latency.P99), fmtF(m.Latency.Max), fmtF(m.RequestsPerJob),
+			fmtF(m.JobPhasePGQueries), fmtF(m.IdleTestedCores))
 	}
 	r := e.result("pickup", Resources{LoadAvg: loadAvg()}, rec)
 	r.pickup = sum
@@ -187,6 +190,7 @@ func (e *env) pickupMode(ctx context.Context, rs []*runner, mode string, rec *re
 		m.IdleRequestsPerS = round3(float64(n1-n0) / wall)
 
 		// The job phase.
+		q1 := e.queries.snapshot()
 		tested = e.snapshotTested(sctx)
 		start = time.Now()
 		for k := range cfg.PickupJobs {
@@ -216,12 +220,14 @@ func (e *env) pickupMode(ctx context.Context, rs []*runner, mode string, rec *re
 		if t := e.testedSince(sctx, tested); t != nil {
 			m.JobPhaseTested, m.JobPhaseCores = t, round3(t.Total/wall)
 		}
+		jq := e.queries.snapshot().sub(q1).requestQueries()
 		n2, err := count()
 		if err != nil {
 			return res, err
 		}
 		if len(created) > 0 {
 			m.RequestsPerJob = round3(float64(n2-n1) / float64(len(created)))
+			m.JobPhasePGQueries = round3(float64(jq) / float64(len(created)))
 		}
 		if err := send("stop"); err != nil {
 			return res, err
