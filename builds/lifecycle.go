@@ -41,8 +41,8 @@ func (s *Service) DeleteRunner(ctx context.Context, id int64, actor string) erro
 		}
 	}
 	// The version bump also sends every runner's next poll to Postgres, so a cached entry
-	// of this runner answers no idle poll.
-	s.bumpQueue(ctx)
+	// of this runner answers no idle poll; it names the runner, whose held requests wake.
+	s.bumpRunner(ctx, id)
 	for _, f := range res.Finished {
 		s.notifyPipelines(ctx, f.Build.PipelineID)
 	}
@@ -116,7 +116,7 @@ func (s *Service) ResetRunnerTokenByID(ctx context.Context, id int64, actor stri
 // tokenChanged forgets the runner's cached tokens, bumps the queue version and audits.
 func (s *Service) tokenChanged(ctx context.Context, id int64, actor string, issued RunnerToken, previousUntil *time.Time) {
 	s.runners.forgetRunner(id)
-	s.bumpQueue(ctx)
+	s.bumpRunner(ctx, id)
 	detail := map[string]any{}
 	if issued.ExpiresAt != nil {
 		detail["token_expires_at"] = issued.ExpiresAt.Format(time.RFC3339)

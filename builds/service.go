@@ -57,15 +57,17 @@ type Service struct {
 	now    func() time.Time
 	log    *slog.Logger
 
-	runners  *runnerCache
-	touches  *recent[time.Time] // build id → the last liveness write; also "running, as far as this replica knows"
-	jobs     *jobCache
-	watchers *versionWatcher
-	observer Observer
-	events   PipelineEvents
-	audits   AuditLog
-	hub      *pipelineHub
-	projects ProjectStore
+	runners   *runnerCache
+	touches   *recent[time.Time] // build id → the last liveness write; also "running, as far as this replica knows"
+	jobs      *jobCache
+	wakes     *wakeHub
+	empties   *emptyProfiles
+	queueFeed QueueFeed
+	observer  Observer
+	events    PipelineEvents
+	audits    AuditLog
+	hub       *pipelineHub
+	projects  ProjectStore
 	// objects and artifacts hold job artifacts (nil: the artifact API answers 503/404).
 	objects   ObjectStore
 	artifacts ArtifactStore
@@ -97,6 +99,11 @@ type Deps struct {
 	Store  Store
 	Leases Leases
 	Queue  Queue
+	// QueueFeed announces queue bumps between replicas, so that a long poll wakes only
+	// who can take what changed (nil: every change wakes every held request); run
+	// RunQueueFeed in the background. The store counts what a claim could take when it
+	// is a ClaimCounter.
+	QueueFeed QueueFeed
 	// Events carries "pipeline changed" between replicas (nil: pipeline waiters poll
 	// Postgres); run RunPipelineEvents in the background.
 	Events PipelineEvents
@@ -167,7 +174,13 @@ func NewService(d Deps) *Service {
 		batch:   changeBatch{pending: map[Change]struct{}{}},
 		runners: newRunnerCache(cfg.RunnerCacheTTL), hub: newPipelineHub(), jobs: newJobCache(jobCacheSize),
 		touches: newRecent[time.Time](jobCacheSize)}
-	s.watchers = newVersionWatcher(d.Queue, d.Log)
+	var counter ClaimCounter
+	if c, ok := d.Store.(ClaimCounter); ok && d.QueueFeed != nil {
+		counter = c
+	}
+	s.queueFeed = d.QueueFeed
+	s.empties = newEmptyProfiles()
+	s.wakes = newWakeHub(d.Queue, counter, s.runners.forgetRunner, d.Log)
 	return s
 }
 
@@ -207,7 +220,7 @@ func (s *Service) UpdateRunner(ctx context.Context, id int64, u RunnerUpdate, ac
 		return Runner{}, err
 	}
 	s.runners.forgetRunner(id)
-	s.bumpQueue(ctx)
+	s.bumpRunner(ctx, id)
 	s.audit(ctx, actor, "runner_updated", runnerTarget(id), runnerDetail(r))
 	return r, nil
 }
@@ -308,19 +321,35 @@ type Assignment struct {
 }
 
 // RequestJob hands out the oldest matching build, or returns *NoJobError.
-func (s *Service) RequestJob(ctx context.Context, req JobRequest) (Assignment, error) {
+func (s *Service) RequestJob(ctx context.Context, req JobRequest) (_ Assignment, err error) {
 	version, verr := s.queueVersion(ctx)
 	// An idle poll echoes the current queue version. Its answer, 204, needs only a known
 	// token, and every runner change bumps the version, so it may use an older cached runner:
 	// an idle fleet then costs Postgres nothing, instead of one lookup per runner per
 	// RunnerCacheTTL.
 	idle := verr == nil && version != "" && req.LastUpdate == version
-	r, err := s.authenticateRunner(ctx, req.Token, idle)
+	// A poll after a bump may find its profile answered empty at this version already
+	// (emptyProfiles): that answer, too, may use an older cached runner while the queue
+	// feed is live, as every replica drops a runner's copy when a change names it.
+	recorded := !idle && verr == nil && version != "" && s.wakes.feedLive()
+	r, err := s.authenticateRunner(ctx, req.Token, idle || recorded)
 	if err != nil {
 		return Assignment{}, err
 	}
 	if r.Paused {
 		return Assignment{}, &NoJobError{LastUpdate: version}
+	}
+	if recorded {
+		if s.empties.empty(profileKey(r), version) {
+			return Assignment{}, &NoJobError{LastUpdate: version}
+		}
+		// The claim takes the runner as fresh as a claim always does.
+		if r, err = s.authenticateRunner(ctx, req.Token, false); err != nil {
+			return Assignment{}, err
+		}
+		if r.Paused {
+			return Assignment{}, &NoJobError{LastUpdate: version}
+		}
 	}
 	if idle {
 		// Nothing changed since this runner last found nothing: answer without Postgres,
@@ -328,10 +357,12 @@ func (s *Service) RequestJob(ctx context.Context, req JobRequest) (Assignment, e
 		if s.cfg.LongPoll <= 0 {
 			return Assignment{}, &NoJobError{LastUpdate: version}
 		}
-		changed, err := s.watchers.wait(ctx, version, s.cfg.LongPoll)
-		if err != nil || !changed {
+		woken, held := s.wakes.wait(ctx, r, version, s.cfg.LongPoll)
+		if !woken {
 			return Assignment{}, &NoJobError{LastUpdate: version}
 		}
+		// The hub learns whether the wake-up found its build (if not, it counts again).
+		defer func() { held.done(err == nil) }()
 		if version, verr = s.queueVersion(ctx); verr != nil {
 			version = ""
 		}
@@ -364,6 +395,10 @@ func (s *Service) RequestJob(ctx context.Context, req JobRequest) (Assignment, e
 	claimed, err := s.store.Claim(ctx, claim)
 	b := claimed.Build
 	if errors.Is(err, ErrNoBuild) {
+		if version != "" {
+			// Read before the claim: a build that became claimable since has bumped it.
+			s.empties.record(profileKey(r), version)
+		}
 		return Assignment{}, &NoJobError{LastUpdate: version}
 	}
 	if err != nil {

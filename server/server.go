@@ -150,6 +150,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 	workers := []func(context.Context) error{
 		d.svc.RunPipelineEvents,
 		d.svc.RunChangeFeed, // hints for live web pages, batched
+		d.svc.RunQueueFeed,  // queue bumps, which wake held long polls
 		hub.Run,             // the web UI's one subscription to them
 		rl.Run,              // sends the rate-limit counts decided locally
 		func(ctx context.Context) error { return sampleBuilds(ctx, reg, d.store, buildSamplePeriod, log) },
@@ -343,7 +344,7 @@ type domain struct {
 func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics, log *slog.Logger) domain {
 	d := domain{store: pgstore.New(be.pool), rs: redisstore.New(be.rdb, cfg.RedisKeyPrefix)}
 	policy := builds.DefaultRetryPolicy(cfg.AutoRetryMax)
-	d.svc = builds.NewService(builds.Deps{Store: d.store, Leases: d.rs, Queue: d.rs, Events: d.rs,
+	d.svc = builds.NewService(builds.Deps{Store: d.store, Leases: d.rs, Queue: d.rs, QueueFeed: d.rs, Events: d.rs,
 		TwoPhase: fl.flags.TwoPhaseCommit, Observer: m, Audit: d.store, Projects: d.store, Now: opts.Now, Log: log,
 		Objects: be.objects, Artifacts: d.store, Environments: d.store, ResourceGroups: d.store, Views: d.store, Changes: d.rs,
 		Live: d.rs, TraceArchives: d.store,

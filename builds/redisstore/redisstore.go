@@ -159,11 +159,8 @@ func (s *Store) Version(ctx context.Context) (string, error) {
 
 // Bump sets a new, never-seen version. Random values rather than INCR: after Redis loses
 // the key a counter would restart and could equal a version a runner still echoes.
-func (s *Store) Bump(ctx context.Context) error {
-	ctx, cancel := callCtx(ctx)
-	defer cancel()
-	return unavailable(s.rdb.Set(ctx, s.versionKey(), newVersion(), versionTTL).Err())
-}
+// Every bump is announced (queuefeed.go), so that held long polls wake for it.
+func (s *Store) Bump(ctx context.Context) error { return s.BumpAnnounced(ctx, 0) }
 
 func newVersion() string {
 	b := make([]byte, 8)

@@ -46,6 +46,8 @@ type env struct {
 	http      *http.Client
 	flagWait  time.Duration
 	serverLog *slog.Logger
+	// serverPrefix is the in-process jobapi's Redis key prefix ("" with --url).
+	serverPrefix string
 	// floorCost is the floor scenario's result, which the issue 16 table divides by.
 	floorCost *floorCost
 
@@ -122,6 +124,7 @@ func setup(ctx context.Context, cfg config, log io.Writer) (_ *env, err error) {
 			prefix = "jobapi-bench-" + run + "-srv:"
 			e.cleanups = append(e.cleanups, func() { e.deleteKeys(prefix) })
 		}
+		e.serverPrefix = prefix
 		if err := e.startServer(prefix); err != nil {
 			return nil, err
 		}

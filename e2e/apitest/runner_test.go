@@ -353,7 +353,12 @@ func TestIdlePollWithoutPostgres(t *testing.T) {
 				i, resp.StatusCode, resp.Header.Get("X-GitLab-Last-Update"), version, b)
 		}
 	}
-	// Control: a poll that needs Postgres fails now.
+	// Control: a poll that needs Postgres fails now. A new version first: at the old one
+	// this runner's profile is recorded as found empty, and a poll after a bump would be
+	// answered from that record without Postgres.
+	if err := inst.Redis.Set(ctx, inst.Config.RedisKeyPrefix+"queue:version", "control-version", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
 	resp, b = requestJob(t, inst.URL, token, "s_0123456789ab", "stale-version")
 	if resp.StatusCode < 500 {
 		t.Fatalf("control poll with a stale last_update: %d %s; want a 5xx while Postgres is cut off", resp.StatusCode, b)

@@ -1,0 +1,351 @@
+package apitest_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jobapi/jobapi/e2e/jobapitest"
+)
+
+// The long poll (JOBAPI_LONG_POLL, builds/longpoll.go) across replicas: jobs are created
+// through one replica, the runners' requests are held by others, so every wake-up crosses
+// Redis. The holds are long (a minute), so that a runner that gets its job in time was
+// woken for it, not let go by the hold's end.
+
+const heldFor = time.Minute
+
+func longPollReplica(t *testing.T, inst *jobapitest.Instance) *jobapitest.Instance {
+	// Replica starts with the instance's configuration: a copy's, with the long poll on.
+	conf := *inst
+	conf.Config.LongPoll = heldFor
+	return conf.Replica(t, jobapitest.Options{})
+}
+
+// poller keeps asking for a job until it gets one (or ctx ends), counting the 204s.
+type poller struct {
+	r      *jobapitest.Runner
+	got    chan int64 // the job's id
+	noJobs atomic.Int64
+}
+
+func startPoller(t *testing.T, ctx context.Context, r *jobapitest.Runner) *poller {
+	p := &poller{r: r, got: make(chan int64, 1)}
+	go func() {
+		for ctx.Err() == nil {
+			job, res, err := r.RequestJob(ctx)
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil:
+				t.Errorf("request job: %v", err)
+				return
+			case job != nil:
+				p.got <- job.ID
+				return
+			case res.Code != http.StatusNoContent:
+				t.Errorf("request job: %d %s", res.Code, res.Message)
+				return
+			}
+			p.noJobs.Add(1)
+		}
+	}()
+	return p
+}
+
+// waitHeld waits until the replica holds n requests.
+func waitHeld(t *testing.T, inst *jobapitest.Instance, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for inst.Service.LongPollWaiters() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica holds %d requests, want %d", inst.Service.LongPollWaiters(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func takenWithin(t *testing.T, p *poller, d time.Duration) int64 {
+	t.Helper()
+	select {
+	case id := <-p.got:
+		return id
+	case <-time.After(d):
+		t.Fatalf("no job within %s (the hold lasts %s: the runner was not woken)", d, heldFor)
+		return 0
+	}
+}
+
+// TestLongPollWakesOnlyWhoCanTakeIt: four runners for tag a and four for tag b wait on one
+// replica; a job for a wakes exactly one runner (it takes the job), and no b runner is sent
+// to Postgres for it: no held request came back with a 204.
+func TestLongPollWakesOnlyWhoCanTakeIt(t *testing.T) {
+	t.Parallel()
+	inst := jobapitest.Start(t, jobapitest.Options{})
+	held := longPollReplica(t, inst)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var pollers []*poller
+	for i := range 8 {
+		tag := "a"
+		if i >= 4 {
+			tag = "b"
+		}
+		_, token := inst.CreateRunner(t, tag)
+		r := jobapitest.NewRunner(t, held.URL, token, fmt.Sprintf("s_lp%d", i))
+		r.NoJob(t) // a fresh runner's first request goes to Postgres; the next one is held
+		pollers = append(pollers, startPoller(t, ctx, r))
+	}
+	waitHeld(t, held, 8)
+	p := inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "for-a", "stage": "test", "script": "x", "tags": []string{"a"}})
+	got := make(chan int64, 8)
+	for _, pl := range pollers {
+		go func() {
+			select {
+			case id := <-pl.got:
+				got <- id
+			case <-ctx.Done():
+			}
+		}()
+	}
+	select {
+	case id := <-got:
+		if id != p.Jobs[0].ID {
+			t.Fatalf("got job %d, want %d", id, p.Jobs[0].ID)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the job for a was not handed out: no a runner was woken")
+	}
+	// The seven others wait on: had they been woken, each would have come back with a 204
+	// before asking again (the count below is final once all seven are held again).
+	waitHeld(t, held, 7)
+	for i, pl := range pollers {
+		if n := pl.noJobs.Load(); n != 0 {
+			t.Errorf("runner %d (tag %s) was answered 204 %d times after the job for a: woken for nothing", i, map[bool]string{true: "a", false: "b"}[i < 4], n)
+		}
+	}
+}
+
+// TestLongPollWakesRetaggedRunner: a job for tag c waits; the one runner held (tagged b)
+// is retagged to c through another replica: the change names the runner, so the replica
+// holding it drops its cached copy and wakes it, and it takes the job.
+func TestLongPollWakesRetaggedRunner(t *testing.T) {
+	t.Parallel()
+	inst := jobapitest.Start(t, jobapitest.Options{})
+	held := longPollReplica(t, inst)
+	p := inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "for-c", "stage": "test", "script": "x", "tags": []string{"c"}})
+	id, token := inst.CreateRunner(t, "b")
+	r := jobapitest.NewRunner(t, held.URL, token, "s_retag")
+	r.NoJob(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pl := startPoller(t, ctx, r)
+	waitHeld(t, held, 1)
+	inst.MustDo(t, http.StatusOK, "PUT", fmt.Sprintf("/api/v4/runners/%d", id), map[string]any{"tag_list": []string{"c"}}, nil)
+	if got := takenWithin(t, pl, 20*time.Second); got != p.Jobs[0].ID {
+		t.Fatalf("got job %d, want %d", got, p.Jobs[0].ID)
+	}
+}
+
+// TestLongPollUnannouncedBump: a bump no announcement tells of (a replica of an older
+// release only SETs the version) still wakes the held requests: the version read under the
+// subscription sees it. The build is written straight into Postgres, as such a replica's
+// would be, and the version set in Redis by hand.
+func TestLongPollUnannouncedBump(t *testing.T) {
+	t.Parallel()
+	inst := jobapitest.Start(t, jobapitest.Options{})
+	held := longPollReplica(t, inst)
+	r := held.NewRunner(t)
+	r.NoJob(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pl := startPoller(t, ctx, r)
+	waitHeld(t, held, 1)
+	// A pipeline created through the API, then hidden from the long poll: its build is set
+	// back to created, and made pending again behind the feed's back.
+	p := inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "quiet", "stage": "test", "script": "x", "tags": []string{"never"}})
+	waitHeld(t, held, 1)
+	if _, err := inst.Pool.Exec(ctx, `UPDATE builds SET tags = '{}' WHERE id = $1`, p.Jobs[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := inst.Redis.Set(ctx, inst.Config.RedisKeyPrefix+"queue:version", "unannounced-"+time.Now().String(), time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := takenWithin(t, pl, 20*time.Second); got != p.Jobs[0].ID {
+		t.Fatalf("got job %d, want %d", got, p.Jobs[0].ID)
+	}
+}
+
+// TestLongPollNoMissedWakeup: 12 runners of 4 profiles (tags a, b, c, untagged), held by
+// two replicas, and 40 jobs (10 per profile) created at once from four goroutines through
+// a third: every job is handed out, none twice, within a fraction of the hold. A wake-up
+// lost between a count and a held request would leave a job waiting for the hold's end.
+func TestLongPollNoMissedWakeup(t *testing.T) {
+	t.Parallel()
+	inst := jobapitest.Start(t, jobapitest.Options{})
+	replicas := []*jobapitest.Instance{longPollReplica(t, inst), longPollReplica(t, inst)}
+	profiles := [][]string{{"a"}, {"b"}, {"c"}, nil}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		taken = map[int64]int{}
+		wg    sync.WaitGroup
+	)
+	for i := range 12 {
+		_, token := inst.CreateRunner(t, profiles[i%4]...)
+		r := jobapitest.NewRunner(t, replicas[i%2].URL, token, fmt.Sprintf("s_nm%d", i))
+		r.NoJob(t)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				job, res, err := r.RequestJob(ctx)
+				switch {
+				case ctx.Err() != nil:
+					return
+				case err != nil:
+					t.Errorf("request job: %v", err)
+					return
+				case job != nil:
+					mu.Lock()
+					taken[job.ID]++
+					mu.Unlock()
+					r.Finish(t, job, "success", "")
+				case res.Code != http.StatusNoContent:
+					t.Errorf("request job: %d %s", res.Code, res.Message)
+					return
+				}
+			}
+		}()
+	}
+	waitHeld(t, replicas[0], 6)
+	waitHeld(t, replicas[1], 6)
+	want := map[int64]bool{}
+	var cwg sync.WaitGroup
+	for _, tags := range profiles {
+		cwg.Add(1)
+		go func() {
+			defer cwg.Done()
+			for k := range 10 {
+				job := jobapitest.Job{"name": fmt.Sprintf("job-%v-%d", tags, k), "stage": "test", "script": "x"}
+				if tags != nil {
+					job["tags"] = tags
+				}
+				p := inst.CreatePipeline(t, 1, []string{"test"}, job)
+				mu.Lock()
+				want[p.Jobs[0].ID] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	cwg.Wait()
+	deadline := time.Now().Add(heldFor / 2)
+	for {
+		mu.Lock()
+		n := len(taken)
+		mu.Unlock()
+		if n >= len(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d jobs handed out within %s: a wake-up was missed", n, len(want), heldFor/2)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	for id, n := range taken {
+		if !want[id] {
+			t.Errorf("job %d handed out, not one of the created", id)
+		}
+		if n != 1 {
+			t.Errorf("job %d handed out %d times", id, n)
+		}
+	}
+}
+
+// TestPollAfterBumpNeverHidesABuild: runners polling (no long poll) two replicas as fast
+// as they can, of two profiles, while a third replica creates jobs for each and for a tag
+// nobody has (bumps after which a profile has nothing): a replica answers a poll after a
+// bump from its record of profiles found empty at that version, and must never hide a job
+// past the next version change: every job is handed out, none twice.
+func TestPollAfterBumpNeverHidesABuild(t *testing.T) {
+	t.Parallel()
+	inst := jobapitest.Start(t, jobapitest.Options{})
+	replicas := []*jobapitest.Instance{inst.Replica(t, jobapitest.Options{}), inst.Replica(t, jobapitest.Options{})}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		taken = map[int64]int{}
+		wg    sync.WaitGroup
+	)
+	profiles := [][]string{{"a"}, nil}
+	for i := range 8 {
+		_, token := inst.CreateRunner(t, profiles[i%2]...)
+		r := jobapitest.NewRunner(t, replicas[i%2].URL, token, fmt.Sprintf("s_pb%d", i))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				job, res, err := r.RequestJob(ctx)
+				switch {
+				case ctx.Err() != nil:
+					return
+				case err != nil:
+					t.Errorf("request job: %v", err)
+					return
+				case job != nil:
+					mu.Lock()
+					taken[job.ID]++
+					mu.Unlock()
+					r.Finish(t, job, "success", "")
+				case res.Code != http.StatusNoContent:
+					t.Errorf("request job: %d %s", res.Code, res.Message)
+					return
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		}()
+	}
+	want := map[int64]bool{}
+	for k := range 30 {
+		job := jobapitest.Job{"name": fmt.Sprintf("job-%d", k), "stage": "test", "script": "x"}
+		switch k % 3 {
+		case 0:
+			job["tags"] = []string{"a"}
+		case 2:
+			job["tags"] = []string{"nobody"}
+		}
+		p := inst.CreatePipeline(t, 1, []string{"test"}, job)
+		if k%3 != 2 {
+			want[p.Jobs[0].ID] = true
+		}
+		time.Sleep(time.Duration(k%4) * 5 * time.Millisecond)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(taken)
+		mu.Unlock()
+		if n >= len(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d jobs handed out within 30s: a poll was answered from a stale record", n, len(want))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	for id, n := range taken {
+		if !want[id] || n != 1 {
+			t.Errorf("job %d handed out %d times (one of the created: %v)", id, n, want[id])
+		}
+	}
+}
