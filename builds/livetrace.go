@@ -36,7 +36,8 @@ import (
 // trace limit, an operator cancel), the reapers and the stuck-stage check (LogsEnded)
 // write it; each PATCH re-checks it against Postgres once per LiveTraceCheck per build (that
 // statement also records the runner's liveness, which the no-updates reaper reads), which is
-// how a deleted runner's jobs reach their runners.
+// how a deleted runner's jobs reach their runners. The transitions that put a build on its
+// runner (an ack, a one-phase claim) arm the tail from their own statement (armLive).
 //
 // Ordering of a finish the Service makes (Service.finish):
 //  1. Fence: the tail's state becomes closing (created so if Redis lost it). From here a
@@ -194,6 +195,25 @@ func (s *Service) checkLive(ctx context.Context, id int64, now time.Time) (Statu
 		return "", fmt.Errorf("arm live trace of build %d: %w: %w", id, ErrUnavailable, err)
 	}
 	return armed, nil
+}
+
+// firstLiveCheck bounds when the first state check of a tail armed by armLive is due:
+// a cancel that commits between the transition that put the build on its runner and the
+// arm finds no tail to mark canceling, and reaches the runner at that check.
+const firstLiveCheck = 10 * time.Second
+
+// armLive starts build id's live tail right after this replica put the build on its runner
+// (an ack, a one-phase claim), whose statement returned its state and durable size: the
+// runner's first PATCH then needs no state check against Postgres, one statement and
+// commit fewer per job (that check's liveness write is the transition's own updated_at).
+// A failure is logged: the first PATCH finds no tail and checks Postgres, as before.
+func (s *Service) armLive(ctx context.Context, id, durable int64, now time.Time) {
+	if s.live == nil {
+		return
+	}
+	if _, err := s.live.Arm(ctx, id, StatusRunning, durable, now.Add(min(s.cfg.LiveTraceCheck, firstLiveCheck))); err != nil {
+		s.log.WarnContext(ctx, "live trace not armed (its first PATCH checks Postgres)", "build_id", id, "error", err)
+	}
 }
 
 // appendDurable appends to Postgres with the compare-and-set on trace_size and status.

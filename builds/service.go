@@ -413,6 +413,11 @@ func (s *Service) RequestJob(ctx context.Context, req JobRequest) (_ Assignment,
 	}
 	s.jobs.put(b, claim.TokenHash, project.maskedVariables())
 	s.changed(Change{PipelineID: b.PipelineID, BuildID: b.ID})
+	if b.Status.OnRunnerLog() {
+		// One phase: on its runner from now on, as after an ack.
+		s.touches.put(b.ID, now)
+		s.armLive(ctx, b.ID, b.TraceSize, now)
+	}
 	if b.TwoPhase {
 		// The row is already waiting in Postgres; a failed SET only means the sweeper will
 		// time the build out at its deadline of record unless the runner acks first.
@@ -659,6 +664,7 @@ func (s *Service) acknowledge(ctx context.Context, b Build, now time.Time) (Stat
 // (ErrConflict) is no acknowledgement.
 func (s *Service) acknowledged(ctx context.Context, id int64, acked Acked, now time.Time) {
 	s.touches.put(id, now) // the ack wrote updated_at; later PUTs with state=running are keepalives
+	s.armLive(ctx, id, acked.TraceSize, now)
 	s.changed(Change{PipelineID: acked.PipelineID, BuildID: id})
 	if s.observer != nil && !acked.AssignedAt.IsZero() {
 		s.observer.Acknowledged(now.Sub(acked.AssignedAt))

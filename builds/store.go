@@ -249,6 +249,8 @@ type Store interface {
 type Acked struct {
 	AssignedAt time.Time
 	PipelineID int64
+	// TraceSize is the build's durable log size as the ack left it (the live log starts there).
+	TraceSize int64
 }
 
 // PipelineProgress is a waiter's view of a pipeline, read from Postgres.

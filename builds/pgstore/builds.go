@@ -296,7 +296,7 @@ WITH b AS (
     UPDATE builds SET status = 'running', started_at = $3, updated_at = $3, ack_deadline = NULL,
         run_deadline = $3::timestamptz + make_interval(secs => timeout_seconds)
     WHERE id = $1 AND token_hash = $2 AND status = 'waiting_for_runner_ack'
-    RETURNING id, runner_manager_id, assigned_at, pipeline_id
+    RETURNING id, runner_manager_id, assigned_at, pipeline_id, trace_size
 ), e AS (
     INSERT INTO build_events (build_id, type, at, runner_manager, detail)
     SELECT b.id, 'acknowledged', $3,
@@ -305,14 +305,14 @@ WITH b AS (
                extract(epoch FROM $3::timestamptz - b.assigned_at)::float8))
     FROM b
 )
-SELECT assigned_at, pipeline_id FROM b`
+SELECT assigned_at, pipeline_id, trace_size FROM b`
 
 // Acknowledge moves a waiting build whose job token hashes to tokenHash to running and
-// returns when it was assigned and its pipeline; ErrConflict if no such build waits.
+// returns when it was assigned, its pipeline and its stored log size; ErrConflict if no such build waits.
 func (s *Store) Acknowledge(ctx context.Context, id int64, tokenHash []byte, now time.Time) (builds.Acked, error) {
 	var assignedAt *time.Time
 	var acked builds.Acked
-	err := s.pool.QueryRow(ctx, acknowledge, id, tokenHash, now).Scan(&assignedAt, &acked.PipelineID)
+	err := s.pool.QueryRow(ctx, acknowledge, id, tokenHash, now).Scan(&assignedAt, &acked.PipelineID, &acked.TraceSize)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return builds.Acked{}, builds.ErrConflict
 	}
