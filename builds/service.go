@@ -404,10 +404,11 @@ func (s *Service) RequestJob(ctx context.Context, req JobRequest) (_ Assignment,
 	if err != nil {
 		return Assignment{}, err
 	}
-	// The project is read after the claim, because only the claim says which one. If the
-	// read fails the runner gets a 503 for a build it holds: the same as a lost 201, which
+	// The project comes with the claim (pgstore reads it in the claim's statement), else it
+	// is read after the claim, because only the claim says which one. If that read fails
+	// the runner gets a 503 for a build it holds: the same as a lost 201, which
 	// the ack sweeper (two-phase) or the no-update reaper (legacy) already recovers.
-	project, err := s.jobProject(ctx, b.ProjectID)
+	project, err := s.claimedProject(ctx, claimed)
 	if err != nil {
 		return Assignment{}, fmt.Errorf("read project %d of build %d: %w", b.ProjectID, b.ID, err)
 	}

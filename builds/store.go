@@ -41,6 +41,9 @@ type Claimed struct {
 	Pipeline JobPipeline
 	// Dependencies are resolved from the payload's Dependencies and DependsOnStages.
 	Dependencies []Dependency
+	// Project is the build's project and its variables as the claim read them (nil: the
+	// store does not read them; the Service asks its ProjectStore).
+	Project *JobProject
 }
 
 // Finish moves a build to an end state in one transaction: the compare-and-set, its event,

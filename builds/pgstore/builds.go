@@ -45,7 +45,13 @@ func buildDests(b *builds.Build, status *string) []any {
 // claimedCols is buildCols and what the job payload needs beyond the build (builds.Claimed),
 // so that a claim stays one statement: the pipeline's iid, source, before_sha, creation
 // time and variables, and the build's dependencies.
-const claimedCols = buildCols + `, p.iid, p.source, p.before_sha, p.created_at, p.variables, ` + claimedDependencies
+const claimedCols = buildCols + `, p.iid, p.source, p.before_sha, p.created_at, p.variables, ` + claimedDependencies + `,
+    pr.id, pr.name, pr.path, pr.repo_url, pr.default_branch, pr.created_at, pr.updated_at,
+    CASE WHEN pr.id IS NOT NULL THEN ` + projectVariablesOf + `pr.id), '[]'::json) END`
+
+// claimedJoins are buildJoins and the build's project, which the claim reads with the
+// build instead of in a statement of its own (no row: an implicit project).
+const claimedJoins = buildJoins + `LEFT JOIN projects pr ON pr.id = b.project_id `
 
 // claimedDependencies resolves a claimed build's dependencies to the latest attempt of each
 // job in its pipeline: those its payload names, and with depends_on_stages every earlier
@@ -72,9 +78,21 @@ const dependencyArtifactsFile = `(SELECT jsonb_build_object('filename', a.filena
 func scanClaimed(row pgx.Row) (builds.Claimed, error) {
 	var c builds.Claimed
 	var status string
+	var (
+		projectID                        *int64
+		name, path, repoURL, defaultBrch *string
+		createdAt, updatedAt             *time.Time
+		vars                             []variableRow
+	)
 	err := row.Scan(append(buildDests(&c.Build, &status), &c.Pipeline.IID, &c.Pipeline.Source,
-		&c.Pipeline.BeforeSHA, &c.Pipeline.CreatedAt, &c.Pipeline.Variables, &c.Dependencies)...)
+		&c.Pipeline.BeforeSHA, &c.Pipeline.CreatedAt, &c.Pipeline.Variables, &c.Dependencies,
+		&projectID, &name, &path, &repoURL, &defaultBrch, &createdAt, &updatedAt, &vars)...)
 	c.Status = builds.Status(status)
+	c.Project = &builds.JobProject{}
+	if err == nil && projectID != nil {
+		*c.Project = jobProjectOf(&builds.Project{ID: *projectID, Name: *name, Path: *path, RepoURL: *repoURL,
+			DefaultBranch: *defaultBrch, CreatedAt: *createdAt, UpdatedAt: *updatedAt}, vars)
+	}
 	return c, err
 }
 
@@ -201,7 +219,7 @@ WITH b AS (
 ), pl AS (
     ` + startPipeline + `
 )
-SELECT ` + claimedCols + ` FROM b` + buildJoins
+SELECT ` + claimedCols + ` FROM b` + claimedJoins
 
 // assignOldest does the claim in one statement when the two-phase decision cannot depend on
 // the build (the runner did not declare the capability): one round trip per job request.
@@ -229,7 +247,7 @@ const assignCandidate = `
 ), pl AS (
     ` + startPipeline + `
 )
-SELECT ` + claimedCols + ` FROM b` + buildJoins
+SELECT ` + claimedCols + ` FROM b` + claimedJoins
 
 // Claim hands the oldest matching pending build to a runner manager.
 func (s *Store) Claim(ctx context.Context, c builds.Claim) (builds.Claimed, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -232,5 +233,45 @@ func TestClaimByDeletedRunner(t *testing.T) {
 	}
 	if st := got.Builds[0].Status; st != builds.StatusPending {
 		t.Errorf("build is %s after the refused claims, want pending", st)
+	}
+}
+
+// TestClaimReadsProject: the claim's statement returns the build's project and its
+// variables as JobProject reads them, and an empty JobProject for an implicit project (no
+// row), so that the service reads neither again.
+func TestClaimReadsProject(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	store := New(testenv.Pool(t))
+	c := newClaimer(t, store)
+	p, err := store.CreateProject(ctx, builds.Project{Name: "claimed", Path: "claimed", RepoURL: "https://example.com/claimed.git",
+		DefaultBranch: "main", CreatedAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []builds.ProjectVariable{
+		{Key: "B_SECRET", Value: "hunter2hunter2", Masked: true, Protected: true, VariableType: builds.VariableEnv},
+		{Key: "A_FILE", Value: "a: 1", VariableType: builds.VariableFile},
+	} {
+		if err := store.CreateProjectVariable(ctx, p.ID, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := store.JobProject(ctx, p.ID)
+	if err != nil || want.Project == nil || len(want.Variables) != 2 {
+		t.Fatalf("JobProject = %+v, %v", want, err)
+	}
+	createPipeline(t, store, builds.PipelineDefinition{ProjectID: p.ID, Stages: []string{"test"},
+		Jobs: []builds.JobDefinition{{Name: "stored", Stage: "test", Script: []string{"true"}}}})
+	got := c.take(t)
+	if got.Project == nil || !reflect.DeepEqual(*got.Project, want) {
+		t.Errorf("claim of a stored project's build: project %+v, want %+v", got.Project, want)
+	}
+
+	createPipeline(t, store, builds.PipelineDefinition{ProjectID: p.ID + 1000, Stages: []string{"test"},
+		Jobs: []builds.JobDefinition{{Name: "implicit", Stage: "test", Script: []string{"true"}}}})
+	got = c.take(t)
+	if got.Project == nil || got.Project.Project != nil || len(got.Project.Variables) != 0 {
+		t.Errorf("claim of an implicit project's build: project %+v, want an empty one", got.Project)
 	}
 }

@@ -207,12 +207,15 @@ func (s *Store) DeleteProjectVariable(ctx context.Context, projectID int64, key 
 // jobProject is the project and its variables as one row (the variables as JSON), so that
 // a job assignment pays one round trip for them; no row for an implicit project.
 const jobProject = `
-SELECT ` + projectCols + `,
-       coalesce((SELECT json_agg(json_build_object('key', v.key, 'value', v.value, 'masked', v.masked,
+SELECT ` + projectCols + `, ` + projectVariablesOf + `p.id` + `), '[]'::json)
+FROM projects p WHERE p.id = $1`
+
+// projectVariablesOf, followed by a project id and "), '[]'::json)", is that project's
+// variables as one JSON array (jobProject, and the claim's own read of the project).
+const projectVariablesOf = `coalesce((SELECT json_agg(json_build_object('key', v.key, 'value', v.value, 'masked', v.masked,
                                                    'protected', v.protected, 'variable_type', v.variable_type)
                                  ORDER BY v.key)
-                 FROM project_variables v WHERE v.project_id = p.id), '[]'::json)
-FROM projects p WHERE p.id = $1`
+                 FROM project_variables v WHERE v.project_id = `
 
 type variableRow struct {
 	Key          string `json:"key"`
@@ -236,9 +239,13 @@ func (s *Store) JobProject(ctx context.Context, projectID int64) (builds.JobProj
 	if err != nil {
 		return builds.JobProject{}, err
 	}
-	out := builds.JobProject{Project: &p, Variables: make([]builds.ProjectVariable, len(vars))}
+	return jobProjectOf(&p, vars), nil
+}
+
+func jobProjectOf(p *builds.Project, vars []variableRow) builds.JobProject {
+	out := builds.JobProject{Project: p, Variables: make([]builds.ProjectVariable, len(vars))}
 	for i, v := range vars {
 		out.Variables[i] = builds.ProjectVariable(v)
 	}
-	return out, nil
+	return out
 }
