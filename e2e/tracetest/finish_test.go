@@ -95,11 +95,10 @@ func TestArchiveOnEveryFinish(t *testing.T) {
 		p := e.inst.Pipeline(t, e.p)
 		id := p.Jobs[0].ID
 		e.inst.MustDo(t, http.StatusOK, "POST", jobPath(1, id)+"/cancel", nil, nil)
-		if _, listed := liveState(t, e.inst, id); !listed {
-			t.Fatal("a canceled job is not listed for archiving")
-		}
-		// The cancel asked this replica's worker to archive at once; the pass does the same
-		// if the worker did not.
+		// The cancel lists the build (the trigger the cases above check before their pass)
+		// and asks this replica's worker to archive at once; an empty log is done in
+		// milliseconds, so whether it is still listed here is a race, not asserted (it
+		// failed a CI run). The pass does the same if the worker did not.
 		passOnce(t, e.inst)
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 			if _, listed := liveState(t, e.inst, id); !listed {
