@@ -68,17 +68,6 @@ type Finish struct {
 	// AlsoRetryAs: another reason whose budget may pay for the retry (a decline is a
 	// provisioning failure whatever reason the runner gave).
 	AlsoRetryAs string
-	// Flush, when set, stores the build's live log bytes in the finish's transaction, before
-	// the build's change, with the compare-and-set of a live log flush (nothing is stored
-	// when the stored size is not Flush.Offset; the finish goes on). Finished.Build.TraceSize
-	// then says what Postgres holds.
-	Flush *TraceFlush
-}
-
-// TraceFlush is live log bytes that start at Offset, moving to Postgres.
-type TraceFlush struct {
-	Offset int64
-	Data   []byte
 }
 
 // Finished is the outcome of a Finish.

@@ -52,24 +52,11 @@ func (s *Store) Finish(ctx context.Context, f builds.Finish) (builds.Finished, e
 	}
 	err := s.inPipeTx(ctx, func(tx *pipeTx) error {
 		batch := &pgx.Batch{}
-		if f.Flush != nil {
-			// The live log's last bytes commit with the finish: one round trip and one
-			// commit fewer than a flush of its own. No row: the stored size moved (a
-			// concurrent flush), and the bytes stay live for the archive.
-			batch.Queue(flushTrace, f.BuildID, f.Flush.Offset, int64(len(f.Flush.Data)), f.Now, f.Flush.Data)
-		}
 		batch.Queue(finishBuild, finishArgs(f)...)
 		batch.Queue(lockPipelineOfBuild, f.BuildID)
 		batch.Queue(pipelineShapeOfBuild, f.BuildID)
 		br := tx.SendBatch(ctx, batch)
-		var err error
-		if f.Flush != nil {
-			_, err = br.Exec()
-		}
-		var b builds.Build
-		if err == nil {
-			b, err = scanBuild(br.QueryRow())
-		}
+		b, err := scanBuild(br.QueryRow())
 		if errors.Is(err, pgx.ErrNoRows) {
 			err = builds.ErrConflict
 		}
