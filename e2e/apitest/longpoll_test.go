@@ -200,28 +200,7 @@ func TestLongPollNoMissedWakeup(t *testing.T) {
 		_, token := inst.CreateRunner(t, profiles[i%4]...)
 		r := jobapitest.NewRunner(t, replicas[i%2].URL, token, fmt.Sprintf("s_nm%d", i))
 		r.NoJob(t)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				job, res, err := r.RequestJob(ctx)
-				switch {
-				case ctx.Err() != nil:
-					return
-				case err != nil:
-					t.Errorf("request job: %v", err)
-					return
-				case job != nil:
-					mu.Lock()
-					taken[job.ID]++
-					mu.Unlock()
-					r.Finish(t, job, "success", "")
-				case res.Code != http.StatusNoContent:
-					t.Errorf("request job: %d %s", res.Code, res.Message)
-					return
-				}
-			}
-		}()
+		wg.Go(func() { pollAndFinish(ctx, t, r, 0, &mu, taken) })
 	}
 	waitHeld(t, replicas[0], 6)
 	waitHeld(t, replicas[1], 6)
@@ -289,29 +268,7 @@ func TestPollAfterBumpNeverHidesABuild(t *testing.T) {
 	for i := range 8 {
 		_, token := inst.CreateRunner(t, profiles[i%2]...)
 		r := jobapitest.NewRunner(t, replicas[i%2].URL, token, fmt.Sprintf("s_pb%d", i))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				job, res, err := r.RequestJob(ctx)
-				switch {
-				case ctx.Err() != nil:
-					return
-				case err != nil:
-					t.Errorf("request job: %v", err)
-					return
-				case job != nil:
-					mu.Lock()
-					taken[job.ID]++
-					mu.Unlock()
-					r.Finish(t, job, "success", "")
-				case res.Code != http.StatusNoContent:
-					t.Errorf("request job: %d %s", res.Code, res.Message)
-					return
-				}
-				time.Sleep(2 * time.Millisecond)
-			}
-		}()
+		wg.Go(func() { pollAndFinish(ctx, t, r, 2*time.Millisecond, &mu, taken) })
 	}
 	want := map[int64]bool{}
 	for k := range 30 {
@@ -347,5 +304,30 @@ func TestPollAfterBumpNeverHidesABuild(t *testing.T) {
 		if !want[id] || n != 1 {
 			t.Errorf("job %d handed out %d times (one of the created: %v)", id, n, want[id])
 		}
+	}
+}
+
+// pollAndFinish plays one runner until ctx ends: it asks for jobs, counts each one it is
+// handed in taken (under mu) and finishes it, pausing between requests; anything but a job
+// or a 204 fails the test.
+func pollAndFinish(ctx context.Context, t *testing.T, r *jobapitest.Runner, pause time.Duration, mu *sync.Mutex, taken map[int64]int) {
+	for ctx.Err() == nil {
+		job, res, err := r.RequestJob(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			t.Errorf("request job: %v", err)
+			return
+		case job != nil:
+			mu.Lock()
+			taken[job.ID]++
+			mu.Unlock()
+			r.Finish(t, job, "success", "")
+		case res.Code != http.StatusNoContent:
+			t.Errorf("request job: %d %s", res.Code, res.Message)
+			return
+		}
+		time.Sleep(pause)
 	}
 }
