@@ -91,25 +91,41 @@ func (s *Service) PipelineTestReport(ctx context.Context, projectID, id int64) (
 	return s.TestReportOf(ctx, p)
 }
 
-// TestReportOf is PipelineTestReport of a pipeline already read (the web UI's page has it).
+// TestReportOf is PipelineTestReport of a pipeline already read (the web UI's page has it):
+// the reports of its latest attempts, as GitLab's.
 func (s *Service) TestReportOf(ctx context.Context, p Pipeline) (TestReport, error) {
+	latest := make([]Build, 0, len(p.Builds))
+	for _, b := range p.Builds {
+		if b.RetriedBy == 0 {
+			latest = append(latest, b)
+		}
+	}
+	return s.testReport(ctx, latest)
+}
+
+// JobTestReport is the test report of one job's own JUnit uploads, retried or not (its
+// page in the web UI shows it).
+func (s *Service) JobTestReport(ctx context.Context, b Build) (TestReport, error) {
+	return s.testReport(ctx, []Build{b})
+}
+
+// testReport reads the JUnit artifacts of bs into one report, a suite per job name.
+func (s *Service) testReport(ctx context.Context, bs []Build) (TestReport, error) {
 	report := TestReport{Suites: []TestSuite{}}
 	if s.artifacts == nil || s.objects == nil {
 		return report, nil
 	}
-	latest := make([]int64, 0, len(p.Builds))
-	for _, b := range p.Builds {
-		if b.RetriedBy == 0 {
-			latest = append(latest, b.ID)
-		}
+	ids := make([]int64, len(bs))
+	for i, b := range bs {
+		ids[i] = b.ID
 	}
-	byBuild, err := s.artifacts.ArtifactsOf(ctx, latest)
+	byBuild, err := s.artifacts.ArtifactsOf(ctx, ids)
 	if err != nil {
 		return TestReport{}, err
 	}
 	suites := map[string]int{}
 	budget := TestReportLimits.MaxCases
-	for _, b := range p.Builds {
+	for _, b := range bs {
 		for _, a := range byBuild[b.ID] {
 			if a.FileType != "junit" {
 				continue

@@ -44,6 +44,8 @@ type jobData struct {
 	Cancelable bool
 	Retryable  bool
 	Playable   bool
+	// The job's own JUnit test report (artifacts:reports:junit), full page only.
+	testsView
 }
 
 type chainLink struct {
@@ -124,6 +126,13 @@ func (u *UI) jobPage(w http.ResponseWriter, r *http.Request) {
 			row.URL = fmt.Sprintf("/projects/%d/jobs/%d/artifacts/%d", pid, id, a.ID)
 		}
 		d.Artifacts = append(d.Artifacts, row)
+	}
+	if !wantsFragment(r) && slices.ContainsFunc(v.Artifacts, func(a builds.Artifact) bool { return a.FileType == "junit" }) {
+		rep, err := u.svc.JobTestReport(ctx, v.Build)
+		if err != nil {
+			u.log.WarnContext(ctx, "test report not read for the job page", "build_id", id, "error", err)
+		}
+		d.testsView = newTestsView(rep, err)
 	}
 	if !wantsFragment(r) || r.URL.Query().Get("part") != "header" {
 		if err := u.logWindowFor(ctx, &d, r); err != nil {

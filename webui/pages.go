@@ -66,7 +66,7 @@ func mustParsePages() *pages {
 		if base == "layout.html" {
 			continue
 		}
-		t := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", name))
+		t := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/partials/*.html", name))
 		p.byName[strings.TrimSuffix(base, ".html")] = t
 	}
 	return p

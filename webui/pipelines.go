@@ -117,13 +117,9 @@ type pipelineData struct {
 	// Jobs counts the latest attempts; Attempts all of them.
 	Jobs, Attempts int
 	Finished       bool
-	// Tests is the pipeline's JUnit test report, read for the full page only (a live
-	// refresh redraws the graph, not this); nil when the pipeline has no reports.
-	Tests *builds.TestReport
-	// TestsError says the report could not be read (the object store failed).
-	TestsError string
-	// FailedCases are the report's failed and errored cases, the first maxFailedCases.
-	FailedCases []failedCase
+	// The pipeline's JUnit test report, read for the full page only (a live refresh
+	// redraws the graph, not this).
+	testsView
 	// Exposed are the archives the latest jobs expose (artifacts:expose_as), full page only.
 	Exposed []exposedLink
 }
@@ -131,6 +127,16 @@ type pipelineData struct {
 type exposedLink struct {
 	Label, Job, URL string // URL "" when artifacts:access: none
 	JobID           int64
+}
+
+// testsView is the "Tests" section of the pipeline and job pages (template "tests").
+type testsView struct {
+	// Tests is the JUnit test report; nil when there are no reports.
+	Tests *builds.TestReport
+	// TestsError says the report could not be read (the object store failed).
+	TestsError string
+	// FailedCases are the report's failed and errored cases, the first maxFailedCases.
+	FailedCases []failedCase
 }
 
 // maxFailedCases bounds the failures the page lists; the API has them all.
@@ -305,21 +311,30 @@ func (u *UI) addTests(r *http.Request, d pipelineData) pipelineData {
 	rep, err := u.svc.TestReportOf(r.Context(), d.Pipeline)
 	if err != nil {
 		u.log.WarnContext(r.Context(), "test report not read for the pipeline page", "pipeline_id", d.ID, "error", err)
-		d.TestsError = "the test report could not be read just now; reload to try again"
-		return d
+	}
+	d.testsView = newTestsView(rep, err)
+	return d
+}
+
+// newTestsView is the section for a report read with err.
+func newTestsView(rep builds.TestReport, err error) testsView {
+	var v testsView
+	if err != nil {
+		v.TestsError = "the test report could not be read just now; reload to try again"
+		return v
 	}
 	if len(rep.Suites) == 0 {
-		return d
+		return v
 	}
-	d.Tests = &rep
+	v.Tests = &rep
 	for _, s := range rep.Suites {
 		for _, c := range s.Cases {
-			if (c.Status == junit.StatusFailed || c.Status == junit.StatusError) && len(d.FailedCases) < maxFailedCases {
-				d.FailedCases = append(d.FailedCases, failedCase{Suite: s.Name, Case: c})
+			if (c.Status == junit.StatusFailed || c.Status == junit.StatusError) && len(v.FailedCases) < maxFailedCases {
+				v.FailedCases = append(v.FailedCases, failedCase{Suite: s.Name, Case: c})
 			}
 		}
 	}
-	return d
+	return v
 }
 
 func (u *UI) cancelPipeline(w http.ResponseWriter, r *http.Request) {

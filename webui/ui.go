@@ -28,7 +28,7 @@ import (
 	"github.com/jobapi/jobapi/builds"
 )
 
-//go:embed templates/*.html
+//go:embed templates/*.html templates/partials/*.html
 var templateFS embed.FS
 
 //go:embed static

@@ -57,6 +57,23 @@ func TestPipelinePageShowsTests(t *testing.T) {
 		t.Error("the live refresh carries the test report")
 	}
 
+	// The job's own page shows its report; its live refresh of the header does not carry it.
+	jobPage := b.get(fmt.Sprintf("/projects/7/jobs/%d", job.ID), http.StatusOK)
+	for _, want := range []string{`aria-label="Tests"`, "3 tests: 1 passed, 1 failed, 0 errors, 1 skipped", `data-suite="unit"`,
+		`data-case="divides"`, "division by zero\n\ncalc_test.go:9: panic"} {
+		if !strings.Contains(jobPage, want) {
+			t.Errorf("job page lacks %q", want)
+		}
+	}
+	if header := b.get(fmt.Sprintf("/projects/7/jobs/%d?fragment=1&part=header", job.ID), http.StatusOK); strings.Contains(header, `aria-label="Tests"`) {
+		t.Error("the job page's live refresh carries the test report")
+	}
+	lint := runner.TakeNamed(t, "lint")
+	runner.Finish(t, lint, runnerclient.StateSuccess, "")
+	if page := b.get(fmt.Sprintf("/projects/7/jobs/%d", lint.ID), http.StatusOK); strings.Contains(page, `aria-label="Tests"`) {
+		t.Error("a job without a report shows a Tests section")
+	}
+
 	none := inst.CreatePipeline(t, 7, []string{"test"}, jobapitest.Job{"name": "plain", "stage": "test", "script": []string{"true"}})
 	if page := b.get(fmt.Sprintf("/projects/7/pipelines/%d", none.ID), http.StatusOK); strings.Contains(page, `aria-label="Tests"`) {
 		t.Error("a pipeline without reports shows a Tests section")
