@@ -12,11 +12,15 @@ import (
 	"github.com/jobapi/jobapi/retry"
 )
 
-// slowStore is a slow Postgres: a batch takes perBuild per build, and one that runs out of
-// time rolls back whole.
+// slowStore is a slow Postgres: a batch takes perBuild per build, and one of more than fit
+// builds cannot finish within the sweeper's batch timeout: it runs until the timeout and rolls
+// back whole. Which batches fit is decided by their size, not by racing a real sleep against
+// the deadline: on a loaded machine a goroutine woken late sees both the sleep and the
+// deadline over, and a batch that fits would time out at random.
 type slowStore struct {
 	builds.Store
 	perBuild time.Duration
+	fit      int
 
 	mu      sync.Mutex
 	left    int
@@ -27,11 +31,11 @@ func (s *slowStore) SweepExpiredAcks(ctx context.Context, p builds.SweepParams) 
 	s.mu.Lock()
 	s.batches = append(s.batches, p.Batch)
 	s.mu.Unlock()
-	select {
-	case <-ctx.Done():
+	if p.Batch > s.fit {
+		<-ctx.Done()
 		return builds.SweepResult{}, ctx.Err()
-	case <-time.After(time.Duration(p.Batch) * s.perBuild):
 	}
+	time.Sleep(time.Duration(p.Batch) * s.perBuild) // what the sweeper measures to size the next batch
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := min(p.Batch, s.left)
@@ -55,7 +59,7 @@ func (noLeases) TTLs(context.Context, []int64) (map[int64]time.Duration, error) 
 func TestSweepShrinksBatchesThatTimeOut(t *testing.T) {
 	t.Parallel()
 	// 200 builds fit in the timeout.
-	store := &slowStore{perBuild: time.Millisecond, left: 1000}
+	store := &slowStore{perBuild: time.Millisecond, fit: 200, left: 1000}
 	s := &retry.Sweeper{Store: store, Leases: noLeases{}, Batch: 500, BatchTimeout: 200 * time.Millisecond,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	rep, err := s.SweepOnce(context.Background())
