@@ -20,7 +20,10 @@ type RateDecision struct {
 	Allowed   bool
 	Limit     int
 	Remaining int
-	Reset     time.Time
+	// Reset is when the window ends; RetryAfter the time until then, by the limiter's clock
+	// (which names the windows).
+	Reset      time.Time
+	RetryAfter time.Duration
 }
 
 // RateLimits are requests per minute; 0 turns a limit off.
@@ -94,8 +97,8 @@ func clientAddr(r *http.Request) string {
 	return host
 }
 
-func writeRateLimited(w http.ResponseWriter, d RateDecision, now time.Time) {
-	retry := max(int(d.Reset.Sub(now).Seconds()+0.999), 1)
+func writeRateLimited(w http.ResponseWriter, d RateDecision) {
+	retry := max(int(d.RetryAfter.Seconds()+0.999), 1)
 	w.Header().Set("Retry-After", strconv.Itoa(retry))
 	w.Header().Set("RateLimit-Limit", strconv.Itoa(d.Limit))
 	w.Header().Set("RateLimit-Remaining", strconv.Itoa(d.Remaining))

@@ -65,7 +65,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		}
 		writeError(w, he.code, he.msg)
 	case errors.As(err, &limited):
-		writeRateLimited(w, limited.d, time.Now())
+		writeRateLimited(w, limited.d)
 	case errors.As(err, &managers):
 		// Not a 400: gitlab-runner backs off on a 429 (Retry-After) instead of polling on,
 		// and an operator removing stale managers lifts it.

@@ -24,8 +24,10 @@ type Decision struct {
 	Allowed   bool
 	Limit     int
 	Remaining int
-	// Reset is when the current window ends.
-	Reset time.Time
+	// Reset is when the current window ends; RetryAfter is the time until then, by the
+	// limiter's clock.
+	Reset      time.Time
+	RetryAfter time.Duration
 }
 
 // DefaultSyncInterval is how often Run sends local counts when SyncInterval is zero.
@@ -37,7 +39,10 @@ const DefaultSyncInterval = 100 * time.Millisecond
 type Limiter struct {
 	rdb    redis.UniversalClient
 	prefix string
-	now    func() time.Time
+
+	// Now replaces the clock, which names the windows (tests); nil is time.Now. Set it
+	// before use.
+	Now func() time.Time
 
 	// SyncInterval is how often Run sends local counts to Redis; 0 means
 	// DefaultSyncInterval. Set it before Run.
@@ -87,11 +92,18 @@ type entry struct {
 
 // New returns a limiter whose keys start with prefix.
 func New(rdb redis.UniversalClient, prefix string) *Limiter {
-	l := &Limiter{rdb: rdb, prefix: prefix, now: time.Now}
+	l := &Limiter{rdb: rdb, prefix: prefix}
 	for i := range l.shards {
 		l.shards[i].m = make(map[string]*entry)
 	}
 	return l
+}
+
+func (l *Limiter) now() time.Time {
+	if l.Now != nil {
+		return l.Now()
+	}
+	return time.Now()
 }
 
 // DefaultCallTimeout bounds the Redis round trip: a slow Redis must not slow every runner
@@ -108,7 +120,7 @@ func (l *Limiter) Allow(ctx context.Context, scope, key string, lim Limit) (Deci
 	now := l.now()
 	window := now.Truncate(lim.Window)
 	reset := window.Add(lim.Window)
-	d := Decision{Allowed: true, Limit: lim.Requests, Remaining: lim.Requests, Reset: reset}
+	d := Decision{Allowed: true, Limit: lim.Requests, Remaining: lim.Requests, Reset: reset, RetryAfter: reset.Sub(now)}
 	if lim.Requests <= 0 {
 		return d, nil
 	}

@@ -25,7 +25,7 @@ func TestAllowCountsPerKeyAndWindow(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	l := New(rdb, prefix)
-	l.now = func() time.Time { return now }
+	l.Now = func() time.Time { return now }
 	lim := Limit{Requests: 3, Window: time.Minute}
 	ctx := context.Background()
 	for i := 1; i <= 4; i++ {
@@ -33,8 +33,8 @@ func TestAllowCountsPerKeyAndWindow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := i <= 3; d.Allowed != want || d.Remaining != max(3-i, 0) || !d.Reset.Equal(now.Add(time.Minute)) {
-			t.Fatalf("request %d: %+v, want allowed=%t remaining=%d reset=%v", i, d, want, max(3-i, 0), now.Add(time.Minute))
+		if want := i <= 3; d.Allowed != want || d.Remaining != max(3-i, 0) || !d.Reset.Equal(now.Add(time.Minute)) || d.RetryAfter != time.Minute {
+			t.Fatalf("request %d: %+v, want allowed=%t remaining=%d reset=%v, a minute after the limiter's now", i, d, want, max(3-i, 0), now.Add(time.Minute))
 		}
 	}
 	if d, _ := l.Allow(ctx, "jobs", "token-b", lim); !d.Allowed {
@@ -202,7 +202,7 @@ func TestLocalDecisionsMakeNoRedisCall(t *testing.T) {
 	rdb.AddHook(hook)
 	now := time.Date(2026, 1, 1, 12, 0, 30, 0, time.UTC)
 	l := New(rdb, prefix)
-	l.now = func() time.Time { return now }
+	l.Now = func() time.Time { return now }
 	lim := Limit{Requests: 10, Window: time.Minute}
 	key := windowKey(prefix, "jobs", "token", now.Truncate(time.Minute))
 
@@ -266,7 +266,7 @@ func TestFlushFailureKeepsCounts(t *testing.T) {
 	rdb.AddHook(hook)
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	l := New(rdb, prefix)
-	l.now = func() time.Time { return now }
+	l.Now = func() time.Time { return now }
 	lim := Limit{Requests: 100, Window: time.Minute}
 	for range 7 {
 		if _, err := l.Allow(ctx, "jobs", "a", lim); err != nil {
@@ -360,7 +360,7 @@ func TestWindowsRollOverAndOldEntriesAreDropped(t *testing.T) {
 		return now
 	}
 	l := New(rdb, prefix)
-	l.now = func() time.Time { return clock(0) }
+	l.Now = func() time.Time { return clock(0) }
 	lim := Limit{Requests: 10, Window: time.Minute}
 	w1 := clock(0).Truncate(time.Minute)
 	w2 := w1.Add(time.Minute)

@@ -83,6 +83,10 @@ type Options struct {
 	// FlagProvider replaces the Postgres flag provider with any OpenFeature provider
 	// (flagd, a file provider…). The Features API then answers 501: flags are managed there.
 	FlagProvider openfeature.FeatureProvider
+	// RateLimitCallTimeout bounds the rate limiter's Redis round trip (0:
+	// ratelimit.DefaultCallTimeout); past it a request is let through. Tests that count
+	// refusals on a loaded machine raise it.
+	RateLimitCallTimeout time.Duration
 	// Tracer, when set, observes every query of the replica's Postgres pool (cmd/jobapi-bench
 	// counts queries per request with it).
 	Tracer pgx.QueryTracer
@@ -139,7 +143,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 	d := newDomain(cfg, opts, be, fl, m, log)
 	registerWaiters(reg, d.svc)
 	rl := ratelimit.New(be.rdb, cfg.RedisKeyPrefix)
-	rl.Log = log
+	rl.Log, rl.Now, rl.CallTimeout = log, opts.Now, opts.RateLimitCallTimeout
 	hub := webui.NewHub(d.svc.SubscribeChanges, log)
 	idTokens := idTokenKeyring(keyFile, d.store)
 	srv, ln, err := newHTTP(cfg, opts, &d, fl, reg, rl, hub, idTokens, log)
@@ -482,5 +486,5 @@ type limiter struct{ l *ratelimit.Limiter }
 
 func (l limiter) Allow(ctx context.Context, scope, key string, requests int, window time.Duration) (handlers.RateDecision, error) {
 	d, err := l.l.Allow(ctx, scope, key, ratelimit.Limit{Requests: requests, Window: window})
-	return handlers.RateDecision{Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining, Reset: d.Reset}, err
+	return handlers.RateDecision{Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining, Reset: d.Reset, RetryAfter: d.RetryAfter}, err
 }

@@ -43,6 +43,8 @@ type Options struct {
 	Sweeper bool
 	// Log receives the server log (default: discarded unless JOBAPI_TEST_LOG=1).
 	Log io.Writer
+	// RateLimitCallTimeout is server.Options.RateLimitCallTimeout.
+	RateLimitCallTimeout time.Duration
 }
 
 // Start runs a replica on a fresh database and Redis key prefix.
@@ -89,7 +91,7 @@ func startWith(t testing.TB, cfg server.Config, o Options) *Instance {
 		t.Fatal(err)
 	}
 	opts := server.Options{Now: o.Now, Listener: ln, DisableSweeper: !o.Sweeper,
-		FlagDomain: fmt.Sprintf("jobapitest-%d", domains.Add(1))}
+		FlagDomain: fmt.Sprintf("jobapitest-%d", domains.Add(1)), RateLimitCallTimeout: o.RateLimitCallTimeout}
 	srv, err := server.Start(context.Background(), cfg, log, opts)
 	if err != nil {
 		t.Fatalf("start jobapi: %v", err)
