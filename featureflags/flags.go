@@ -64,6 +64,45 @@ func (f *Flags) TwoPhaseCommit(ctx context.Context, projectID, runnerID int64, s
 	return f.boolean(ctx, AllowRunnerJobAcknowledgement, evalCtx)
 }
 
+// TwoPhaseCommitAnyProject evaluates allow_runner_job_acknowledgement for runnerID's
+// manager systemID before a claim knows its build, without a project. anyProject reports
+// that the answer holds for a build of every project: the provider resolved the flag
+// without looking at the context (reason STATIC or DISABLED, or no such flag). A claim can
+// then pass the decision as a parameter and be one statement, instead of locking a
+// candidate and asking TwoPhaseCommit for its project in between. Otherwise (targeting, a
+// percentage, a provider failure) the caller asks TwoPhaseCommit per candidate as before,
+// which counts and logs a failure there.
+//
+// It counts nothing, so that the counts stay one per build decided: the caller that
+// assigns a build on its strength calls CountTwoPhaseCommit with it.
+func (f *Flags) TwoPhaseCommitAnyProject(ctx context.Context, runnerID int64, systemID string) (on, anyProject bool) {
+	evalCtx := openfeature.NewEvaluationContext("", map[string]any{
+		AttrRunnerID:              strconv.FormatInt(runnerID, 10),
+		AttrRunnerManagerSystemID: systemID,
+	})
+	d, err := f.client.BooleanValueDetails(ctx, AllowRunnerJobAcknowledgement, false, evalCtx)
+	switch {
+	case d.ErrorCode == openfeature.FlagNotFoundCode:
+		return false, true // a flag nobody set is off for everyone (see boolean)
+	case err != nil || d.ErrorCode != "":
+		return false, false
+	case d.Reason == openfeature.StaticReason, d.Reason == openfeature.DisabledReason:
+		return d.Value, true
+	}
+	return false, false
+}
+
+// CountTwoPhaseCommit counts an evaluation of allow_runner_job_acknowledgement that
+// TwoPhaseCommitAnyProject answered for a build.
+func (f *Flags) CountTwoPhaseCommit(on bool) {
+	c := f.counts[AllowRunnerJobAcknowledgement]
+	if on {
+		c.on.Add(1)
+	} else {
+		c.off.Add(1)
+	}
+}
+
 // Fallbacks is the number of evaluations, all flags together, that returned the default
 // because the provider failed.
 func (f *Flags) Fallbacks() uint64 {

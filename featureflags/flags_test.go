@@ -131,3 +131,67 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestTwoPhaseCommitAnyProject: only an answer the provider gave without looking at the
+// context (STATIC, DISABLED, or no such flag) is taken for every project; targeting, a
+// split, DEFAULT (targeting that matched nothing) and failures leave the decision to the
+// per-candidate evaluation. It counts and logs nothing itself; CountTwoPhaseCommit counts.
+func TestTwoPhaseCommitAnyProject(t *testing.T) {
+	t.Parallel()
+	detail := func(v bool, r openfeature.Reason) openfeature.BoolResolutionDetail {
+		return openfeature.BoolResolutionDetail{Value: v, ProviderResolutionDetail: openfeature.ProviderResolutionDetail{Reason: r}}
+	}
+	tests := []struct {
+		name           string
+		detail         openfeature.BoolResolutionDetail
+		wantOn, wantOK bool
+	}{
+		{"static on", detail(true, openfeature.StaticReason), true, true},
+		{"static off", detail(false, openfeature.StaticReason), false, true},
+		{"disabled", detail(false, openfeature.DisabledReason), false, true},
+		{"flag not found", openfeature.BoolResolutionDetail{ProviderResolutionDetail: openfeature.ProviderResolutionDetail{
+			ResolutionError: openfeature.NewFlagNotFoundResolutionError("no such flag")}}, false, true},
+		{"targeting match", detail(true, openfeature.TargetingMatchReason), false, false},
+		{"split", detail(true, openfeature.SplitReason), false, false},
+		{"default: targeting matched nothing", detail(false, openfeature.DefaultReason), false, false},
+		{"no reason", detail(true, ""), false, false},
+		{"cached", detail(true, openfeature.CachedReason), false, false},
+		{"general error", openfeature.BoolResolutionDetail{Value: true, ProviderResolutionDetail: openfeature.ProviderResolutionDetail{
+			ResolutionError: openfeature.NewGeneralResolutionError("postgres unreachable"), Reason: openfeature.StaticReason}}, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var logs bytes.Buffer
+			var mu sync.Mutex
+			p := &fakeProvider{detail: tt.detail}
+			flags := newFlags(t, p, slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil)))
+			on, ok := flags.TwoPhaseCommitAnyProject(context.Background(), 7, "s_abc")
+			if on != tt.wantOn || ok != tt.wantOK {
+				t.Errorf("TwoPhaseCommitAnyProject = %v, %v; want %v, %v", on, ok, tt.wantOn, tt.wantOK)
+			}
+			p.mu.Lock()
+			got := p.last
+			p.mu.Unlock()
+			if _, has := got[openfeature.TargetingKey]; has || got[featureflags.AttrRunnerID] != "7" ||
+				got[featureflags.AttrRunnerManagerSystemID] != "s_abc" {
+				t.Errorf("context %v, want the runner's attributes and no targeting key", got)
+			}
+			c := featureflags.AllowRunnerJobAcknowledgement
+			if n := flags.Counts(c); n != (featureflags.Counts{}) {
+				t.Errorf("Counts = %+v after it, want none", n)
+			}
+			mu.Lock()
+			if logs.Len() != 0 {
+				t.Errorf("logged %q, want nothing", logs.String())
+			}
+			mu.Unlock()
+			flags.CountTwoPhaseCommit(true)
+			flags.CountTwoPhaseCommit(false)
+			flags.CountTwoPhaseCommit(false)
+			if n := flags.Counts(c); n != (featureflags.Counts{On: 1, Off: 2}) {
+				t.Errorf("Counts = %+v after CountTwoPhaseCommit on, off, off", n)
+			}
+		})
+	}
+}

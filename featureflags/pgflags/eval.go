@@ -59,13 +59,21 @@ func changedFlags(old, cur *snapshot) []string {
 }
 
 // evaluate applies the gates in Flipper's order. The reason tells operators which gate
-// decided: STATIC boolean, DISABLED kill switch, TARGETING_MATCH actor, SPLIT percentage.
+// decided: STATIC boolean (or no gate at all), DISABLED kill switch, TARGETING_MATCH actor,
+// SPLIT percentage, DEFAULT targeting gates none of which held. STATIC and DISABLED mean
+// that the context played no part, so that the answer holds for every context:
+// featureflags.Flags relies on it to decide two-phase commit before the claim knows the
+// build's project.
 func (f flag) evaluate(name string, flatCtx openfeature.FlattenedContext) (bool, openfeature.Reason) {
 	switch {
 	case f.on:
 		return true, openfeature.StaticReason
 	case f.disabled:
 		return false, openfeature.DisabledReason
+	case len(f.actors) == 0 && f.percentage == 0:
+		// No gate is set (the last actor removed, the percentage set to 0): off with no
+		// dynamic evaluation, not a targeting that matched nothing.
+		return false, openfeature.StaticReason
 	}
 	project := attr(flatCtx, openfeature.TargetingKey)
 	if project != "" {

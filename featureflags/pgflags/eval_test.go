@@ -31,7 +31,8 @@ func TestEvaluate(t *testing.T) {
 		want       bool
 		wantReason openfeature.Reason
 	}{
-		{"no gates", flag{}, ctx, false, openfeature.DefaultReason},
+		{"no gates", flag{}, ctx, false, openfeature.StaticReason},
+		{"no gates, no context", flag{}, openfeature.FlattenedContext{}, false, openfeature.StaticReason},
 		{"boolean on", flag{on: true}, ctx, true, openfeature.StaticReason},
 		{"boolean on wins over actors", flag{on: true, actors: actors("project:1")}, ctx, true, openfeature.StaticReason},
 		{"disabled is a kill switch", flag{disabled: true, actors: actors("project:42"), percentage: 100}, ctx, false, openfeature.DisabledReason},
@@ -47,6 +48,7 @@ func TestEvaluate(t *testing.T) {
 		{"percentage 54", flag{percentage: 54}, ctx, true, openfeature.SplitReason},
 		{"percentage 53", flag{percentage: 53}, ctx, false, openfeature.SplitReason},
 		{"percentage without targeting key", flag{percentage: 100}, openfeature.FlattenedContext{}, false, openfeature.DefaultReason},
+		{"actors without targeting key", flag{actors: actors("project:42")}, openfeature.FlattenedContext{}, false, openfeature.DefaultReason},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -156,8 +156,9 @@ func (p *Provider) current() (*snapshot, *openfeature.ResolutionError) {
 	return s, nil
 }
 
-// BooleanEvaluation evaluates flag from the snapshot. A flag never set is off without an
-// error: the caller's default applies with reason DEFAULT.
+// BooleanEvaluation evaluates flag from the snapshot. A flag never set answers the caller's
+// default with FLAG_NOT_FOUND, as OpenFeature specifies and flagd does: for every context
+// alike, which featureflags.Flags takes as off, neither a failure nor targeting.
 func (p *Provider) BooleanEvaluation(_ context.Context, flag string, def bool, flatCtx openfeature.FlattenedContext) openfeature.BoolResolutionDetail {
 	s, rerr := p.current()
 	if rerr != nil {
@@ -165,8 +166,8 @@ func (p *Provider) BooleanEvaluation(_ context.Context, flag string, def bool, f
 	}
 	f, ok := s.flags[flag]
 	if !ok {
-		return openfeature.BoolResolutionDetail{Value: def,
-			ProviderResolutionDetail: openfeature.ProviderResolutionDetail{Reason: openfeature.DefaultReason}}
+		return openfeature.BoolResolutionDetail{Value: def, ProviderResolutionDetail: errorDetail(
+			openfeature.NewFlagNotFoundResolutionError(fmt.Sprintf("flag %q was never set", flag)))}
 	}
 	v, reason := f.evaluate(flag, flatCtx)
 	variant := "off"

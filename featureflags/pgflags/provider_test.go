@@ -298,3 +298,63 @@ func TestNonBooleanEvaluations(t *testing.T) {
 		t.Errorf("provider name %q", m.Name)
 	}
 }
+
+// TestReasonsThroughTheSDK: the reason each stored state resolves with, as the SDK hands it
+// on, and what featureflags.Flags makes of it before a claim knows its build's project: a
+// flag whose answer cannot depend on the context (on, disabled, no gate left, never set,
+// deleted) is decided for every project; one with actor or percentage gates is not.
+func TestReasonsThroughTheSDK(t *testing.T) {
+	t.Parallel()
+	dbURL := testDB(t)
+	store := pgflags.NewStore(testPool(t, dbURL))
+	flags, client, p := replica(t, dbURL, pgflags.Options{})
+	ctx := context.Background()
+	noop := func() error { return nil }
+	steps := []struct {
+		name       string
+		change     func() error
+		wantReason openfeature.Reason // for project 10 and runner 1
+		wantValue  bool
+		anyProject bool
+	}{
+		{"never set", noop, openfeature.ErrorReason, false, true},
+		{"actor project", func() error { _, err := store.SetActor(ctx, flagKey, "project:10", true); return err },
+			openfeature.TargetingMatchReason, true, false},
+		{"last actor removed", func() error { _, err := store.SetActor(ctx, flagKey, "project:10", false); return err },
+			openfeature.StaticReason, false, true},
+		{"boolean on", func() error { _, err := store.SetBoolean(ctx, flagKey, true); return err },
+			openfeature.StaticReason, true, true},
+		{"disabled", func() error { _, err := store.SetBoolean(ctx, flagKey, false); return err },
+			openfeature.DisabledReason, false, true},
+		{"percentage", func() error { _, err := store.SetPercentage(ctx, flagKey, 100); return err },
+			openfeature.SplitReason, true, false},
+		{"percentage removed", func() error { _, err := store.SetPercentage(ctx, flagKey, 0); return err },
+			openfeature.StaticReason, false, true},
+		{"actor runner", func() error { _, err := store.SetActor(ctx, flagKey, "runner:1", true); return err },
+			openfeature.TargetingMatchReason, true, false},
+		{"deleted", func() error { return store.Delete(ctx, flagKey) }, openfeature.ErrorReason, false, true},
+	}
+	for _, s := range steps {
+		if err := s.change(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if err := p.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d, err := client.BooleanValueDetails(ctx, flagKey, false, openfeature.NewEvaluationContext("10",
+			map[string]any{featureflags.AttrRunnerID: "1"}))
+		if d.Reason != s.wantReason || d.Value != s.wantValue {
+			t.Errorf("%s: evaluated %v, reason %s (%v); want %v, %s", s.name, d.Value, d.Reason, err, s.wantValue, s.wantReason)
+		}
+		if s.wantReason == openfeature.ErrorReason && d.ErrorCode != openfeature.FlagNotFoundCode {
+			t.Errorf("%s: error code %s, want FLAG_NOT_FOUND", s.name, d.ErrorCode)
+		}
+		on, anyProject := flags.TwoPhaseCommitAnyProject(ctx, 2, "s_1")
+		if anyProject != s.anyProject || anyProject && on != s.wantValue {
+			t.Errorf("%s: TwoPhaseCommitAnyProject = %v, %v; want %v for every project: %v", s.name, on, anyProject, s.wantValue, s.anyProject)
+		}
+	}
+	if n := flags.Fallbacks(); n != 0 {
+		t.Errorf("Fallbacks() = %d, want 0", n)
+	}
+}
