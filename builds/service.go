@@ -44,15 +44,32 @@ type Config struct {
 	LiveTraceCheck time.Duration
 }
 
-// TwoPhaseGate evaluates the allow_runner_job_acknowledgement flag for one candidate.
-type TwoPhaseGate func(ctx context.Context, projectID, runnerID int64, systemID string) bool
+// TwoPhaseFlag evaluates the allow_runner_job_acknowledgement flag (featureflags.Flags).
+type TwoPhaseFlag interface {
+	// TwoPhaseCommit evaluates it for a candidate build of projectID, and counts it.
+	TwoPhaseCommit(ctx context.Context, projectID, runnerID int64, systemID string) bool
+	// TwoPhaseCommitAnyProject evaluates it before the claim, counting nothing; anyProject:
+	// the answer holds for a build of every project, so the claim need not ask per candidate.
+	TwoPhaseCommitAnyProject(ctx context.Context, runnerID int64, systemID string) (on, anyProject bool)
+	// CountTwoPhaseCommit counts a TwoPhaseCommitAnyProject answer a build was assigned by.
+	CountTwoPhaseCommit(on bool)
+}
+
+// neverTwoPhase is the TwoPhaseFlag of a service without flags: legacy for every build.
+type neverTwoPhase struct{}
+
+func (neverTwoPhase) TwoPhaseCommit(context.Context, int64, int64, string) bool { return false }
+func (neverTwoPhase) TwoPhaseCommitAnyProject(context.Context, int64, string) (bool, bool) {
+	return false, true
+}
+func (neverTwoPhase) CountTwoPhaseCommit(bool) {}
 
 // Service applies the build rules on top of a Store (truth), Leases (ack TTLs) and a Queue.
 type Service struct {
 	store  Store
 	leases Leases
 	queue  Queue
-	gate   TwoPhaseGate
+	gate   TwoPhaseFlag
 	cfg    Config
 	now    func() time.Time
 	log    *slog.Logger
@@ -107,8 +124,8 @@ type Deps struct {
 	// Events carries "pipeline changed" between replicas (nil: pipeline waiters poll
 	// Postgres); run RunPipelineEvents in the background.
 	Events PipelineEvents
-	// TwoPhase decides per candidate whether a capable runner must ack (nil: never).
-	TwoPhase TwoPhaseGate
+	// TwoPhase decides whether a capable runner must ack (nil: never).
+	TwoPhase TwoPhaseFlag
 	// Observer is told about events worth a metric (nil: none).
 	Observer Observer
 	// Audit records operator actions (nil: not recorded, and none listed).
@@ -146,7 +163,7 @@ func NewService(d Deps) *Service {
 		d.Now = time.Now
 	}
 	if d.TwoPhase == nil {
-		d.TwoPhase = func(context.Context, int64, int64, string) bool { return false }
+		d.TwoPhase = neverTwoPhase{}
 	}
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
@@ -388,11 +405,18 @@ func (s *Service) RequestJob(ctx context.Context, req JobRequest) (_ Assignment,
 		Runner: r, ManagerID: managerID, SystemID: systemID, TokenHash: HashToken(jobToken), Now: now,
 		AckDeadline: now.Add(s.ackTTL(now, now)),
 	}
+	decided := false // the flag's answer for every project: claim.WaitForAck, counted here
 	if req.TwoPhaseCapable {
-		// The flag is per project, so it is evaluated for the locked candidate.
-		claim.TwoPhase = func(projectID int64) bool { return s.gate(ctx, projectID, r.ID, systemID) }
+		if claim.WaitForAck, decided = s.gate.TwoPhaseCommitAnyProject(ctx, r.ID, systemID); !decided {
+			// The answer depends on the project (or the provider failed, which the
+			// per-candidate evaluation counts), so the claim asks for its locked candidate.
+			claim.TwoPhase = func(projectID int64) bool { return s.gate.TwoPhaseCommit(ctx, projectID, r.ID, systemID) }
+		}
 	}
 	claimed, err := s.store.Claim(ctx, claim)
+	if err == nil && decided {
+		s.gate.CountTwoPhaseCommit(claim.WaitForAck)
+	}
 	b := claimed.Build
 	if errors.Is(err, ErrNoBuild) {
 		if version != "" {

@@ -29,7 +29,10 @@ type Claim struct {
 	Now       time.Time
 	// TwoPhase decides, for the locked candidate, whether it waits for an ack. It runs
 	// inside the claim transaction, so it must not block (flags evaluate from memory).
+	// Nil: WaitForAck decides for any build, and the claim is one statement.
 	TwoPhase func(projectID int64) bool
+	// WaitForAck, with TwoPhase nil, is whether the build waits for an ack (two-phase).
+	WaitForAck bool
 	// AckDeadline is the deadline of record for a two-phase assignment.
 	AckDeadline time.Time
 }

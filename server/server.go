@@ -349,7 +349,7 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 	d := domain{store: pgstore.New(be.pool), rs: redisstore.New(be.rdb, cfg.RedisKeyPrefix)}
 	policy := builds.DefaultRetryPolicy(cfg.AutoRetryMax)
 	d.svc = builds.NewService(builds.Deps{Store: d.store, Leases: d.rs, Queue: d.rs, QueueFeed: d.rs, Events: d.rs,
-		TwoPhase: fl.flags.TwoPhaseCommit, Observer: m, Audit: d.store, Projects: d.store, Now: opts.Now, Log: log,
+		TwoPhase: fl.flags, Observer: m, Audit: d.store, Projects: d.store, Now: opts.Now, Log: log,
 		Objects: be.objects, Artifacts: d.store, Environments: d.store, ResourceGroups: d.store, Views: d.store, Changes: d.rs,
 		Live: d.rs, TraceArchives: d.store,
 		Config: builds.Config{TraceChunkSize: cfg.TraceChunkSize, AckTTL: cfg.AckTTL, MaxProvisioningWait: cfg.MaxProvisioningWait,

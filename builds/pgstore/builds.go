@@ -222,8 +222,9 @@ WITH b AS (
 SELECT ` + claimedCols + ` FROM b` + claimedJoins
 
 // assignOldest does the claim in one statement when the two-phase decision cannot depend on
-// the build (the runner did not declare the capability): one round trip per job request.
-// assignOldestUntagged is the same for a runner without tags (see claimUntaggedCandidate).
+// the build (the runner did not declare the capability, or the flag's answer holds for every
+// project): one round trip per job request. assignOldestUntagged is the same for a runner
+// without tags (see claimUntaggedCandidate).
 const (
 	assignOldest = `
 WITH c AS (` + claimCandidate + assignCandidate
@@ -231,18 +232,21 @@ WITH c AS (` + claimCandidate + assignCandidate
 WITH c AS (` + claimUntaggedCandidate + assignCandidate
 )
 
-// assignCandidate follows a CTE c that locked one candidate: it starts the build on the
-// runner (one phase), records the event and starts the pipeline.
+// assignCandidate follows a CTE c that locked one candidate: it assigns the build as
+// assignBuild does, waiting for an ack ($9: two-phase, $8 waiting_for_runner_ack, $10 the ack
+// deadline) or running, records the event and starts the pipeline.
 const assignCandidate = `
 ), b AS (
-    UPDATE builds SET status = 'running', token_hash = $3, runner_id = $4, runner_manager_id = $5,
-        assigned_at = $6, started_at = $6, updated_at = $6, two_phase = false,
-        run_deadline = $6::timestamptz + make_interval(secs => builds.timeout_seconds)
+    UPDATE builds SET status = $8, token_hash = $3, runner_id = $4, runner_manager_id = $5,
+        assigned_at = $6, updated_at = $6, two_phase = $9,
+        ack_deadline = CASE WHEN $9 THEN $10::timestamptz END,
+        started_at = CASE WHEN $9 THEN NULL ELSE $6::timestamptz END,
+        run_deadline = CASE WHEN $9 THEN NULL ELSE $6::timestamptz + make_interval(secs => builds.timeout_seconds) END
     FROM c WHERE builds.id = c.id
     RETURNING builds.*
 ), e AS (
     INSERT INTO build_events (build_id, type, at, runner_manager, detail)
-    SELECT id, 'assigned', $6, $7, jsonb_build_object('two_phase', false, 'runner_id', $4::bigint)
+    SELECT id, 'assigned', $6, $7, jsonb_build_object('two_phase', $9::boolean, 'runner_id', $4::bigint)
     FROM b
 ), pl AS (
     ` + startPipeline + `
@@ -263,8 +267,12 @@ func (s *Store) Claim(ctx context.Context, c builds.Claim) (builds.Claimed, erro
 		candidate, oldest = claimUntaggedCandidate, assignOldestUntagged
 	}
 	if c.TwoPhase == nil {
+		status := builds.AssignedStatus(c.WaitForAck)
+		if err := builds.CheckTransition(builds.StatusPending, status, builds.EventAssigned, ""); err != nil {
+			return builds.Claimed{}, err
+		}
 		b, err := scanClaimed(s.pool.QueryRow(ctx, oldest, tags, c.Runner.RunUntagged, c.TokenHash,
-			c.Runner.ID, c.ManagerID, c.Now, c.SystemID))
+			c.Runner.ID, c.ManagerID, c.Now, c.SystemID, string(status), c.WaitForAck, c.AckDeadline))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return builds.Claimed{}, builds.ErrNoBuild
 		}

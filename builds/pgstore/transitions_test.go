@@ -20,9 +20,11 @@ import (
 
 // runtimeChecked lists the statements that write a status from a parameter: the Go code
 // running them checks the transition against the table first (Finish.Check in Finish and
-// finishBuildTx, CheckTransition in Claim, CheckPipelineTransition in advanceLocked).
+// finishBuildTx, CheckTransition in Claim for assignBuild and, with the status decided
+// before the claim, assignOldest, CheckPipelineTransition in advanceLocked; CreateChild
+// checks startBridge's target with builds.CheckTransition).
 var runtimeChecked = map[string]bool{"finishBuild": true, "assignBuild": true, "setPipelineStatus": true,
-	"startBridge": true} // CreateChild checks its target with builds.CheckTransition
+	"startBridge": true, "assignOldest": true, "assignOldestUntagged": true}
 
 // The job plan's statements (jobs.go), the play and the due pass are read by the scan like
 // any other; CreatePipeline's COPY is not SQL text, so it checks each initial status with

@@ -83,10 +83,8 @@ func (e *env) newTwin(ctx context.Context) (*twin, error) {
 		return nil, err
 	}
 	c := e.serverCfg
-	// Two-phase for every build, as the bench's flag setting makes it for the HTTP runs.
-	twoPhase := func(context.Context, int64, int64, string) bool { return true }
 	svc := builds.NewService(builds.Deps{Store: pgstore.New(pool), Leases: noRedis{}, Queue: noRedis{},
-		TwoPhase: twoPhase, Config: builds.Config{
+		TwoPhase: allTwoPhase{}, Config: builds.Config{
 			AckTTL: c.AckTTL, MaxProvisioningWait: c.MaxProvisioningWait, TraceLimit: c.TraceLimit,
 			Policy: builds.DefaultRetryPolicy(c.AutoRetryMax),
 		}})
@@ -94,6 +92,16 @@ func (e *env) newTwin(ctx context.Context) (*twin, error) {
 }
 
 func (t *twin) close() { t.pool.Close() }
+
+// allTwoPhase is two-phase for every build, decided before the claim, as the bench's flag
+// setting (on for everyone: reason STATIC) makes it for the HTTP runs.
+type allTwoPhase struct{}
+
+func (allTwoPhase) TwoPhaseCommit(context.Context, int64, int64, string) bool { return true }
+func (allTwoPhase) TwoPhaseCommitAnyProject(context.Context, int64, string) (bool, bool) {
+	return true, true
+}
+func (allTwoPhase) CountTwoPhaseCommit(bool) {}
 
 // noRedis stands in for Redis in the twin: ack keys and the queue version are Redis's part of
 // a job, which the twin leaves out on purpose. With no queue version every job request goes

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/server"
 	"github.com/jobapi/jobapi/testenv"
@@ -45,6 +47,8 @@ type Options struct {
 	Log io.Writer
 	// RateLimitCallTimeout is server.Options.RateLimitCallTimeout.
 	RateLimitCallTimeout time.Duration
+	// Tracer observes every statement of the replica's Postgres pool (server.Options.Tracer).
+	Tracer pgx.QueryTracer
 }
 
 // Start runs a replica on a fresh database and Redis key prefix.
@@ -91,7 +95,8 @@ func startWith(t testing.TB, cfg server.Config, o Options) *Instance {
 		t.Fatal(err)
 	}
 	opts := server.Options{Now: o.Now, Listener: ln, DisableSweeper: !o.Sweeper,
-		FlagDomain: fmt.Sprintf("jobapitest-%d", domains.Add(1)), RateLimitCallTimeout: o.RateLimitCallTimeout}
+		FlagDomain: fmt.Sprintf("jobapitest-%d", domains.Add(1)), RateLimitCallTimeout: o.RateLimitCallTimeout,
+		Tracer: o.Tracer}
 	srv, err := server.Start(context.Background(), cfg, log, opts)
 	if err != nil {
 		t.Fatalf("start jobapi: %v", err)
