@@ -27,9 +27,10 @@ import (
 // what was lost. When Redis refuses writes the PATCH goes to Postgres (the compare-and-set
 // on trace_size), and a runner whose offset is past D is told to resend from D. A final
 // update whose output.bytesize is more than the log holds is answered 412: the runner
-// rewinds and re-PATCHes, the 416s bring it to where the server's log ends. Before the
-// finishes this Service makes (the final update, the trace limit) the tail is flushed to
-// Postgres, so that a finished log waits for its archive in Postgres, not in Redis.
+// rewinds and re-PATCHes, the 416s bring it to where the server's log ends. The finishes
+// this Service makes (the final update, the trace limit) store the tail in Postgres in the
+// finish's own UPDATE (Finish.Flush), so that a finished log waits for its archive in
+// Postgres, not in Redis.
 //
 // State checks without Postgres: the tail's state field holds running, canceling, closing
 // or the final status. The transitions this Service makes (the runner's final update, the
@@ -147,7 +148,7 @@ func (s *Service) appendLive(ctx context.Context, id int64, offset int64, data [
 				s.changed(Change{BuildID: id, Log: true})
 			}
 			if r.Size-r.Base >= s.cfg.TraceChunkSize {
-				s.flushLive(ctx, id, now, false)
+				s.flushLive(ctx, id, now)
 			}
 			return TraceResult{Size: r.Size, Status: r.Status}, nil
 		case LiveRange:
@@ -235,18 +236,16 @@ func (s *Service) appendDurable(ctx context.Context, id int64, offset int64, dat
 	return TraceResult{}, err
 }
 
-// flushLive moves build id's full chunks of live bytes (all of them with all) to Postgres,
-// one statement, and drops them from Redis. Only while the build is on a runner: a finished
+// flushLive moves build id's full chunks of live bytes to Postgres, one statement, and drops
+// them from Redis. Only while the build is on a runner: a finished
 // build's tail stays for the archive. Failures are logged: the bytes stay live and the next
 // full chunk tries again.
-func (s *Service) flushLive(ctx context.Context, id int64, now time.Time, all bool) {
+func (s *Service) flushLive(ctx context.Context, id int64, now time.Time) {
 	base, data, ok, err := s.live.Tail(ctx, id)
 	if err != nil || !ok {
 		return
 	}
-	if !all {
-		data = data[:int64(len(data))/s.cfg.TraceChunkSize*s.cfg.TraceChunkSize]
-	}
+	data = data[:int64(len(data))/s.cfg.TraceChunkSize*s.cfg.TraceChunkSize]
 	if len(data) == 0 {
 		return
 	}
@@ -344,12 +343,29 @@ func (s *Service) checkFinalLog(ctx context.Context, b Build, u JobUpdate) error
 	return nil
 }
 
-// flushBeforeFinish moves build id's live tail to Postgres before a finish this Service
-// makes: a finished build's log then does not depend on Redis until it is archived, and its
-// trace_size is the whole log's.
-func (s *Service) flushBeforeFinish(ctx context.Context, id int64, now time.Time) {
-	if s.live != nil {
-		s.flushLive(ctx, id, now, true)
+// flushBeforeFinish is build id's live tail, for the finish this Service makes to store in
+// its own UPDATE of the build (Finish.Flush): a finished build's log then does not depend on
+// Redis until it is archived, and its trace_size is the whole log's. Nil when there is
+// nothing to move (or Redis cannot say): the bytes then stay live for the archive.
+func (s *Service) flushBeforeFinish(ctx context.Context, id int64) *TraceFlush {
+	if s.live == nil {
+		return nil
+	}
+	base, data, ok, err := s.live.Tail(ctx, id)
+	if err != nil || !ok || len(data) == 0 {
+		return nil
+	}
+	return &TraceFlush{Offset: base, Data: data}
+}
+
+// liveTrim drops from build id's tail, which started at base, what Postgres holds now
+// (durable). A failure is logged: the bytes are in both, which every reader allows.
+func (s *Service) liveTrim(ctx context.Context, id, base, durable int64) {
+	if durable <= base {
+		return
+	}
+	if err := s.live.Trim(ctx, id, durable); err != nil {
+		s.log.WarnContext(ctx, "live trace not trimmed", "build_id", id, "error", err)
 	}
 }
 

@@ -749,11 +749,10 @@ func (s *Service) finishFromRunner(ctx context.Context, b Build, u JobUpdate, no
 	if b.Status == StatusCanceling {
 		to, reason = StatusCanceled, ""
 	}
-	s.flushBeforeFinish(ctx, b.ID, now)
 	f, err := s.finish(ctx, Finish{
 		BuildID: b.ID, From: []Status{b.Status}, To: to, Reason: reason, ExitCode: u.ExitCode,
 		RunnerFinalState: u.State, Event: EventFinished, RunnerManager: b.RunnerSystemID, Now: now,
-		Policy: &s.cfg.Policy, TokenHash: tokenHash,
+		Policy: &s.cfg.Policy, TokenHash: tokenHash, Flush: s.flushBeforeFinish(ctx, b.ID),
 	})
 	if err != nil {
 		return "", err
@@ -768,8 +767,11 @@ func (s *Service) finish(ctx context.Context, f Finish) (Finished, error) {
 	res, err := s.store.Finish(ctx, f)
 	if err != nil {
 		// A failed finish leaves the tail closing: the build's appends go to Postgres,
-		// correct and a statement each, until it ends.
+		// correct and a statement each, until it ends. Bytes it was to flush stay live.
 		return Finished{}, err
+	}
+	if f.Flush != nil {
+		s.liveTrim(ctx, res.Build.ID, f.Flush.Offset, res.Build.TraceSize)
 	}
 	if slices.ContainsFunc(f.From, Status.OnRunnerLog) {
 		s.liveClose(ctx, res.Build.ID, res.Build.Status)
@@ -854,11 +856,10 @@ func (s *Service) appendTraceRead(ctx context.Context, id int64, token string, o
 	s.jobs.put(b, b.TokenHash, masked)
 	now := s.now()
 	if s.overTraceLimit(offset, data) {
-		s.flushBeforeFinish(ctx, b.ID, now)
 		f, err := s.finish(ctx, Finish{
 			BuildID: b.ID, From: []Status{b.Status}, To: StatusFailed, Reason: ReasonTraceSizeExceeded,
 			Event: EventTraceExceeded, RunnerManager: b.RunnerSystemID, Now: now, Policy: &s.cfg.Policy,
-			Detail: map[string]any{"limit_bytes": s.cfg.TraceLimit},
+			Detail: map[string]any{"limit_bytes": s.cfg.TraceLimit}, Flush: s.flushBeforeFinish(ctx, b.ID),
 		})
 		if errors.Is(err, ErrConflict) {
 			return s.AppendTrace(ctx, id, token, offset, data)

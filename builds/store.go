@@ -71,6 +71,20 @@ type Finish struct {
 	// AlsoRetryAs: another reason whose budget may pay for the retry (a decline is a
 	// provisioning failure whatever reason the runner gave).
 	AlsoRetryAs string
+	// Flush, when set, stores the build's live log bytes with the finish, in the finish's
+	// own UPDATE of the build row (one statement: a second UPDATE of the row in the
+	// transaction would take a KEY SHARE lock on the pipeline row for the foreign key, which
+	// concurrent finishes then upgrade to the pipeline lock and deadlock on, as 61629c9 did).
+	// It has the compare-and-set of a live log flush: nothing is stored when the stored size
+	// is not Flush.Offset, and the finish goes on. Finished.Build.TraceSize then says what
+	// Postgres holds.
+	Flush *TraceFlush
+}
+
+// TraceFlush is live log bytes that start at Offset, moving to Postgres.
+type TraceFlush struct {
+	Offset int64
+	Data   []byte
 }
 
 // Finished is the outcome of a Finish.

@@ -14,13 +14,22 @@ import (
 // a failure whose exit code the job lists is allowed, and the build's allow_failure says so
 // from then on for the stage tally, the job plan and the pipeline's status. The payload is
 // read only for a failure with an exit code (AND evaluates left to right and stops early).
+//
+// With a flush ($12 the offset, $13 the bytes; NULL without), the same UPDATE stores the
+// live log's last bytes with flushTrace's compare-and-set on trace_size: one statement and
+// one commit fewer than a flush of its own, and no second UPDATE of the row in the
+// transaction (see builds.Finish.Flush). The chunk goes in when the stored size was the
+// offset. When it had already passed the offset to the flush's end, a flush or append
+// made meanwhile stored these bytes, its chunk starting at the offset (the stored size
+// only grows by a chunk at the stored size): the conflict leaves that chunk alone.
 const finishBuild = `
 WITH b AS (
     UPDATE builds SET status = $3, failure_reason = NULLIF($4, ''), exit_code = $5,
         runner_final_state = NULLIF($6, ''), finished_at = $7, updated_at = $7,
         ack_deadline = NULL, cancel_requested = false,
         allow_failure = allow_failure OR ($3 = 'failed' AND $5::bigint IS NOT NULL
-            AND COALESCE(payload -> 'allow_failure_exit_codes' @> to_jsonb($5::bigint), false))
+            AND COALESCE(payload -> 'allow_failure_exit_codes' @> to_jsonb($5::bigint), false)),
+        trace_size = CASE WHEN trace_size = $12::bigint THEN trace_size + length($13::bytea) ELSE trace_size END
     WHERE id = $1 AND status = ANY($2::text[]) AND ($11::bytea IS NULL OR token_hash = $11)
     RETURNING *
 ), e AS (
@@ -31,6 +40,10 @@ WITH b AS (
            $10::jsonb || jsonb_strip_nulls(jsonb_build_object('status', $3::text,
                'failure_reason', NULLIF($4, ''), 'exit_code', $5::bigint))
     FROM b
+), c AS (
+    INSERT INTO build_trace_chunks (build_id, offset_at, data)
+    SELECT id, $12, $13 FROM b WHERE length($13::bytea) > 0 AND b.trace_size = $12::bigint + length($13::bytea)
+    ON CONFLICT (build_id, offset_at) DO NOTHING
 )
 SELECT ` + buildCols + ` FROM b` + buildJoins
 
@@ -111,8 +124,13 @@ func finishArgs(f builds.Finish) []any {
 	if detail == nil {
 		detail = map[string]any{}
 	}
+	var offset *int64
+	var data []byte
+	if f.Flush != nil {
+		offset, data = &f.Flush.Offset, f.Flush.Data
+	}
 	return []any{f.BuildID, from, string(f.To), f.Reason, f.ExitCode,
-		f.RunnerFinalState, f.Now, f.Event, f.RunnerManager, detail, f.TokenHash}
+		f.RunnerFinalState, f.Now, f.Event, f.RunnerManager, detail, f.TokenHash, offset, data}
 }
 
 // finishBuildTx is finishTx without advancing the pipeline: for a caller that finishes
