@@ -77,9 +77,11 @@ type config struct {
 
 	TracePatches   int
 	TracePatchSize int
+
+	ArchiveJobs int
 }
 
-var allScenarios = []string{"baseline", "floor", "cycle", "ack", "idle", "pickup", "sweep", "artifacts", "yaml", "trace", "scale"}
+var allScenarios = []string{"baseline", "floor", "cycle", "ack", "idle", "pickup", "sweep", "artifacts", "yaml", "trace", "archive", "scale"}
 
 type intList []int
 
@@ -169,6 +171,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.YAMLRepeat, "yaml-repeat", 5, "yaml: pipelines created (the median is the result)")
 	fs.IntVar(&c.TracePatches, "trace-patches", 500, "trace: PATCHes each runner's job streams")
 	fs.IntVar(&c.TracePatchSize, "trace-patch-size", 8192, "trace: bytes per PATCH")
+	fs.IntVar(&c.ArchiveJobs, "archive-jobs", 5000, "archive: finished builds whose logs are archived")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -202,6 +205,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		def("scale-claims", func() { c.ScaleClaims = 500 })
 		def("artifact-size", func() { *artifactSize = "100MB" })
 		def("trace-patches", func() { c.TracePatches = 200 })
+		def("archive-jobs", func() { c.ArchiveJobs = 1000 })
 	}
 	size, err := server.ParseBytes(*artifactSize)
 	if err != nil {
@@ -236,7 +240,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.SweepExpired > c.SweepWaiting {
 		return c, errors.New("--sweep-expired must not exceed --sweep-waiting")
 	}
-	for _, n := range []int{c.Runners, c.IdleRunners, c.PickupRunners, c.PickupJobs, c.ScaleRunners, c.BaselineConns, c.PerPipeline, c.Repeat} {
+	for _, n := range []int{c.Runners, c.IdleRunners, c.PickupRunners, c.PickupJobs, c.ScaleRunners, c.BaselineConns, c.PerPipeline, c.Repeat, c.ArchiveJobs} {
 		if n <= 0 {
 			return c, errors.New("runner, connection and pipeline counts must be positive")
 		}

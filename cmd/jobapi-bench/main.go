@@ -136,6 +136,8 @@ func runScenarios(ctx context.Context, cfg config, stdout, stderr io.Writer) err
 			r, err = e.yamlPipeline(ctx)
 		case "trace":
 			r, err = e.trace(ctx, workers)
+		case "archive":
+			r, err = e.archive(ctx)
 		case "scale":
 			r, err = e.scale(ctx, workers)
 		}

@@ -52,7 +52,7 @@ func TestSmoke(t *testing.T) {
 		"--pickup-jobs", "3", "--pickup-every", "100ms",
 		"--sweep-waiting", "60", "--sweep-expired", "15",
 		"--scale-sizes", "20,40", "--scale-history", "50", "--scale-claims", "10", "--scale-runners", "2",
-		"--artifact-size", "3MB", "--yaml-jobs", "60", "--yaml-repeat", "2", "--trace-patches", "40",
+		"--artifact-size", "3MB", "--yaml-jobs", "60", "--yaml-repeat", "2", "--trace-patches", "40", "--archive-jobs", "20",
 	}, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.String(), stdout.String())
