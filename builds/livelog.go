@@ -45,7 +45,7 @@ func (l liveLog) Open(ctx context.Context, id int64) (io.ReadCloser, error) {
 		}
 		t = liveTail{base: base, data: data, ok: ok}
 	}
-	return &logReader{ctx: ctx, store: l.s.store, id: id, tail: t}, nil
+	return &logReader{ctx: ctx, store: l.s.store, id: id, tail: t, stored: -1}, nil
 }
 
 func (l liveLog) Drop(ctx context.Context, id int64) error {
@@ -103,6 +103,13 @@ type logReader struct {
 	store Store
 	id    int64
 	tail  liveTail
+	// stored is the size of the log's Postgres part when the reader knows it (a finished
+	// build's, from the archive's claim; -1 when not): no query is made past it, and a log
+	// that ends before it is a gap.
+	stored int64
+	// next are chunks read already from pos on (haveNext: use them before querying).
+	next     []TraceChunk
+	haveNext bool
 
 	pos    int64  // offset of the next byte to return
 	cur    []byte // bytes from pos on, ready to return
@@ -133,9 +140,14 @@ func (r *logReader) fill() error {
 		return io.EOF
 	}
 	if !r.pgDone {
-		chunks, err := r.store.TraceChunks(r.ctx, r.id, r.pos, logChunksPerRead)
-		if err != nil {
-			return err
+		chunks := r.next
+		if r.haveNext {
+			r.next, r.haveNext = nil, false
+		} else if r.stored < 0 || r.pos < r.stored {
+			var err error
+			if chunks, err = r.store.TraceChunks(r.ctx, r.id, r.pos, logChunksPerRead); err != nil {
+				return err
+			}
 		}
 		var buf bytes.Buffer
 		at := r.pos
@@ -162,6 +174,9 @@ func (r *logReader) fill() error {
 		}
 		r.cur = r.tail.slice(r.pos, r.tail.end())
 		return nil
+	}
+	if r.pos < r.stored {
+		return fmt.Errorf("build %d: %w (read up to %d, stored %d)", r.id, errLogGap, r.pos, r.stored)
 	}
 	return io.EOF
 }

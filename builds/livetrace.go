@@ -80,6 +80,10 @@ type LiveTraces interface {
 	Cancel(ctx context.Context, id int64) error
 	// Close sets the tail's state to a final status: no append is accepted after it.
 	Close(ctx context.Context, id int64, status Status) error
+	// Seal is Close and Tail in one call, for the archive of a finished build: it sets the
+	// final status and returns the live bytes; when they all lie below durable (the size
+	// Postgres holds) it drops them as Drop does instead (dropped, and no data).
+	Seal(ctx context.Context, id int64, status Status, durable int64) (base int64, data []byte, dropped bool, err error)
 	// Tail returns where the live bytes start and the bytes (ok=false: no tail).
 	Tail(ctx context.Context, id int64) (base int64, data []byte, ok bool, err error)
 	// Trim drops the live bytes below durable (Postgres holds them now).

@@ -87,10 +87,13 @@ func (s *Service) archiveTrace(ctx context.Context, j TraceArchiveJob) (TraceArc
 	ctx, cancel := context.WithTimeout(ctx, traceArchiveTimeout)
 	defer cancel()
 	var res TraceArchivePass
+	if !j.Status.Finished() {
+		return res, fmt.Errorf("archive the log of build %d (%s): %w", j.BuildID, j.Status, ErrConflict)
+	}
 	if j.Archived {
 		res.Dropped = 1
 	} else {
-		a, err := s.writeTraceArchive(ctx, j)
+		a, done, err := s.writeTraceArchive(ctx, j)
 		if err != nil {
 			return res, err
 		}
@@ -99,9 +102,15 @@ func (s *Service) archiveTrace(ctx context.Context, j TraceArchiveJob) (TraceArc
 		} else {
 			res.Archived, res.Bytes = 1, a.Size
 		}
+		if done {
+			s.changed(Change{PipelineID: j.PipelineID, BuildID: j.BuildID, Log: true})
+			return res, nil
+		}
 	}
-	if err := s.LiveLog().Drop(ctx, j.BuildID); err != nil {
-		return res, fmt.Errorf("drop the live log of build %d after its archive: %w", j.BuildID, err)
+	if s.live != nil {
+		if err := s.live.Drop(ctx, j.BuildID, j.Status); err != nil {
+			return res, fmt.Errorf("drop the live log of build %d after its archive: %w: %w", j.BuildID, ErrUnavailable, err)
+		}
 	}
 	if err := s.traces.TraceArchiveDone(ctx, j.BuildID); err != nil {
 		// Listed still: the next claim finds it archived and only drops again.
@@ -111,34 +120,49 @@ func (s *Service) archiveTrace(ctx context.Context, j TraceArchiveJob) (TraceArc
 	return res, nil
 }
 
-// writeTraceArchive streams the live log into the store and commits its artifact; nil for
-// an empty log (marked archived without an object).
-func (s *Service) writeTraceArchive(ctx context.Context, j TraceArchiveJob) (*Artifact, error) {
-	// Open fences the live tail of a finished build first: no append is accepted after it.
-	rc, err := s.LiveLog().Open(ctx, j.BuildID)
-	if err != nil {
-		return nil, fmt.Errorf("open the live log of build %d: %w", j.BuildID, err)
-	}
-	defer func() { _ = rc.Close() }()
-	live := bufio.NewReaderSize(rc, 64<<10)
-	now := s.now()
-	if _, err := live.Peek(1); errors.Is(err, io.EOF) {
-		if _, _, err := s.traces.CommitTraceArchive(ctx, j.BuildID, nil, nil, now); err != nil {
-			return nil, fmt.Errorf("mark the empty log of build %d archived: %w", j.BuildID, err)
+// writeTraceArchive streams the log of a finished build into the store and commits its
+// artifact; nil for an empty log (committed without an object). done says the commit took
+// the build off the list: nothing of its live log was left in Redis. The live log is read
+// as LiveLog.Open reads it, from what the claim already read (the status, the size
+// Postgres holds): Redis is closed and read first, in one call that also drops its bytes
+// when Postgres holds them all (as it does after every finish this Service makes, which
+// flushes first); then Postgres, whose part of a finished build's log no longer changes.
+func (s *Service) writeTraceArchive(ctx context.Context, j TraceArchiveJob) (*Artifact, bool, error) {
+	// Sealing fences the live tail first: no append is accepted after it.
+	tail, dropped := liveTail{}, true
+	if s.live != nil {
+		base, data, d, err := s.live.Seal(ctx, j.BuildID, j.Status, j.TraceSize)
+		if err != nil {
+			return nil, false, fmt.Errorf("close live log of build %d: %w: %w", j.BuildID, ErrUnavailable, err)
 		}
-		return nil, nil
+		if dropped = d; !d {
+			tail = liveTail{base: base, data: data, ok: true}
+		}
+	}
+	now := s.now()
+	if j.TraceSize == 0 && dropped {
+		if _, _, err := s.traces.CommitTraceArchive(ctx, j.BuildID, nil, nil, true, now); err != nil {
+			return nil, false, fmt.Errorf("mark the empty log of build %d archived: %w", j.BuildID, err)
+		}
+		return nil, true, nil
 	}
 	a := Artifact{BuildID: j.BuildID, ProjectID: j.ProjectID, PipelineID: j.PipelineID, FileType: ArtifactTypeTrace,
 		FileFormat: ArtifactFormatRaw, Filename: traceFilename, CreatedAt: now,
 		ObjectKey: fmt.Sprintf("artifacts/%d/%d/%s-%s", j.ProjectID, j.BuildID, ArtifactTypeTrace, randomKey())}
-	if err := s.artifacts.BeginUpload(ctx, a.ObjectKey, now.Add(traceArchiveTimeout+uploadCleanupSlack)); err != nil {
-		return nil, fmt.Errorf("register the archive of build %d: %w", j.BuildID, err)
+	first := 0
+	if j.TraceSize > 0 {
+		first = logChunksPerRead
 	}
-	body := &traceArchiveReader{r: live, sum: sha256.New(), cov: newCoverageScanner(j.CoverageRegex)}
+	chunks, err := s.traces.BeginTraceArchive(ctx, j.BuildID, a.ObjectKey, now.Add(traceArchiveTimeout+uploadCleanupSlack), first)
+	if err != nil {
+		return nil, false, fmt.Errorf("register the archive of build %d: %w", j.BuildID, err)
+	}
+	live := &logReader{ctx: ctx, store: s.store, id: j.BuildID, tail: tail, stored: j.TraceSize, next: chunks, haveNext: true}
+	body := &traceArchiveReader{r: bufio.NewReaderSize(live, 64<<10), sum: sha256.New(), cov: newCoverageScanner(j.CoverageRegex)}
 	n, err := s.objects.Put(ctx, a.ObjectKey, body)
 	if err != nil {
 		s.discardUpload(ctx, a.ObjectKey)
-		return nil, fmt.Errorf("write the log of build %d to the object store: %w", j.BuildID, err)
+		return nil, false, fmt.Errorf("write the log of build %d to the object store: %w", j.BuildID, err)
 	}
 	a.Size, a.SHA256 = n, body.sum.Sum(nil)
 	var coverage *float64
@@ -147,12 +171,12 @@ func (s *Service) writeTraceArchive(ctx context.Context, j TraceArchiveJob) (*Ar
 			coverage = &v
 		}
 	}
-	stored, created, err := s.traces.CommitTraceArchive(ctx, j.BuildID, &a, coverage, s.now())
+	stored, created, err := s.traces.CommitTraceArchive(ctx, j.BuildID, &a, coverage, dropped, s.now())
 	if err != nil || !created {
 		s.discardUpload(ctx, a.ObjectKey)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("commit the archived log of build %d: %w", j.BuildID, err)
+		return nil, false, fmt.Errorf("commit the archived log of build %d: %w", j.BuildID, err)
 	}
 	if !created && string(stored.SHA256) != string(a.SHA256) {
 		// Another replica archived it first (a lease that ran out): its object is the log
@@ -160,7 +184,7 @@ func (s *Service) writeTraceArchive(ctx context.Context, j TraceArchiveJob) (*Ar
 		s.log.WarnContext(ctx, "log archived twice with different bytes; the first archive is kept",
 			"build_id", j.BuildID, "kept_size", stored.Size, "dropped_size", a.Size)
 	}
-	return &stored, nil
+	return &stored, dropped, nil
 }
 
 // deferTraceArchive logs a failed archive and makes its build due again after a backoff.

@@ -27,15 +27,21 @@ type TraceArchiveStore interface {
 	// when ids is not nil) and makes them due again at now+lease, so that no other replica
 	// works on them meanwhile. Safe on every replica (SKIP LOCKED).
 	ClaimTraceArchives(ctx context.Context, now time.Time, lease time.Duration, limit int, ids []int64) ([]TraceArchiveJob, error)
+	// BeginTraceArchive lists key for cleanup at due, so that the archive's object may be
+	// written, and returns up to limit stored chunks of the build's log from its start
+	// (one round trip).
+	BeginTraceArchive(ctx context.Context, buildID int64, key string, due time.Time, limit int) ([]TraceChunk, error)
 	// CommitTraceArchive records a build's archived log in one transaction: it takes
 	// a.ObjectKey off the cleanup list, inserts a (unless the build has a trace artifact
 	// already: then a.ObjectKey is due for removal and the existing row is returned with
-	// created false), stores coverage when it is not nil, and marks the build archived.
-	// ErrUploadExpired when the key is no longer listed for cleanup. A nil a marks an
-	// empty log archived without an artifact.
-	CommitTraceArchive(ctx context.Context, buildID int64, a *Artifact, coverage *float64, now time.Time) (stored Artifact, created bool, err error)
-	// TraceArchiveDone takes a build off the list: its archive is committed and its live
-	// log dropped.
+	// created false), stores coverage when it is not nil, deletes the build's stored
+	// chunks, and takes the build off the list when done (no part of its live log is left
+	// outside Postgres), else marks it archived. ErrUploadExpired, with nothing changed,
+	// when the key is no longer listed for cleanup. A nil a commits an empty log, without
+	// an artifact.
+	CommitTraceArchive(ctx context.Context, buildID int64, a *Artifact, coverage *float64, done bool, now time.Time) (stored Artifact, created bool, err error)
+	// TraceArchiveDone takes an archived build off the list and deletes any stored chunks
+	// left: its archive is committed and its live log dropped.
 	TraceArchiveDone(ctx context.Context, buildID int64) error
 	// DeferTraceArchive counts a failed attempt and makes the build due again at due.
 	DeferTraceArchive(ctx context.Context, buildID int64, due time.Time, cause string) error
@@ -57,6 +63,10 @@ type TraceArchiveJob struct {
 	Attempts int
 	// Archived: the archive is committed and only the live log is left to drop.
 	Archived bool
+	// Status is the build's final status and TraceSize the size of its log in Postgres,
+	// read by the claim: a finished build's stored log no longer grows.
+	Status    Status
+	TraceSize int64
 }
 
 // TraceArchivePass counts what archiving a batch did.

@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -26,7 +25,7 @@ UPDATE trace_archives t SET due_at = $2
 FROM due, builds b
 WHERE t.build_id = due.build_id AND b.id = t.build_id
 RETURNING t.build_id, b.project_id, b.pipeline_id, coalesce(b.payload->>'coverage_regex', ''), t.attempts,
-    t.archived_at IS NOT NULL`
+    t.archived_at IS NOT NULL, b.status, b.trace_size`
 
 // ClaimTraceArchives leases up to limit due builds (of ids, when not nil).
 func (s *Store) ClaimTraceArchives(ctx context.Context, now time.Time, lease time.Duration, limit int, ids []int64) ([]builds.TraceArchiveJob, error) {
@@ -36,62 +35,121 @@ func (s *Store) ClaimTraceArchives(ctx context.Context, now time.Time, lease tim
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (builds.TraceArchiveJob, error) {
 		var j builds.TraceArchiveJob
-		err := row.Scan(&j.BuildID, &j.ProjectID, &j.PipelineID, &j.CoverageRegex, &j.Attempts, &j.Archived)
+		var status string
+		err := row.Scan(&j.BuildID, &j.ProjectID, &j.PipelineID, &j.CoverageRegex, &j.Attempts, &j.Archived, &status, &j.TraceSize)
+		j.Status = builds.Status(status)
 		return j, err
 	})
 }
 
-const markTraceArchived = `UPDATE trace_archives SET archived_at = $2, last_error = NULL WHERE build_id = $1`
+// beginTraceArchive lists the archive's key for cleanup (committed before the object is
+// written: a crash after that leaves the artifacts pass a key to remove) and reads the
+// first chunks of the stored log, in one statement.
+const beginTraceArchive = `
+WITH c AS (
+    INSERT INTO object_cleanup (object_key, due_at) VALUES ($2, $3)
+)
+SELECT offset_at, data FROM build_trace_chunks WHERE build_id = $1 ORDER BY offset_at LIMIT $4`
 
-const setCoverage = `UPDATE builds SET coverage = $2 WHERE id = $1 AND finished_at IS NOT NULL`
+// BeginTraceArchive lists key for cleanup at due and returns up to limit stored chunks of
+// the build's log from its start.
+func (s *Store) BeginTraceArchive(ctx context.Context, buildID int64, key string, due time.Time, limit int) ([]builds.TraceChunk, error) {
+	rows, err := s.pool.Query(ctx, beginTraceArchive, buildID, key, due, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[builds.TraceChunk])
+}
 
-// CommitTraceArchive records an archived log, its coverage and the archived mark in one
-// transaction.
-func (s *Store) CommitTraceArchive(ctx context.Context, buildID int64, a *builds.Artifact, coverage *float64, now time.Time) (builds.Artifact, bool, error) {
-	var stored builds.Artifact
-	var created bool
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		created = false
-		if a != nil {
-			tag, err := tx.Exec(ctx, forgetUpload, a.ObjectKey)
-			if err != nil {
-				return err
-			}
-			if tag.RowsAffected() != 1 {
-				return builds.ErrUploadExpired
-			}
-			stored, err = scanArtifact(tx.QueryRow(ctx, insertArtifact, a.BuildID, a.ProjectID, a.PipelineID, a.FileType,
-				a.FileFormat, a.Filename, a.Size, a.SHA256, a.ObjectKey, a.CreatedAt, a.ExpireAt, a.Access, a.ExposeAs))
-			switch {
-			case err == nil:
-				created = true
-			case errors.Is(err, pgx.ErrNoRows):
-				// Archived already (another replica whose lease ran out): ours is redundant.
-				if _, err := tx.Exec(ctx, requeueNow, a.ObjectKey); err != nil {
-					return err
-				}
-				if stored, err = scanArtifact(tx.QueryRow(ctx, artifactOfType, buildID, builds.ArtifactTypeTrace)); err != nil {
-					return err
-				}
-			default:
-				return err
-			}
-		}
-		if coverage != nil && created {
-			if _, err := tx.Exec(ctx, setCoverage, buildID, *coverage); err != nil {
-				return err
-			}
-		}
-		_, err := tx.Exec(ctx, markTraceArchived, buildID, now)
-		return err
+// commitTraceArchive is the archive's bookkeeping in one statement (one implicit
+// transaction): it takes the object's key ($9) off the cleanup list, inserts the trace
+// artifact unless the build has one (then the key is due for removal at once), stores the
+// coverage ($14, when not NULL and the artifact is ours), deletes the stored chunks, and
+// either takes the build off the list ($15: nothing of the live log is left outside
+// Postgres) or marks it archived (TraceArchiveDone takes it off once the rest is dropped).
+// Without a listed key nothing changes. The data-modifying CTEs run in the order of the
+// transaction this replaces (cleanup, artifact, coverage, list, chunks); the final SELECT
+// reads the artifact only through the INSERT's RETURNING, as the statement's snapshot
+// does not see an artifact another replica committed while it ran.
+const commitTraceArchive = `
+WITH f AS (
+    DELETE FROM object_cleanup WHERE object_key = $9 RETURNING object_key
+), a AS (
+    INSERT INTO job_artifacts (build_id, project_id, pipeline_id, file_type, file_format, filename, size, sha256,
+        object_key, created_at, expire_at, access, expose_as)
+    SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, COALESCE(NULLIF($12, ''), 'all'), NULLIF($13, '') FROM f
+    ON CONFLICT (build_id, file_type) DO NOTHING
+    RETURNING id, access
+), requeue AS (
+    INSERT INTO object_cleanup (object_key, due_at)
+    SELECT object_key, '-infinity' FROM f WHERE NOT EXISTS (SELECT 1 FROM a)
+), cov AS (
+    UPDATE builds SET coverage = $14 WHERE id = $1 AND $14::float8 IS NOT NULL AND finished_at IS NOT NULL
+        AND EXISTS (SELECT 1 FROM a)
+), marked AS (
+    UPDATE trace_archives SET archived_at = $16, last_error = NULL
+    WHERE build_id = $1 AND NOT $15::boolean AND EXISTS (SELECT 1 FROM f)
+), done AS (
+    DELETE FROM trace_archives WHERE build_id = $1 AND $15::boolean AND EXISTS (SELECT 1 FROM f)
+), chunks AS (
+    DELETE FROM build_trace_chunks WHERE build_id = $1 AND EXISTS (SELECT 1 FROM f)
+)
+SELECT EXISTS (SELECT 1 FROM f), (SELECT id FROM a), (SELECT access FROM a)`
+
+// commitEmptyTraceArchive: an empty log has no object; the build leaves the list, or is
+// marked archived when its live log is still to be dropped.
+const commitEmptyTraceArchive = `
+WITH marked AS (
+    UPDATE trace_archives SET archived_at = $2, last_error = NULL WHERE build_id = $1 AND NOT $3::boolean
+), chunks AS (
+    DELETE FROM build_trace_chunks WHERE build_id = $1
+)
+DELETE FROM trace_archives WHERE build_id = $1 AND $3::boolean`
+
+// CommitTraceArchive records an archived log, its coverage and the archived mark (or the
+// build's leaving the list, when done) and deletes its stored chunks, in one statement.
+func (s *Store) CommitTraceArchive(ctx context.Context, buildID int64, a *builds.Artifact, coverage *float64, done bool, now time.Time) (builds.Artifact, bool, error) {
+	if a == nil {
+		err := retryTx(func() error {
+			_, err := s.pool.Exec(ctx, commitEmptyTraceArchive, buildID, now, done)
+			return err
+		})
+		return builds.Artifact{}, false, err
+	}
+	var listed bool
+	var id *int64
+	var access *string
+	err := retryTx(func() error {
+		return s.pool.QueryRow(ctx, commitTraceArchive, buildID, a.ProjectID, a.PipelineID, a.FileType,
+			a.FileFormat, a.Filename, a.Size, a.SHA256, a.ObjectKey, a.CreatedAt, a.ExpireAt, a.Access, a.ExposeAs,
+			coverage, done, now).Scan(&listed, &id, &access)
 	})
+	switch {
+	case err != nil:
+		return builds.Artifact{}, false, err
+	case !listed:
+		return builds.Artifact{}, false, builds.ErrUploadExpired
+	case id != nil:
+		stored := *a
+		stored.BuildID, stored.ID, stored.Access = buildID, *id, *access
+		return stored, true, nil
+	}
+	// Archived already (another replica whose lease ran out): ours is redundant, and the
+	// artifact of record is read in a snapshot of its own.
+	stored, err := scanArtifact(s.pool.QueryRow(ctx, artifactOfType, buildID, builds.ArtifactTypeTrace))
 	if err != nil {
 		return builds.Artifact{}, false, err
 	}
-	return stored, created, nil
+	return stored, false, nil
 }
 
-const traceArchiveDone = `DELETE FROM trace_archives WHERE build_id = $1 AND archived_at IS NOT NULL`
+// traceArchiveDone takes an archived build off the list and deletes what is left of its
+// stored chunks (an archive committed before the commit deleted them).
+const traceArchiveDone = `
+WITH d AS (
+    DELETE FROM trace_archives WHERE build_id = $1 AND archived_at IS NOT NULL RETURNING build_id
+)
+DELETE FROM build_trace_chunks WHERE build_id IN (SELECT build_id FROM d)`
 
 // TraceArchiveDone takes an archived build off the list.
 func (s *Store) TraceArchiveDone(ctx context.Context, buildID int64) error {

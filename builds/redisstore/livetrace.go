@@ -148,6 +148,24 @@ redis.call('EXPIRE', KEYS[1], ARGV[2])
 return 1
 `)
 
+// sealScript closes a finished build's live log for its archive and reads it, in one round
+// trip: closeScript, then tailScript, and when every live byte is below ARGV[3] (the size
+// Postgres holds, which a finished build's log no longer passes) dropScript too, as nothing
+// is left here that the archive needs. It answers {base, data, dropped}.
+var sealScript = redis.NewScript(`
+if redis.call('HSETNX', KEYS[1], 'base', 0) == 1 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
+redis.call('HSET', KEYS[1], 'st', ARGV[1])
+local base = tonumber(redis.call('HGET', KEYS[1], 'base'))
+local data = redis.call('GET', KEYS[2]) or ''
+if base + #data <= tonumber(ARGV[3]) then
+  redis.call('DEL', KEYS[2])
+  redis.call('HSET', KEYS[1], 'base', 0)
+  redis.call('EXPIRE', KEYS[1], ARGV[2])
+  return {base, '', 1}
+end
+return {base, data, 0}
+`)
+
 var tailScript = redis.NewScript(`
 local base = redis.call('HGET', KEYS[1], 'base')
 if not base then return false end
@@ -246,6 +264,27 @@ func (s *Store) Tail(ctx context.Context, id int64) (int64, []byte, bool, error)
 	}
 	data, _ := v[1].(string)
 	return base, []byte(data), true, nil
+}
+
+// Seal closes build id's live log with its final status and returns its live bytes; when
+// they all lie below durable it drops them too (dropped, and no data).
+func (s *Store) Seal(ctx context.Context, id int64, status builds.Status, durable int64) (int64, []byte, bool, error) {
+	ctx, cancel := callCtx(ctx)
+	defer cancel()
+	v, err := sealScript.Run(ctx, s.rdb, s.traceKeys(id), string(status), int64(closedTraceTTL.Seconds()), durable).Slice()
+	if err != nil {
+		return 0, nil, false, unavailable(err)
+	}
+	if len(v) != 3 {
+		return 0, nil, false, errScript
+	}
+	base, ok1 := v[0].(int64)
+	data, ok2 := v[1].(string)
+	dropped, ok3 := v[2].(int64)
+	if !ok1 || !ok2 || !ok3 {
+		return 0, nil, false, fmt.Errorf("%w: %v", errScript, v)
+	}
+	return base, []byte(data), dropped == 1, nil
 }
 
 // Trim drops build id's live bytes below durable.
