@@ -1,7 +1,6 @@
 package builds
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -26,6 +25,11 @@ const TraceArchiveLease = 10 * time.Minute
 // traceArchiveTimeout bounds one build's archive, so that a store that hangs frees the
 // worker well before the lease ends.
 const traceArchiveTimeout = 5 * time.Minute
+
+// traceArchiveInline bounds the stored log of a build that the claim reads along (its
+// statement then reads a batch's whole logs); a longer one is read a few chunks at a time
+// while it streams to the store.
+const traceArchiveInline = 64 << 10
 
 // traceArchiveBackoff is how long a build whose archive failed for the attempts-th time
 // waits: 10 s doubling up to 15 minutes, so an outage of the store is not hammered.
@@ -61,7 +65,9 @@ func (s *Service) ArchiveTraces(ctx context.Context, limit int, ids []int64) (Tr
 	if s.traces == nil || s.objects == nil || s.artifacts == nil {
 		return res, nil
 	}
-	jobs, err := s.traces.ClaimTraceArchives(ctx, s.now(), TraceArchiveLease, limit, ids)
+	now := s.now()
+	jobs, err := s.traces.ClaimTraceArchives(ctx, TraceArchiveClaim{Now: now, Lease: TraceArchiveLease, Limit: limit, IDs: ids,
+		KeyTag: randomKey(), KeyDue: now.Add(TraceArchiveLease + uploadCleanupSlack), InlineMax: traceArchiveInline})
 	if err != nil {
 		return res, fmt.Errorf("claim logs to archive: %w", err)
 	}
@@ -123,10 +129,12 @@ func (s *Service) archiveTrace(ctx context.Context, j TraceArchiveJob) (TraceArc
 // writeTraceArchive streams the log of a finished build into the store and commits its
 // artifact; nil for an empty log (committed without an object). done says the commit took
 // the build off the list: nothing of its live log was left in Redis. The live log is read
-// as LiveLog.Open reads it, from what the claim already read (the status, the size
-// Postgres holds): Redis is closed and read first, in one call that also drops its bytes
-// when Postgres holds them all (as it does after every finish this Service makes, which
-// flushes first); then Postgres, whose part of a finished build's log no longer changes.
+// as LiveLog.Open reads it, from what the claim read already: the status, the size Postgres
+// holds and, for a short log, what Postgres holds (the part of a finished build's log in
+// Postgres no longer changes: every append to it requires the build on its runner, so the
+// claim, which follows the finish's commit, may read it before Redis is closed). Redis is
+// closed and read in one call that also drops its bytes when Postgres holds them all (as it
+// does after every finish this Service makes, which flushes first).
 func (s *Service) writeTraceArchive(ctx context.Context, j TraceArchiveJob) (*Artifact, bool, error) {
 	// Sealing fences the live tail first: no append is accepted after it.
 	tail, dropped := liveTail{}, true
@@ -141,24 +149,19 @@ func (s *Service) writeTraceArchive(ctx context.Context, j TraceArchiveJob) (*Ar
 	}
 	now := s.now()
 	if j.TraceSize == 0 && dropped {
-		if _, _, err := s.traces.CommitTraceArchive(ctx, j.BuildID, nil, nil, true, now); err != nil {
+		if _, _, err := s.traces.CommitTraceArchive(ctx, j.BuildID, j.ObjectKey, nil, nil, true, now); err != nil {
 			return nil, false, fmt.Errorf("mark the empty log of build %d archived: %w", j.BuildID, err)
 		}
 		return nil, true, nil
 	}
+	// The claim listed the key for cleanup already.
 	a := Artifact{BuildID: j.BuildID, ProjectID: j.ProjectID, PipelineID: j.PipelineID, FileType: ArtifactTypeTrace,
-		FileFormat: ArtifactFormatRaw, Filename: traceFilename, CreatedAt: now,
-		ObjectKey: fmt.Sprintf("artifacts/%d/%d/%s-%s", j.ProjectID, j.BuildID, ArtifactTypeTrace, randomKey())}
-	first := 0
-	if j.TraceSize > 0 {
-		first = logChunksPerRead
+		FileFormat: ArtifactFormatRaw, Filename: traceFilename, CreatedAt: now, ObjectKey: j.ObjectKey}
+	live := &logReader{ctx: ctx, store: s.store, id: j.BuildID, tail: tail, stored: j.TraceSize}
+	if j.Inline {
+		live.next, live.haveNext = []TraceChunk{{Offset: 0, Data: j.Stored}}, true
 	}
-	chunks, err := s.traces.BeginTraceArchive(ctx, j.BuildID, a.ObjectKey, now.Add(traceArchiveTimeout+uploadCleanupSlack), first)
-	if err != nil {
-		return nil, false, fmt.Errorf("register the archive of build %d: %w", j.BuildID, err)
-	}
-	live := &logReader{ctx: ctx, store: s.store, id: j.BuildID, tail: tail, stored: j.TraceSize, next: chunks, haveNext: true}
-	body := &traceArchiveReader{r: bufio.NewReaderSize(live, 64<<10), sum: sha256.New(), cov: newCoverageScanner(j.CoverageRegex)}
+	body := &traceArchiveReader{r: live, sum: sha256.New(), cov: newCoverageScanner(j.CoverageRegex)}
 	n, err := s.objects.Put(ctx, a.ObjectKey, body)
 	if err != nil {
 		s.discardUpload(ctx, a.ObjectKey)
@@ -171,7 +174,7 @@ func (s *Service) writeTraceArchive(ctx context.Context, j TraceArchiveJob) (*Ar
 			coverage = &v
 		}
 	}
-	stored, created, err := s.traces.CommitTraceArchive(ctx, j.BuildID, &a, coverage, dropped, s.now())
+	stored, created, err := s.traces.CommitTraceArchive(ctx, j.BuildID, a.ObjectKey, &a, coverage, dropped, s.now())
 	if err != nil || !created {
 		s.discardUpload(ctx, a.ObjectKey)
 	}

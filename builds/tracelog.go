@@ -23,23 +23,21 @@ const traceFilename = "job.log"
 // TraceArchiveStore keeps the list of finished builds whose logs wait to be archived
 // (Postgres: every path that finishes a build lists it in the same transaction).
 type TraceArchiveStore interface {
-	// ClaimTraceArchives takes up to limit listed builds due at now (only those in ids,
-	// when ids is not nil) and makes them due again at now+lease, so that no other replica
-	// works on them meanwhile. Safe on every replica (SKIP LOCKED).
-	ClaimTraceArchives(ctx context.Context, now time.Time, lease time.Duration, limit int, ids []int64) ([]TraceArchiveJob, error)
-	// BeginTraceArchive lists key for cleanup at due, so that the archive's object may be
-	// written, and returns up to limit stored chunks of the build's log from its start
-	// (one round trip).
-	BeginTraceArchive(ctx context.Context, buildID int64, key string, due time.Time, limit int) ([]TraceChunk, error)
-	// CommitTraceArchive records a build's archived log in one transaction: it takes
-	// a.ObjectKey off the cleanup list, inserts a (unless the build has a trace artifact
-	// already: then a.ObjectKey is due for removal and the existing row is returned with
+	// ClaimTraceArchives takes up to c.Limit listed builds due at c.Now (only those in
+	// c.IDs, when not nil) and makes them due again after c.Lease, so that no other replica
+	// works on them meanwhile. Safe on every replica (SKIP LOCKED). In the same statement
+	// it lists each unarchived build's ObjectKey for cleanup at c.KeyDue and reads the
+	// stored log of those whose log in Postgres is at most c.InlineMax bytes.
+	ClaimTraceArchives(ctx context.Context, c TraceArchiveClaim) ([]TraceArchiveJob, error)
+	// CommitTraceArchive records a build's archived log in one transaction: it takes key
+	// (a.ObjectKey) off the cleanup list, inserts a (unless the build has a trace artifact
+	// already: then the key is due for removal and the existing row is returned with
 	// created false), stores coverage when it is not nil, deletes the build's stored
 	// chunks, and takes the build off the list when done (no part of its live log is left
 	// outside Postgres), else marks it archived. ErrUploadExpired, with nothing changed,
 	// when the key is no longer listed for cleanup. A nil a commits an empty log, without
-	// an artifact.
-	CommitTraceArchive(ctx context.Context, buildID int64, a *Artifact, coverage *float64, done bool, now time.Time) (stored Artifact, created bool, err error)
+	// an artifact (its unused key leaves the list).
+	CommitTraceArchive(ctx context.Context, buildID int64, key string, a *Artifact, coverage *float64, done bool, now time.Time) (stored Artifact, created bool, err error)
 	// TraceArchiveDone takes an archived build off the list and deletes any stored chunks
 	// left: its archive is committed and its live log dropped.
 	TraceArchiveDone(ctx context.Context, buildID int64) error
@@ -51,6 +49,21 @@ type TraceArchiveStore interface {
 	// TraceArchiveBacklog counts the builds listed and the age of the oldest finish among
 	// those never archived (0 when none).
 	TraceArchiveBacklog(ctx context.Context, now time.Time) (n int64, oldest time.Duration, err error)
+}
+
+// TraceArchiveClaim is what ClaimTraceArchives takes.
+type TraceArchiveClaim struct {
+	Now   time.Time
+	Lease time.Duration
+	Limit int
+	IDs   []int64
+	// KeyTag makes the objects' keys of this claim unique: an unarchived build's archive
+	// is written under "artifacts/<project>/<build>/trace-<KeyTag>", listed for cleanup
+	// at KeyDue.
+	KeyTag string
+	KeyDue time.Time
+	// InlineMax bounds the stored logs the claim returns (each, in bytes).
+	InlineMax int64
 }
 
 // TraceArchiveJob is one claimed build whose log is to be archived.
@@ -67,6 +80,12 @@ type TraceArchiveJob struct {
 	// read by the claim: a finished build's stored log no longer grows.
 	Status    Status
 	TraceSize int64
+	// ObjectKey is where the archive is written, listed for cleanup by the claim ("" when
+	// Archived).
+	ObjectKey string
+	// Inline: Stored is the log's part in Postgres, read by the claim.
+	Inline bool
+	Stored []byte
 }
 
 // TraceArchivePass counts what archiving a batch did.

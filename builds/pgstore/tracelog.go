@@ -14,51 +14,46 @@ var _ builds.TraceArchiveStore = (*Store)(nil)
 
 // claimTraceArchives leases a batch of due builds to the caller; SKIP LOCKED keeps
 // concurrent passes on disjoint builds, and the lease keeps them apart after the commit.
+// For each build not archived yet it lists the key of the object its archive will write
+// for cleanup (committed before the object is written: a crash after that leaves the
+// artifacts pass a key to remove), and it returns the stored log of those whose log in
+// Postgres is at most $7 bytes: a finished build's stored log no longer changes.
 const claimTraceArchives = `
 WITH due AS (
     SELECT build_id FROM trace_archives
     WHERE due_at <= $1 AND ($4::bigint[] IS NULL OR build_id = ANY($4))
     ORDER BY due_at LIMIT $3
     FOR UPDATE SKIP LOCKED
+), c AS (
+    UPDATE trace_archives t SET due_at = $2
+    FROM due, builds b
+    WHERE t.build_id = due.build_id AND b.id = t.build_id
+    RETURNING t.build_id, b.project_id, b.pipeline_id, coalesce(b.payload->>'coverage_regex', '') AS coverage_regex,
+        t.attempts, t.archived_at IS NOT NULL AS archived, b.status, b.trace_size,
+        CASE WHEN t.archived_at IS NULL THEN 'artifacts/' || b.project_id || '/' || b.id || '/trace-' || $5::text END AS object_key
+), k AS (
+    INSERT INTO object_cleanup (object_key, due_at) SELECT object_key, $6 FROM c WHERE object_key IS NOT NULL
 )
-UPDATE trace_archives t SET due_at = $2
-FROM due, builds b
-WHERE t.build_id = due.build_id AND b.id = t.build_id
-RETURNING t.build_id, b.project_id, b.pipeline_id, coalesce(b.payload->>'coverage_regex', ''), t.attempts,
-    t.archived_at IS NOT NULL, b.status, b.trace_size`
+SELECT c.build_id, c.project_id, c.pipeline_id, c.coverage_regex, c.attempts, c.archived, c.status, c.trace_size,
+    coalesce(c.object_key, ''), c.object_key IS NOT NULL AND c.trace_size BETWEEN 1 AND $7,
+    CASE WHEN c.object_key IS NOT NULL AND c.trace_size BETWEEN 1 AND $7 THEN
+        (SELECT string_agg(data, ''::bytea ORDER BY offset_at) FROM build_trace_chunks WHERE build_id = c.build_id) END
+FROM c`
 
-// ClaimTraceArchives leases up to limit due builds (of ids, when not nil).
-func (s *Store) ClaimTraceArchives(ctx context.Context, now time.Time, lease time.Duration, limit int, ids []int64) ([]builds.TraceArchiveJob, error) {
-	rows, err := s.pool.Query(ctx, claimTraceArchives, now, now.Add(lease), limit, ids)
+// ClaimTraceArchives leases up to c.Limit due builds (of c.IDs, when not nil).
+func (s *Store) ClaimTraceArchives(ctx context.Context, c builds.TraceArchiveClaim) ([]builds.TraceArchiveJob, error) {
+	rows, err := s.pool.Query(ctx, claimTraceArchives, c.Now, c.Now.Add(c.Lease), c.Limit, c.IDs, c.KeyTag, c.KeyDue, c.InlineMax)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (builds.TraceArchiveJob, error) {
 		var j builds.TraceArchiveJob
 		var status string
-		err := row.Scan(&j.BuildID, &j.ProjectID, &j.PipelineID, &j.CoverageRegex, &j.Attempts, &j.Archived, &status, &j.TraceSize)
+		err := row.Scan(&j.BuildID, &j.ProjectID, &j.PipelineID, &j.CoverageRegex, &j.Attempts, &j.Archived, &status,
+			&j.TraceSize, &j.ObjectKey, &j.Inline, &j.Stored)
 		j.Status = builds.Status(status)
 		return j, err
 	})
-}
-
-// beginTraceArchive lists the archive's key for cleanup (committed before the object is
-// written: a crash after that leaves the artifacts pass a key to remove) and reads the
-// first chunks of the stored log, in one statement.
-const beginTraceArchive = `
-WITH c AS (
-    INSERT INTO object_cleanup (object_key, due_at) VALUES ($2, $3)
-)
-SELECT offset_at, data FROM build_trace_chunks WHERE build_id = $1 ORDER BY offset_at LIMIT $4`
-
-// BeginTraceArchive lists key for cleanup at due and returns up to limit stored chunks of
-// the build's log from its start.
-func (s *Store) BeginTraceArchive(ctx context.Context, buildID int64, key string, due time.Time, limit int) ([]builds.TraceChunk, error) {
-	rows, err := s.pool.Query(ctx, beginTraceArchive, buildID, key, due, limit)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[builds.TraceChunk])
 }
 
 // commitTraceArchive is the archive's bookkeeping in one statement (one implicit
@@ -96,10 +91,13 @@ WITH f AS (
 )
 SELECT EXISTS (SELECT 1 FROM f), (SELECT id FROM a), (SELECT access FROM a)`
 
-// commitEmptyTraceArchive: an empty log has no object; the build leaves the list, or is
-// marked archived when its live log is still to be dropped.
+// commitEmptyTraceArchive: an empty log has no object (its key, $4, leaves the cleanup
+// list); the build leaves the list, or is marked archived when its live log is still to
+// be dropped.
 const commitEmptyTraceArchive = `
-WITH marked AS (
+WITH f AS (
+    DELETE FROM object_cleanup WHERE object_key = $4
+), marked AS (
     UPDATE trace_archives SET archived_at = $2, last_error = NULL WHERE build_id = $1 AND NOT $3::boolean
 ), chunks AS (
     DELETE FROM build_trace_chunks WHERE build_id = $1
@@ -108,10 +106,10 @@ DELETE FROM trace_archives WHERE build_id = $1 AND $3::boolean`
 
 // CommitTraceArchive records an archived log, its coverage and the archived mark (or the
 // build's leaving the list, when done) and deletes its stored chunks, in one statement.
-func (s *Store) CommitTraceArchive(ctx context.Context, buildID int64, a *builds.Artifact, coverage *float64, done bool, now time.Time) (builds.Artifact, bool, error) {
+func (s *Store) CommitTraceArchive(ctx context.Context, buildID int64, key string, a *builds.Artifact, coverage *float64, done bool, now time.Time) (builds.Artifact, bool, error) {
 	if a == nil {
 		err := retryTx(func() error {
-			_, err := s.pool.Exec(ctx, commitEmptyTraceArchive, buildID, now, done)
+			_, err := s.pool.Exec(ctx, commitEmptyTraceArchive, buildID, now, done, key)
 			return err
 		})
 		return builds.Artifact{}, false, err
@@ -121,7 +119,7 @@ func (s *Store) CommitTraceArchive(ctx context.Context, buildID int64, a *builds
 	var access *string
 	err := retryTx(func() error {
 		return s.pool.QueryRow(ctx, commitTraceArchive, buildID, a.ProjectID, a.PipelineID, a.FileType,
-			a.FileFormat, a.Filename, a.Size, a.SHA256, a.ObjectKey, a.CreatedAt, a.ExpireAt, a.Access, a.ExposeAs,
+			a.FileFormat, a.Filename, a.Size, a.SHA256, key, a.CreatedAt, a.ExpireAt, a.Access, a.ExposeAs,
 			coverage, done, now).Scan(&listed, &id, &access)
 	})
 	switch {
