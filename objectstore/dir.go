@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/jobapi/jobapi/builds"
 )
@@ -20,6 +21,16 @@ const tmpMarker = ".tmp-"
 // copyBuffer is the size of the buffer a Put copies through: large enough that a 1 GB
 // upload costs a few thousand writes, small enough to keep a replica's memory flat.
 const copyBuffer = 256 << 10
+
+// copyBuffers keeps Put's buffers between calls: a store that takes one small object after
+// the other (the archive of every finished job's log) would otherwise allocate and clear
+// one for each.
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBuffer); return &b }}
+
+// writerOnly hides *os.File's ReadFrom, which io.CopyBuffer would prefer to the buffer:
+// for a reader that is not a file or a socket it copies through a 32 KiB buffer of its
+// own, allocated on every call.
+type writerOnly struct{ io.Writer }
 
 // Dir is a store in a local directory.
 type Dir struct {
@@ -61,7 +72,9 @@ func (d *Dir) Put(ctx context.Context, key string, r io.Reader) (int64, error) {
 		return 0, fmt.Errorf("put object %s: %w: %w", key, builds.ErrUnavailable, err)
 	}
 	src := &sourceReader{ctx: ctx, r: r}
-	n, err := io.CopyBuffer(f, src, make([]byte, copyBuffer))
+	buf := copyBuffers.Get().(*[]byte)
+	n, err := io.CopyBuffer(writerOnly{f}, src, *buf)
+	copyBuffers.Put(buf)
 	if err == nil {
 		err = f.Sync()
 	}
