@@ -116,3 +116,58 @@ func TestLiveTrace(t *testing.T) {
 		t.Errorf("append to a closed, lost tail: %+v %v", got, err)
 	}
 }
+
+// TestLiveTraceSeal: the archive's one call closes a finished build's tail and reads it;
+// when Postgres holds every live byte it drops them too, and a tail Redis lost is created
+// closed (a late PATCH still hears the job ended).
+func TestLiveTraceSeal(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := testenv.Redis(t)
+	s := redisstore.New(rdb, prefix)
+	ctx := context.Background()
+	now := time.Now()
+	arm := func(id, durable int64, data string) {
+		t.Helper()
+		if _, err := s.Arm(ctx, id, builds.StatusRunning, durable, now.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Append(ctx, id, durable, []byte(data), now); err != nil || got.Outcome != builds.LiveAppended {
+			t.Fatalf("append: %+v %v", got, err)
+		}
+	}
+	wantClosed := func(what string, id int64, status builds.Status) {
+		t.Helper()
+		got, err := s.Append(ctx, id, 0, []byte("late"), now)
+		if err != nil || got.Outcome != builds.LiveClosed || got.Status != status {
+			t.Errorf("%s: a late append got %+v, %v; want closed with %s", what, got, err, status)
+		}
+	}
+
+	// Redis holds bytes past what Postgres holds: they are the archive's, and stay.
+	arm(1, 10, "tail bytes")
+	base, data, dropped, err := s.Seal(ctx, 1, builds.StatusFailed, 10)
+	if err != nil || base != 10 || string(data) != "tail bytes" || dropped {
+		t.Fatalf("seal past durable: %d %q dropped=%v %v; want 10 \"tail bytes\" kept", base, data, dropped, err)
+	}
+	wantClosed("sealed", 1, builds.StatusFailed)
+	if base, data, ok, err := s.Tail(ctx, 1); err != nil || !ok || base != 10 || string(data) != "tail bytes" {
+		t.Errorf("tail after a seal that kept it: %d %q %v %v", base, data, ok, err)
+	}
+
+	// Postgres holds them all (a flush before the finish): dropped at once.
+	arm(2, 0, "flushed")
+	base, data, dropped, err = s.Seal(ctx, 2, builds.StatusSuccess, 7)
+	if err != nil || base != 0 || len(data) != 0 || !dropped {
+		t.Fatalf("seal within durable: %d %q dropped=%v %v; want dropped", base, data, dropped, err)
+	}
+	if _, data, ok, err := s.Tail(ctx, 2); err != nil || !ok || len(data) != 0 {
+		t.Errorf("tail after a dropping seal: %q ok=%v %v; want a state without bytes", data, ok, err)
+	}
+	wantClosed("dropped", 2, builds.StatusSuccess)
+
+	// No tail (Redis lost it): created closed, nothing to keep.
+	if _, _, dropped, err := s.Seal(ctx, 3, builds.StatusCanceled, 0); err != nil || !dropped {
+		t.Fatalf("seal of a missing tail: dropped=%v %v", dropped, err)
+	}
+	wantClosed("missing", 3, builds.StatusCanceled)
+}
