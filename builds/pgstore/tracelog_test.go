@@ -3,6 +3,7 @@ package pgstore
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -112,6 +113,9 @@ func TestCommitTraceArchive(t *testing.T) {
 		t.Fatalf("claim: %+v, %v", js, err)
 	}
 	for _, j := range js {
+		if !slices.Contains(ids, j.BuildID) {
+			t.Fatalf("claimed build %d, listed were %v", j.BuildID, ids)
+		}
 		if !j.Inline || string(j.Stored) != "hello world\n" || j.TraceSize != 12 {
 			t.Fatalf("claim of build %d: inline %v %q size %d; want the stored log along", j.BuildID, j.Inline, j.Stored, j.TraceSize)
 		}
