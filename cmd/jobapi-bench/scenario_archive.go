@@ -53,11 +53,16 @@ INSERT INTO trace_archives (build_id, due_at) SELECT id, 'infinity' FROM unnest(
 		return nil, err
 	}
 	var passes builds.TraceArchivePass
+	rec := newRecorder() // the duration of each pass that archived something
 	for {
 		var res builds.TraceArchivePass
+		start := time.Now()
 		pprof.Do(sctx, pprof.Labels(labelKey, "server"), func(ctx context.Context) {
 			res, err = e.srv.Traces.PassOnce(ctx)
 		})
+		if res.Claimed > 0 {
+			rec.add("pass", time.Since(start))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("archive: pass: %w", err)
 		}
@@ -78,7 +83,7 @@ INSERT INTO trace_archives (build_id, due_at) SELECT id, 'infinity' FROM unnest(
 	}
 	res := w.stop()
 
-	r := e.result("archive", res, newRecorder())
+	r := e.result("archive", res, rec)
 	r.Unit = "archives/s"
 	r.Count = len(ids)
 	r.Throughput = round3(float64(r.Count) / res.WallSeconds)
