@@ -92,6 +92,13 @@ type LiveTraces interface {
 	Drop(ctx context.Context, id int64, status Status) error
 }
 
+// LeaseArm is Leases that keep the live logs as well (redisstore.Store, given as both
+// Deps.Leases and Deps.Live): ReleaseArm is Leases.Release and LiveTraces.Arm in one round
+// trip, the Redis work of an ack.
+type LeaseArm interface {
+	ReleaseArm(ctx context.Context, id int64, status Status, durable int64, checkAt time.Time) (Status, error)
+}
+
 // LiveOutcome is what an Append did.
 type LiveOutcome int
 
@@ -216,9 +223,14 @@ func (s *Service) armLive(ctx context.Context, id, durable int64, now time.Time)
 	if s.live == nil {
 		return
 	}
-	if _, err := s.live.Arm(ctx, id, StatusRunning, durable, now.Add(min(s.cfg.LiveTraceCheck, firstLiveCheck))); err != nil {
+	if _, err := s.live.Arm(ctx, id, StatusRunning, durable, s.firstLiveCheck(now)); err != nil {
 		s.log.WarnContext(ctx, "live trace not armed (its first PATCH checks Postgres)", "build_id", id, "error", err)
 	}
+}
+
+// firstLiveCheck is when a just-armed live log's state is first checked against Postgres.
+func (s *Service) firstLiveCheck(now time.Time) time.Time {
+	return now.Add(min(s.cfg.LiveTraceCheck, firstLiveCheck))
 }
 
 // appendDurable appends to Postgres with the compare-and-set on trace_size and status.

@@ -103,6 +103,8 @@ type Service struct {
 	batch   changeBatch
 	// live keeps the live tails of job logs (nil: every append goes to Postgres).
 	live LiveTraces
+	// leaseArm is leases and live when one store holds both (nil: two calls per ack).
+	leaseArm LeaseArm
 }
 
 // Observer is told about domain events worth a metric.
@@ -194,6 +196,11 @@ func NewService(d Deps) *Service {
 	var counter ClaimCounter
 	if c, ok := d.Store.(ClaimCounter); ok && d.QueueFeed != nil {
 		counter = c
+	}
+	if la, ok := d.Leases.(LeaseArm); ok && d.Live != nil {
+		if l, ok := d.Live.(LeaseArm); ok && l == la {
+			s.leaseArm = la
+		}
 	}
 	s.queueFeed = d.QueueFeed
 	s.empties = newEmptyProfiles()
@@ -501,6 +508,15 @@ type JobUpdate struct {
 	ExitCode      *int64
 	// Bytesize is the length of the log the runner holds (output.bytesize; 0: not sent).
 	Bytesize int64
+	// Admit, when set, is asked once whether the request may go on, as soon as the service
+	// knows whether Token is the build's job token (valid): the HTTP layer's rate limits,
+	// which count wrong tokens per client and right ones per job. Its error is the answer;
+	// an invalid token it lets through is answered 403. It is asked before anything
+	// changes, except for the ack of a build this replica does not know: that ack's
+	// compare-and-set carries the token, so the ack itself is the check, and Admit is told
+	// afterwards; its refusal is not the answer then, as the ack took place (an ack comes
+	// once per build; a 429 would only make the runner send it again, to a running build).
+	Admit func(ctx context.Context, valid bool) error
 }
 
 // Runner-reported states.
@@ -513,22 +529,36 @@ const (
 
 // UpdateJob applies SPEC §4's PUT table and returns the build's state for Job-Status.
 func (s *Service) UpdateJob(ctx context.Context, u JobUpdate) (Status, error) {
-	switch u.State {
-	case StatePending, StateRunning, StateSuccess, StateFailed:
-	default:
-		return "", invalid("state must be one of pending, running, success, failed; got %.40q", u.State)
+	bad := validateUpdate(u)
+	gate := &admission{u: u}
+	if bad != nil && u.Admit == nil {
+		return "", bad
 	}
-	if u.FailureReason != "" && !ValidFailureReason(u.FailureReason) {
-		return "", invalid("unknown failure_reason %.40q", u.FailureReason)
+	if err := s.checkUpdateToken(ctx, u, gate, bad != nil); err != nil {
+		return "", err
 	}
-	if st, ok, err := s.updateFast(ctx, u); ok {
+	if bad != nil {
+		// The token's check and its rate limits come first, as they did when the HTTP
+		// layer applied them before the body was looked at.
+		return "", bad
+	}
+	if st, ok, err := s.updateFast(ctx, u, gate); ok {
 		return st, err
 	}
 	// A compare-and-set that loses re-reads and decides again; five rounds are plenty, as
 	// each loss means the build moved one step towards an end state.
 	for round := 0; round < 5; round++ {
 		b, err := s.jobForToken(ctx, u.ID, u.Token)
+		var jf *JobForbiddenError
+		if errors.As(err, &jf) && jf.Cause == InvalidJobToken {
+			if err := gate.admit(ctx, false); err != nil {
+				return "", err
+			}
+		}
 		if err != nil {
+			return "", err
+		}
+		if err := gate.admit(ctx, true); err != nil {
 			return "", err
 		}
 		st, err := s.applyUpdate(ctx, b, u)
@@ -540,15 +570,78 @@ func (s *Service) UpdateJob(ctx context.Context, u JobUpdate) (Status, error) {
 	return "", fmt.Errorf("update build %d: %w", u.ID, ErrConflict)
 }
 
+// validateUpdate checks what a PUT says, before any state is looked at.
+func validateUpdate(u JobUpdate) error {
+	if u.Bytesize < 0 {
+		return invalid("output.bytesize must not be negative, got %d", u.Bytesize)
+	}
+	switch u.State {
+	case StatePending, StateRunning, StateSuccess, StateFailed:
+	default:
+		return invalid("state must be one of pending, running, success, failed; got %.40q", u.State)
+	}
+	if u.FailureReason != "" && !ValidFailureReason(u.FailureReason) {
+		return invalid("unknown failure_reason %.40q", u.FailureReason)
+	}
+	return nil
+}
+
+// checkUpdateToken checks u's token before the update where that costs no statement (a
+// token no build can have, a build this replica knows) or where the update needs it
+// (rate limits with a request that is no ack, or one refused anyway: bad). Otherwise,
+// an ack of a build this replica does not know, the ack's compare-and-set is the check
+// (see JobUpdate.Admit), and the full path's read when that finds nothing.
+func (s *Service) checkUpdateToken(ctx context.Context, u JobUpdate, gate *admission, bad bool) error {
+	if u.Token == "" || len(u.Token) > 256 {
+		return gate.admit(ctx, false) // no build has such a token: refused without Postgres
+	}
+	if known, match := s.jobs.check(u.ID, u.Token); known {
+		return gate.admit(ctx, match)
+	}
+	if u.Admit == nil || u.State == StateRunning && !bad {
+		return nil
+	}
+	// A final update or a keep-alive changes the build in its first statement, so the rate
+	// limits must see its token's check before it (and the read remembers the build for
+	// its trace PATCHes).
+	valid, err := s.JobTokenValid(ctx, u.ID, u.Token)
+	if err != nil {
+		return err
+	}
+	return gate.admit(ctx, valid)
+}
+
+// admission asks a JobUpdate's Admit at most once per request.
+type admission struct {
+	u     JobUpdate
+	asked bool
+	err   error
+}
+
+// admit returns the answer for a request whose token is (not) valid: Admit's error, else
+// a 403 for an invalid token, else nil. Only the first call asks Admit.
+func (a *admission) admit(ctx context.Context, valid bool) error {
+	if !a.asked {
+		a.asked = true
+		if a.u.Admit != nil {
+			a.err = a.u.Admit(ctx, valid)
+		}
+	}
+	if a.err != nil {
+		return a.err
+	}
+	if !valid {
+		return &JobForbiddenError{Cause: InvalidJobToken}
+	}
+	return nil
+}
+
 // updateFast tries the two transitions that make up nearly every runner PUT, an ack of a
 // waiting build and the final update of a running one, as one compare-and-set that carries
 // the job token, without reading the build first. ok=false means the build is in another
 // state or the token is wrong: the caller then reads the build and applies the full table,
 // which also finds the right answer (403, an idempotent repeat, a cancel) for those cases.
-func (s *Service) updateFast(ctx context.Context, u JobUpdate) (st Status, ok bool, err error) {
-	if u.Token == "" || len(u.Token) > 256 {
-		return "", false, nil
-	}
+func (s *Service) updateFast(ctx context.Context, u JobUpdate, gate *admission) (st Status, ok bool, err error) {
 	hash := HashToken(u.Token)
 	now := s.now()
 	switch u.State {
@@ -556,14 +649,20 @@ func (s *Service) updateFast(ctx context.Context, u JobUpdate) (st Status, ok bo
 		if _, running := s.touches.get(u.ID); running {
 			return "", false, nil // running already, as this replica knows: a keepalive
 		}
-		acked, err := s.store.Acknowledge(ctx, u.ID, hash, now)
+		// A replica that did not assign the build knows nothing of it (behind a load
+		// balancer, the common case): the ack's own statement returns what it keeps.
+		_, cached := s.jobs.r.get(u.ID)
+		acked, err := s.store.Acknowledge(ctx, Ack{ID: u.ID, TokenHash: hash, Now: now, ReadMasked: !cached})
 		if errors.Is(err, ErrConflict) {
 			return "", false, nil
 		}
 		if err != nil {
 			return "", true, err
 		}
-		s.acknowledged(ctx, u.ID, acked, now)
+		// The compare-and-set matched the token: the rate limits count a valid one. The
+		// build is running now whatever they say (see JobUpdate.Admit).
+		_ = gate.admit(ctx, true)
+		s.acknowledged(ctx, u.ID, hash, acked, now)
 		return StatusRunning, true, nil
 	case StateSuccess, StateFailed:
 		if u.Bytesize > 0 && !s.liveCovers(ctx, u) {
@@ -677,26 +776,43 @@ func (s *Service) applyUpdate(ctx context.Context, b Build, u JobUpdate) (Status
 }
 
 func (s *Service) acknowledge(ctx context.Context, b Build, now time.Time) (Status, error) {
-	acked, err := s.store.Acknowledge(ctx, b.ID, b.TokenHash, now)
+	_, cached := s.jobs.r.get(b.ID)
+	acked, err := s.store.Acknowledge(ctx, Ack{ID: b.ID, TokenHash: b.TokenHash, Now: now, ReadMasked: !cached})
 	if err != nil {
 		return "", err
 	}
-	s.acknowledged(ctx, b.ID, acked, now)
+	s.acknowledged(ctx, b.ID, b.TokenHash, acked, now)
 	return StatusRunning, nil
 }
 
 // acknowledged follows a successful ack. Only then: an ack that lost the row to the sweeper
 // (ErrConflict) is no acknowledgement.
-func (s *Service) acknowledged(ctx context.Context, id int64, acked Acked, now time.Time) {
+func (s *Service) acknowledged(ctx context.Context, id int64, tokenHash []byte, acked Acked, now time.Time) {
+	if m := acked.Masked; m != nil {
+		// What the runner's trace PATCHes to this replica need, as a claim here would have
+		// left it (an implicit project, or none kept, masks nothing of its own).
+		var project []Variable
+		if s.projects != nil {
+			project = m.Project
+		}
+		s.jobs.put(Build{ID: id, Payload: Payload{Variables: m.Variables}}, tokenHash, project)
+	}
 	s.touches.put(id, now) // the ack wrote updated_at; later PUTs with state=running are keepalives
-	s.armLive(ctx, id, acked.TraceSize, now)
 	s.changed(Change{PipelineID: acked.PipelineID, BuildID: id})
 	if s.observer != nil && !acked.AssignedAt.IsZero() {
 		s.observer.Acknowledged(now.Sub(acked.AssignedAt))
 	}
+	// Both Redis writes are harmless to lose: the build is running in Postgres and the
+	// sweeper only looks at waiting builds, so the ack key expires on its own; a live log
+	// not armed makes the first PATCH check Postgres.
+	if s.leaseArm != nil {
+		if _, err := s.leaseArm.ReleaseArm(ctx, id, StatusRunning, acked.TraceSize, s.firstLiveCheck(now)); err != nil {
+			s.log.WarnContext(ctx, "ack key not deleted and live trace not armed (its first PATCH checks Postgres)", "build_id", id, "error", err)
+		}
+		return
+	}
+	s.armLive(ctx, id, acked.TraceSize, now)
 	if err := s.leases.Release(ctx, id); err != nil {
-		// Harmless: the build is running in Postgres and the sweeper only looks at waiting
-		// builds; the key expires on its own.
 		s.log.WarnContext(ctx, "ack key not deleted", "build_id", id, "error", err)
 	}
 }

@@ -197,10 +197,10 @@ type Store interface {
 	AddEvent(ctx context.Context, e Event) error
 
 	// Acknowledge: waiting_for_runner_ack → running for the build whose job token hashes
-	// to tokenHash; it returns when the build was assigned and its pipeline. ErrConflict
-	// when no such build waits (wrong token, not waiting, gone): the caller reads the build
-	// to say why.
-	Acknowledge(ctx context.Context, id int64, tokenHash []byte, now time.Time) (Acked, error)
+	// to a.TokenHash, in one statement; it returns when the build was assigned, its
+	// pipeline, and with a.ReadMasked its masked variables. ErrConflict when no such build
+	// waits (wrong token, not waiting, gone): the caller reads the build to say why.
+	Acknowledge(ctx context.Context, a Ack) (Acked, error)
 	// Touch records runner liveness (callers throttle it).
 	Touch(ctx context.Context, id int64, now time.Time) error
 	// ExtendAck moves the deadline of record of a waiting build.
@@ -264,6 +264,17 @@ type Store interface {
 	Ping(ctx context.Context) error
 }
 
+// Ack is a runner's acknowledgement of build ID, with the hash of the job token it sent.
+type Ack struct {
+	ID        int64
+	TokenHash []byte
+	Now       time.Time
+	// ReadMasked asks for the build's masked variables too (Acked.Masked): a replica that
+	// did not assign the build has none of it in memory, and its runner's trace PATCHes
+	// need them.
+	ReadMasked bool
+}
+
 // Acked is what an acknowledgement returns: when the build was assigned (the latency
 // metric) and its pipeline (the change hint for live views).
 type Acked struct {
@@ -271,6 +282,15 @@ type Acked struct {
 	PipelineID int64
 	// TraceSize is the build's durable log size as the ack left it (the live log starts there).
 	TraceSize int64
+	// Masked is set when Ack.ReadMasked asked for it.
+	Masked *AckedMasked
+}
+
+// AckedMasked are the masked variables of an acknowledged build: of its payload, and of
+// its project (key and value; none for an implicit project).
+type AckedMasked struct {
+	Variables []Variable
+	Project   []Variable
 }
 
 // PipelineProgress is a waiter's view of a pipeline, read from Postgres.

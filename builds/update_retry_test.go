@@ -26,7 +26,7 @@ func (s *racingStore) Build(_ context.Context, id int64) (Build, error) {
 	return Build{ID: id, Status: st, TokenHash: s.hash, UpdatedAt: time.Now()}, nil
 }
 
-func (s *racingStore) Acknowledge(context.Context, int64, []byte, time.Time) (Acked, error) {
+func (s *racingStore) Acknowledge(context.Context, Ack) (Acked, error) {
 	s.acks++
 	return Acked{}, ErrConflict
 }

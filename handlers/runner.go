@@ -204,15 +204,13 @@ func (h *Handler) updateJob(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	token := jobToken(r, req.Token)
-	if err := h.limitJob(r, "job_update", id, token); err != nil {
-		return err
-	}
 	u := builds.JobUpdate{ID: id, Token: token, State: req.State, FailureReason: req.FailureReason, ExitCode: req.ExitCode}
+	if h.jobLimited() {
+		// limitJob's budgets, applied by the service once it knows the token's check.
+		u.Admit = h.admitJob(r, "job_update", id)
+	}
 	if req.Output != nil {
-		if req.Output.Bytesize < 0 {
-			return badRequest("output.bytesize must not be negative, got %d", req.Output.Bytesize)
-		}
-		u.Bytesize = req.Output.Bytesize
+		u.Bytesize = req.Output.Bytesize // the service refuses a negative one
 	}
 	status, err := h.svc.UpdateJob(r.Context(), u)
 	if err != nil {

@@ -316,13 +316,17 @@ func runnerGone(err error) error {
 
 // acknowledge is the whole ack in one statement: the job token is part of the
 // compare-and-set (the fence), so a PUT needs no read first, and it returns only what the
-// caller needs instead of the joined build row.
+// caller needs instead of the joined build row. With $4 it also returns what a replica that
+// never saw the build keeps of it for the trace PATCHes to come (builds.Ack.ReadMasked): the
+// masked variables of its payload and of its project, so that a cold ack reads neither the
+// build nor the project in statements of their own.
 const acknowledge = `
 WITH b AS (
     UPDATE builds SET status = 'running', started_at = $3, updated_at = $3, ack_deadline = NULL,
         run_deadline = $3::timestamptz + make_interval(secs => timeout_seconds)
     WHERE id = $1 AND token_hash = $2 AND status = 'waiting_for_runner_ack'
-    RETURNING id, runner_manager_id, assigned_at, pipeline_id, trace_size
+    RETURNING id, runner_manager_id, assigned_at, pipeline_id, trace_size, project_id,
+        CASE WHEN $4 THEN payload->'variables' END AS variables
 ), e AS (
     INSERT INTO build_events (build_id, type, at, runner_manager, detail)
     SELECT b.id, 'acknowledged', $3,
@@ -331,14 +335,21 @@ WITH b AS (
                extract(epoch FROM $3::timestamptz - b.assigned_at)::float8))
     FROM b
 )
-SELECT assigned_at, pipeline_id, trace_size FROM b`
+SELECT assigned_at, pipeline_id, trace_size,
+    CASE WHEN $4 THEN (SELECT jsonb_agg(v) FROM jsonb_array_elements(b.variables) v WHERE v @> '{"masked": true}') END,
+    CASE WHEN $4 THEN (SELECT json_agg(json_build_object('key', v.key, 'value', v.value) ORDER BY v.key)
+                       FROM project_variables v WHERE v.project_id = b.project_id AND v.masked) END
+FROM b`
 
-// Acknowledge moves a waiting build whose job token hashes to tokenHash to running and
-// returns when it was assigned, its pipeline and its stored log size; ErrConflict if no such build waits.
-func (s *Store) Acknowledge(ctx context.Context, id int64, tokenHash []byte, now time.Time) (builds.Acked, error) {
+// Acknowledge moves a waiting build whose job token hashes to a.TokenHash to running and
+// returns when it was assigned, its pipeline and its stored log size, and with
+// a.ReadMasked its masked variables; ErrConflict if no such build waits.
+func (s *Store) Acknowledge(ctx context.Context, a builds.Ack) (builds.Acked, error) {
 	var assignedAt *time.Time
 	var acked builds.Acked
-	err := s.pool.QueryRow(ctx, acknowledge, id, tokenHash, now).Scan(&assignedAt, &acked.PipelineID, &acked.TraceSize)
+	var vars, projectVars []builds.Variable
+	err := s.pool.QueryRow(ctx, acknowledge, a.ID, a.TokenHash, a.Now, a.ReadMasked).
+		Scan(&assignedAt, &acked.PipelineID, &acked.TraceSize, &vars, &projectVars)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return builds.Acked{}, builds.ErrConflict
 	}
@@ -347,6 +358,12 @@ func (s *Store) Acknowledge(ctx context.Context, id int64, tokenHash []byte, now
 	}
 	if assignedAt != nil {
 		acked.AssignedAt = *assignedAt
+	}
+	if a.ReadMasked {
+		acked.Masked = &builds.AckedMasked{Variables: vars, Project: projectVars}
+		for i := range acked.Masked.Project {
+			acked.Masked.Project[i].Masked = true
+		}
 	}
 	return acked, nil
 }

@@ -85,7 +85,13 @@ end
 
 // armScript: ARGV = status, durable size, due (unix ms), TTL seconds, now (unix ms), age
 // (ms) after which a closing state is stale. It answers the state.
-var armScript = redis.NewScript(trimLua + `
+var armScript = redis.NewScript(trimLua + armLua)
+
+// releaseArmScript is armScript after deleting the build's ack key, KEYS[3]: the ack's
+// Redis work in one round trip.
+var releaseArmScript = redis.NewScript(trimLua + "redis.call('DEL', KEYS[3])\n" + armLua)
+
+const armLua = `
 local cur = redis.call('HGET', KEYS[1], 'st')
 local final = ARGV[1] ~= 'running' and ARGV[1] ~= 'canceling'
 if cur == 'closing' and not final then
@@ -109,7 +115,7 @@ redis.call('HSET', KEYS[1], 'st', st, 'due', ARGV[3])
 redis.call('EXPIRE', KEYS[1], ARGV[4])
 redis.call('EXPIRE', KEYS[2], ARGV[4])
 return st
-`)
+`
 
 var trimScript = redis.NewScript(trimLua + `
 if redis.call('EXISTS', KEYS[1]) == 1 then trim(tonumber(ARGV[1])) end
@@ -216,6 +222,17 @@ func (s *Store) Arm(ctx context.Context, id int64, status builds.Status, durable
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
 	st, err := armScript.Run(ctx, s.rdb, s.traceKeys(id), string(status), durable, checkAt.UnixMilli(),
+		int64(liveTraceTTL.Seconds()), time.Now().UnixMilli(), staleFence.Milliseconds()).Text()
+	return builds.Status(st), unavailable(err)
+}
+
+// ReleaseArm deletes build id's ack key and arms its live log as Arm does, in one script:
+// the build's keys share its hash tag, so they are in one slot on a cluster too. It goes
+// through the autopipeliner with the other commands of a busy fleet's request path.
+func (s *Store) ReleaseArm(ctx context.Context, id int64, status builds.Status, durable int64, checkAt time.Time) (builds.Status, error) {
+	ctx, cancel := callCtx(ctx)
+	defer cancel()
+	st, err := releaseArmScript.Run(ctx, s.hot, append(s.traceKeys(id), s.ackKey(id)), string(status), durable, checkAt.UnixMilli(),
 		int64(liveTraceTTL.Seconds()), time.Now().UnixMilli(), staleFence.Milliseconds()).Text()
 	return builds.Status(st), unavailable(err)
 }

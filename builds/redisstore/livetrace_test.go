@@ -171,3 +171,54 @@ func TestLiveTraceSeal(t *testing.T) {
 	}
 	wantClosed("missing", 3, builds.StatusCanceled)
 }
+
+// TestReleaseArm: an ack's Redis work in one script deletes the build's ack key and arms
+// its live log as Arm does; a closed tail stays closed (and the key still goes).
+func TestReleaseArm(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := testenv.Redis(t)
+	s := redisstore.New(rdb, prefix)
+	ctx := context.Background()
+	now := time.Now()
+	ttls := func(id int64) time.Duration {
+		t.Helper()
+		got, err := s.TTLs(ctx, []int64{id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got[id]
+	}
+	const id = 43
+	if err := s.Grant(ctx, id, "7", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if ttls(id) <= 0 {
+		t.Fatal("ack key not granted")
+	}
+	if st, err := s.ReleaseArm(ctx, id, builds.StatusRunning, 5, now.Add(time.Minute)); err != nil || st != builds.StatusRunning {
+		t.Fatalf("release and arm: %s %v", st, err)
+	}
+	if d := ttls(id); d != 0 {
+		t.Errorf("ack key still there (TTL %v) after ReleaseArm", d)
+	}
+	if base, data, ok, err := s.Tail(ctx, id); err != nil || !ok || base != 5 || len(data) != 0 {
+		t.Errorf("tail after ReleaseArm: %d %q ok=%v err=%v; want an empty tail at 5", base, data, ok, err)
+	}
+	if got, err := s.Append(ctx, id, 5, []byte("hi"), now); err != nil || got.Outcome != builds.LiveAppended || got.Size != 7 {
+		t.Errorf("append after ReleaseArm: %+v %v, want appended up to 7", got, err)
+	}
+
+	const closed = 44
+	if err := s.Grant(ctx, closed, "7", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(ctx, closed, builds.StatusCanceled); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := s.ReleaseArm(ctx, closed, builds.StatusRunning, 0, now.Add(time.Minute)); err != nil || st != builds.StatusCanceled {
+		t.Fatalf("release and arm of a closed tail: %s %v, want canceled", st, err)
+	}
+	if d := ttls(closed); d != 0 {
+		t.Errorf("ack key of the closed tail still there (TTL %v)", d)
+	}
+}
