@@ -100,4 +100,10 @@ func (c *jobCache) check(id int64, token string) (known, match bool) {
 	return true, token != "" && subtle.ConstantTimeCompare(h[:], e.tokenHash[:]) == 1
 }
 
+// known reports whether build id is in the cache, whatever its token.
+func (c *jobCache) known(id int64) bool {
+	_, ok := c.r.get(id)
+	return ok
+}
+
 func (c *jobCache) forget(id int64) { c.r.forget(id) }

@@ -651,8 +651,7 @@ func (s *Service) updateFast(ctx context.Context, u JobUpdate, gate *admission) 
 		}
 		// A replica that did not assign the build knows nothing of it (behind a load
 		// balancer, the common case): the ack's own statement returns what it keeps.
-		_, cached := s.jobs.r.get(u.ID)
-		acked, err := s.store.Acknowledge(ctx, Ack{ID: u.ID, TokenHash: hash, Now: now, ReadMasked: !cached})
+		acked, err := s.store.Acknowledge(ctx, Ack{ID: u.ID, TokenHash: hash, Now: now, ReadMasked: !s.jobs.known(u.ID)})
 		if errors.Is(err, ErrConflict) {
 			return "", false, nil
 		}
@@ -776,8 +775,7 @@ func (s *Service) applyUpdate(ctx context.Context, b Build, u JobUpdate) (Status
 }
 
 func (s *Service) acknowledge(ctx context.Context, b Build, now time.Time) (Status, error) {
-	_, cached := s.jobs.r.get(b.ID)
-	acked, err := s.store.Acknowledge(ctx, Ack{ID: b.ID, TokenHash: b.TokenHash, Now: now, ReadMasked: !cached})
+	acked, err := s.store.Acknowledge(ctx, Ack{ID: b.ID, TokenHash: b.TokenHash, Now: now, ReadMasked: !s.jobs.known(b.ID)})
 	if err != nil {
 		return "", err
 	}

@@ -69,7 +69,8 @@ func (h *Handler) limit(r *http.Request, scope, key string, perMinute int) error
 // job's own token only. Anyone can guess a job id: were bogus tokens counted there, a few
 // hundred of them would lock the real runner out of its job (429 on its ack, trace and final
 // update). They are counted per client address instead, in a bucket of their own, and
-// answered 403 (429 past that budget) without reaching the service.
+// answered 403 (429 past that budget) without reaching the service. A PUT has the service
+// apply the same budgets (admitJob), as its ack checks the token itself.
 func (h *Handler) limitJob(r *http.Request, scope string, id int64, token string) error {
 	if !h.jobLimited() {
 		return nil // the service checks the token as part of the update
