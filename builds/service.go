@@ -793,7 +793,8 @@ func (s *Service) acknowledged(ctx context.Context, id int64, tokenHash []byte, 
 		if s.projects != nil {
 			project = m.Project
 		}
-		s.jobs.put(Build{ID: id, Payload: Payload{Variables: m.Variables}}, tokenHash, project)
+		b := Build{ID: id, PipelineID: acked.PipelineID, StageIdx: acked.StageIdx, Payload: Payload{Variables: m.Variables}}
+		s.jobs.put(b, tokenHash, project)
 	}
 	s.touches.put(id, now) // the ack wrote updated_at; later PUTs with state=running are keepalives
 	s.changed(Change{PipelineID: acked.PipelineID, BuildID: id})

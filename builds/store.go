@@ -280,6 +280,7 @@ type Ack struct {
 type Acked struct {
 	AssignedAt time.Time
 	PipelineID int64
+	StageIdx   int
 	// TraceSize is the build's durable log size as the ack left it (the live log starts there).
 	TraceSize int64
 	// Masked is set when Ack.ReadMasked asked for it.

@@ -73,8 +73,8 @@ func TestAcknowledgeReadsMasked(t *testing.T) {
 	if !reflect.DeepEqual(acked.Masked, want) {
 		t.Errorf("masked variables %+v, want %+v", acked.Masked, want)
 	}
-	if acked.PipelineID != a.PipelineID || acked.AssignedAt.IsZero() || acked.TraceSize != 0 {
-		t.Errorf("acked %+v: want pipeline %d, an assignment time, no trace", acked, a.PipelineID)
+	if acked.PipelineID != a.PipelineID || acked.StageIdx != a.StageIdx || acked.AssignedAt.IsZero() || acked.TraceSize != 0 {
+		t.Errorf("acked %+v: want pipeline %d stage %d, an assignment time, no trace", acked, a.PipelineID, a.StageIdx)
 	}
 	if _, err := store.Acknowledge(ctx, builds.Ack{ID: a.ID, TokenHash: aHash, Now: time.Now(), ReadMasked: true}); !errors.Is(err, builds.ErrConflict) {
 		t.Fatalf("second ack: %v, want ErrConflict", err)

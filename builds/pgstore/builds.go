@@ -325,7 +325,7 @@ WITH b AS (
     UPDATE builds SET status = 'running', started_at = $3, updated_at = $3, ack_deadline = NULL,
         run_deadline = $3::timestamptz + make_interval(secs => timeout_seconds)
     WHERE id = $1 AND token_hash = $2 AND status = 'waiting_for_runner_ack'
-    RETURNING id, runner_manager_id, assigned_at, pipeline_id, trace_size, project_id,
+    RETURNING id, runner_manager_id, assigned_at, pipeline_id, stage_idx, trace_size, project_id,
         CASE WHEN $4 THEN payload->'variables' END AS variables
 ), e AS (
     INSERT INTO build_events (build_id, type, at, runner_manager, detail)
@@ -335,21 +335,21 @@ WITH b AS (
                extract(epoch FROM $3::timestamptz - b.assigned_at)::float8))
     FROM b
 )
-SELECT assigned_at, pipeline_id, trace_size,
+SELECT assigned_at, pipeline_id, stage_idx, trace_size,
     CASE WHEN $4 THEN (SELECT jsonb_agg(v) FROM jsonb_array_elements(b.variables) v WHERE v @> '{"masked": true}') END,
     CASE WHEN $4 THEN (SELECT json_agg(json_build_object('key', v.key, 'value', v.value) ORDER BY v.key)
                        FROM project_variables v WHERE v.project_id = b.project_id AND v.masked) END
 FROM b`
 
 // Acknowledge moves a waiting build whose job token hashes to a.TokenHash to running and
-// returns when it was assigned, its pipeline and its stored log size, and with
+// returns when it was assigned, its pipeline and stage, its stored log size, and with
 // a.ReadMasked its masked variables; ErrConflict if no such build waits.
 func (s *Store) Acknowledge(ctx context.Context, a builds.Ack) (builds.Acked, error) {
 	var assignedAt *time.Time
 	var acked builds.Acked
 	var vars, projectVars []builds.Variable
 	err := s.pool.QueryRow(ctx, acknowledge, a.ID, a.TokenHash, a.Now, a.ReadMasked).
-		Scan(&assignedAt, &acked.PipelineID, &acked.TraceSize, &vars, &projectVars)
+		Scan(&assignedAt, &acked.PipelineID, &acked.StageIdx, &acked.TraceSize, &vars, &projectVars)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return builds.Acked{}, builds.ErrConflict
 	}
