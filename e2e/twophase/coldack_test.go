@@ -22,14 +22,14 @@ import (
 	"github.com/jobapi/jobapi/server"
 )
 
-// requestStatements records, per X-Request-Id, the Postgres statements a replica runs for
+// statementsByRequest records, per X-Request-Id, the Postgres statements a replica runs for
 // requests (the background passes' carry no request id).
-type requestStatements struct {
+type statementsByRequest struct {
 	mu   sync.Mutex
 	byID map[string][]string
 }
 
-func (r *requestStatements) add(ctx context.Context, sql string) {
+func (r *statementsByRequest) add(ctx context.Context, sql string) {
 	id := handlers.RequestID(ctx)
 	if id == "" {
 		return
@@ -42,24 +42,24 @@ func (r *requestStatements) add(ctx context.Context, sql string) {
 	r.byID[id] = append(r.byID[id], strings.Join(strings.Fields(sql), " "))
 }
 
-func (r *requestStatements) of(id string) []string {
+func (r *statementsByRequest) of(id string) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.byID[id]
 }
 
-func (r *requestStatements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+func (r *statementsByRequest) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	r.add(ctx, d.SQL)
 	return ctx
 }
-func (r *requestStatements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (r *requestStatements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+func (r *statementsByRequest) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (r *statementsByRequest) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
 	return ctx
 }
-func (r *requestStatements) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+func (r *statementsByRequest) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
 	r.add(ctx, d.SQL)
 }
-func (r *requestStatements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+func (r *statementsByRequest) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 var requestSeq atomic.Int64
 
@@ -99,14 +99,14 @@ func stateBody(token, state string) string {
 // them (cold), as a load balancer spreads a runner's calls.
 type coldPair struct {
 	warm, cold *jobapitest.Instance
-	stmts      *requestStatements
+	stmts      *statementsByRequest
 	project    int64
 }
 
 func newColdPair(t *testing.T, configure func(*server.Config)) *coldPair {
 	t.Helper()
 	warm := jobapitest.Start(t, jobapitest.Options{Configure: configure})
-	p := &coldPair{warm: warm, stmts: &requestStatements{}}
+	p := &coldPair{warm: warm, stmts: &statementsByRequest{}}
 	p.cold = warm.Replica(t, jobapitest.Options{Tracer: p.stmts})
 	var proj api.Project
 	warm.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{
