@@ -79,6 +79,7 @@ type Service struct {
 	jobs      *jobCache
 	wakes     *wakeHub
 	empties   *emptyProfiles
+	flights   *claimFlights
 	queueFeed QueueFeed
 	observer  Observer
 	events    PipelineEvents
@@ -204,6 +205,7 @@ func NewService(d Deps) *Service {
 	}
 	s.queueFeed = d.QueueFeed
 	s.empties = newEmptyProfiles()
+	s.flights = newClaimFlights()
 	s.wakes = newWakeHub(d.Queue, counter, s.runners.forgetRunner, d.Log)
 	return s
 }
@@ -363,16 +365,35 @@ func (s *Service) RequestJob(ctx context.Context, req JobRequest) (_ Assignment,
 	if r.Paused {
 		return Assignment{}, &NoJobError{LastUpdate: version}
 	}
-	if recorded {
-		if s.empties.empty(profileKey(r), version) {
+	// A claim after a bump waits for its profile's claim in flight at this version, if any
+	// (claimFlights); slot reports how its own claim ended, to hand the turn on.
+	var slot *flightSlot
+	defer func() { slot.done(claimOutcome(ctx, err)) }()
+	if !idle && version != "" {
+		key := profileKey(r)
+		if recorded && s.empties.empty(key, version) {
 			return Assignment{}, &NoJobError{LastUpdate: version}
 		}
-		// The claim takes the runner as fresh as a claim always does.
-		if r, err = s.authenticateRunner(ctx, req.Token, false); err != nil {
+		var empty bool
+		if slot, empty, err = s.flights.enter(ctx, key, version); err != nil {
 			return Assignment{}, err
 		}
-		if r.Paused {
+		if empty {
 			return Assignment{}, &NoJobError{LastUpdate: version}
+		}
+		if recorded {
+			// The claim takes the runner as fresh as a claim always does.
+			if r, err = s.authenticateRunner(ctx, req.Token, false); err != nil {
+				return Assignment{}, err
+			}
+			if r.Paused {
+				return Assignment{}, &NoJobError{LastUpdate: version}
+			}
+			if profileKey(r) != key {
+				// Retagged: its turn was for a profile it no longer has.
+				slot.done(flightAbandoned)
+				slot = nil
+			}
 		}
 	}
 	if idle {
@@ -429,6 +450,7 @@ func (s *Service) RequestJob(ctx context.Context, req JobRequest) (_ Assignment,
 		if version != "" {
 			// Read before the claim: a build that became claimable since has bumped it.
 			s.empties.record(profileKey(r), version)
+			slot.done(flightNothing) // the requests waiting for this claim get their 204 too
 		}
 		return Assignment{}, &NoJobError{LastUpdate: version}
 	}

@@ -142,20 +142,27 @@ func (s *Store) TTLs(ctx context.Context, buildIDs []int64) (map[int64]time.Dura
 	return out, nil
 }
 
-// Version returns the queue version, creating one if Redis lost it.
+// Version returns the queue version, creating one if it expired or Redis lost it. The
+// version it creates is announced like a bump (createVersionScript): unannounced, every
+// replica's long poll would take it for a bump it missed and wake every held request, the
+// whole fleet once a minute while nothing changes (versionTTL).
 func (s *Store) Version(ctx context.Context) (string, error) {
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
 	v, err := s.rdb.Get(ctx, s.versionKey()).Result()
 	if errors.Is(err, redis.Nil) {
-		v = newVersion()
-		if err := s.rdb.SetNX(ctx, s.versionKey(), v, versionTTL).Err(); err != nil {
-			return "", unavailable(err)
-		}
-		v, err = s.rdb.Get(ctx, s.versionKey()).Result()
+		v, err = createVersionScript.Run(ctx, s.rdb, []string{s.versionKey()}, newVersion(), versionTTL.Milliseconds(), s.queueChannel()).Text()
 	}
 	return v, unavailable(err)
 }
+
+// createVersionScript sets a version if there is none and announces it (only the caller
+// that set it), then returns the version in force.
+var createVersionScript = redis.NewScript(`
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  redis.call('PUBLISH', ARGV[3], ARGV[1])
+end
+return redis.call('GET', KEYS[1])`)
 
 // Bump sets a new, never-seen version. Random values rather than INCR: after Redis loses
 // the key a counter would restart and could equal a version a runner still echoes.
