@@ -192,28 +192,8 @@ func TestClaimFailureAnswersNoWaiter204(t *testing.T) {
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, r := range rs {
-		// As pollAndFinish, but a 5xx while the pool reconnects is asked again.
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				job, res, err := r.RequestJob(ctx)
-				switch {
-				case ctx.Err() != nil:
-					return
-				case err != nil:
-					t.Errorf("request job: %v", err)
-					return
-				case job != nil:
-					mu.Lock()
-					taken[job.ID]++
-					mu.Unlock()
-					r.Finish(t, job, "success", "")
-				case res.Code != http.StatusNoContent && res.Code < 500:
-					t.Errorf("request job: %d %s", res.Code, res.Message)
-					return
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-		})
+		// A 5xx while the pool reconnects is asked again.
+		wg.Go(func() { pollAndFinishAsking(ctx, t, r, 20*time.Millisecond, &mu, taken, true) })
 	}
 	// Well within the version's TTL (a minute), the net under lost bumps.
 	testenv.Eventually(t, 20*time.Second, "the job handed out once Postgres is back", func() bool {

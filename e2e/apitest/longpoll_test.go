@@ -58,6 +58,30 @@ func startPoller(t *testing.T, ctx context.Context, r *jobapitest.Runner) *polle
 }
 
 // waitHeld waits until the replica holds n requests.
+// firstHandout waits up to 20 s for any of pollers to be handed a job, which must be want;
+// none at all fails the test with why.
+func firstHandout(t *testing.T, ctx context.Context, pollers []*poller, want int64, why string) {
+	t.Helper()
+	got := make(chan int64, len(pollers))
+	for _, pl := range pollers {
+		go func() {
+			select {
+			case id := <-pl.got:
+				got <- id
+			case <-ctx.Done():
+			}
+		}()
+	}
+	select {
+	case id := <-got:
+		if id != want {
+			t.Fatalf("got job %d, want %d", id, want)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal(why)
+	}
+}
+
 func waitHeld(t *testing.T, inst *jobapitest.Instance, n int) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -102,24 +126,7 @@ func TestLongPollWakesOnlyWhoCanTakeIt(t *testing.T) {
 	}
 	waitHeld(t, held, 8)
 	p := inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "for-a", "stage": "test", "script": "x", "tags": []string{"a"}})
-	got := make(chan int64, 8)
-	for _, pl := range pollers {
-		go func() {
-			select {
-			case id := <-pl.got:
-				got <- id
-			case <-ctx.Done():
-			}
-		}()
-	}
-	select {
-	case id := <-got:
-		if id != p.Jobs[0].ID {
-			t.Fatalf("got job %d, want %d", id, p.Jobs[0].ID)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the job for a was not handed out: no a runner was woken")
-	}
+	firstHandout(t, ctx, pollers, p.Jobs[0].ID, "the job for a was not handed out: no a runner was woken")
 	// The seven others wait on: had they been woken, each would have come back with a 204
 	// before asking again (the count below is final once all seven are held again).
 	waitHeld(t, held, 7)
@@ -311,6 +318,12 @@ func TestPollAfterBumpNeverHidesABuild(t *testing.T) {
 // handed in taken (under mu) and finishes it, pausing between requests; anything but a job
 // or a 204 fails the test.
 func pollAndFinish(ctx context.Context, t *testing.T, r *jobapitest.Runner, pause time.Duration, mu *sync.Mutex, taken map[int64]int) {
+	pollAndFinishAsking(ctx, t, r, pause, mu, taken, false)
+}
+
+// pollAndFinishAsking is pollAndFinish; with retry5xx a 5xx (the server's backends coming
+// back) is asked again instead of failing the test.
+func pollAndFinishAsking(ctx context.Context, t *testing.T, r *jobapitest.Runner, pause time.Duration, mu *sync.Mutex, taken map[int64]int, retry5xx bool) {
 	for ctx.Err() == nil {
 		job, res, err := r.RequestJob(ctx)
 		switch {
@@ -324,7 +337,7 @@ func pollAndFinish(ctx context.Context, t *testing.T, r *jobapitest.Runner, paus
 			taken[job.ID]++
 			mu.Unlock()
 			r.Finish(t, job, "success", "")
-		case res.Code != http.StatusNoContent:
+		case res.Code != http.StatusNoContent && (!retry5xx || res.Code < 500):
 			t.Errorf("request job: %d %s", res.Code, res.Message)
 			return
 		}

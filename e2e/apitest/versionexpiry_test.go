@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/jobapi/jobapi/e2e/jobapitest"
 )
@@ -38,24 +37,7 @@ func TestLongPollVersionExpiry(t *testing.T) {
 	if err := inst.Redis.Del(ctx, inst.Config.RedisKeyPrefix+"queue:version").Err(); err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan int64, 4)
-	for _, pl := range pollers {
-		go func() {
-			select {
-			case id := <-pl.got:
-				got <- id
-			case <-ctx.Done():
-			}
-		}()
-	}
-	select {
-	case id := <-got:
-		if id != p.Jobs[0].ID {
-			t.Fatalf("got job %d, want %d", id, p.Jobs[0].ID)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the build behind the lost bump was not handed out after the version expired")
-	}
+	firstHandout(t, ctx, pollers, p.Jobs[0].ID, "the build behind the lost bump was not handed out after the version expired")
 	waitHeld(t, held, 3)
 	for i, pl := range pollers {
 		if n := pl.noJobs.Load(); n != 0 {
