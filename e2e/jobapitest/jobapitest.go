@@ -105,10 +105,15 @@ func startWith(t testing.TB, cfg server.Config, o Options) *Instance {
 	return &Instance{Server: srv, Config: cfg, opts: opts}
 }
 
-// Replica starts another replica on the same database and Redis key space.
+// Replica starts another replica on the same database and Redis key space; o.Configure
+// edits a copy of the instance's config for it.
 func (i *Instance) Replica(t testing.TB, o Options) *Instance {
 	t.Helper()
-	return startWith(t, i.Config, o)
+	cfg := i.Config
+	if o.Configure != nil {
+		o.Configure(&cfg) // on the instance's config: same database, Redis and store
+	}
+	return startWith(t, cfg, o)
 }
 
 // CreateRunner registers a runner and returns its id and token.

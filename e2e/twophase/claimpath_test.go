@@ -1,67 +1,16 @@
 package twophase_test
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/go-chi/chi/v5"
-	"github.com/jackc/pgx/v5"
-
 	"github.com/jobapi/jobapi/e2e/jobapitest"
-	"github.com/jobapi/jobapi/handlers"
 	"github.com/jobapi/jobapi/runnerclient"
 )
 
-// requestStatements records the Postgres statements that job requests run (a
-// server.Options.Tracer, as cmd/jobapi-bench counts them), pipelined ones included.
-type requestStatements struct {
-	mu  sync.Mutex
-	sql []string
-}
-
 const jobRequestRoute = "/api/v4/jobs/request"
-
-func (s *requestStatements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	rc := chi.RouteContext(ctx)
-	if handlers.RequestID(ctx) == "" || rc == nil || rc.RoutePattern() != jobRequestRoute {
-		return ctx
-	}
-	s.mu.Lock()
-	s.sql = append(s.sql, strings.Join(strings.Fields(d.SQL), " "))
-	s.mu.Unlock()
-	return ctx
-}
-
-func (s *requestStatements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (s *requestStatements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return ctx
-}
-
-func (s *requestStatements) TraceBatchQuery(ctx context.Context, c *pgx.Conn, d pgx.TraceBatchQueryData) {
-	s.TraceQueryStart(ctx, c, pgx.TraceQueryStartData{SQL: d.SQL, Args: d.Args})
-}
-
-func (s *requestStatements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
-
-// claim returns the statements recorded since the last call, leaving out the runner's
-// lookup and its manager's upsert (each cached for a while, so present or not by timing).
-func (s *requestStatements) claim() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []string
-	for _, q := range s.sql {
-		if !strings.Contains(q, "FROM runners r WHERE") && !strings.Contains(q, "INSERT INTO runner_managers") {
-			out = append(out, q)
-		}
-	}
-	s.sql = nil
-	return out
-}
 
 // TestClaimFollowsTheFlagsTargeting: a two-phase-capable runner's claim is one statement
 // while allow_runner_job_acknowledgement's answer cannot depend on the project (on or off
@@ -71,7 +20,7 @@ func (s *requestStatements) claim() []string {
 // counted once in the evaluation metrics, whichever way it was decided.
 func TestClaimFollowsTheFlagsTargeting(t *testing.T) {
 	t.Parallel()
-	rec := &requestStatements{}
+	rec := &statementsByRequest{}
 	inst := jobapitest.Start(t, jobapitest.Options{Tracer: rec})
 	tag := uniqueTag()
 	runnerID, token := inst.CreateRunner(t, tag)

@@ -12,54 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds/redisstore"
 	"github.com/jobapi/jobapi/e2e/jobapitest"
-	"github.com/jobapi/jobapi/handlers"
 	"github.com/jobapi/jobapi/runnerclient"
 	"github.com/jobapi/jobapi/server"
 )
-
-// statementsByRequest records, per X-Request-Id, the Postgres statements a replica runs for
-// requests (the background passes' carry no request id).
-type statementsByRequest struct {
-	mu   sync.Mutex
-	byID map[string][]string
-}
-
-func (r *statementsByRequest) add(ctx context.Context, sql string) {
-	id := handlers.RequestID(ctx)
-	if id == "" {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.byID == nil {
-		r.byID = map[string][]string{}
-	}
-	r.byID[id] = append(r.byID[id], strings.Join(strings.Fields(sql), " "))
-}
-
-func (r *statementsByRequest) of(id string) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.byID[id]
-}
-
-func (r *statementsByRequest) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	r.add(ctx, d.SQL)
-	return ctx
-}
-func (r *statementsByRequest) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (r *statementsByRequest) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return ctx
-}
-func (r *statementsByRequest) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
-	r.add(ctx, d.SQL)
-}
-func (r *statementsByRequest) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 var requestSeq atomic.Int64
 
