@@ -17,7 +17,7 @@ import (
 	"unicode/utf8"
 )
 
-// Job artifacts (issue 14), as gitlab-runner uploads them (POST /jobs/:id/artifacts) and
+// Job artifacts, as gitlab-runner uploads them (POST /jobs/:id/artifacts) and
 // downloads them for a dependent job (GET /jobs/:id/artifacts). The bytes stream through to
 // the ObjectStore, never held whole: under a key no row names yet, registered for cleanup
 // before the first byte, and the row is committed last, in the transaction that takes the

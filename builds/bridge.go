@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Bridge jobs (.gitlab-ci.yml `trigger:`, issue 17): a job that never goes to a runner.
+// Bridge jobs (.gitlab-ci.yml `trigger:`): a job that never goes to a runner.
 // Once it is pending, a bridge pass (package downstream) creates its child pipeline from
 // the files trigger:include names, read at the parent's commit, and moves the bridge on
 // in the same transaction (Store.CreateChild): to running with strategy: depend, where it

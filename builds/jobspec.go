@@ -6,7 +6,7 @@ import (
 )
 
 // The parts of a job definition that .gitlab-ci.yml gives and the runner's payload carries
-// (issue 12). The YAML compiler (package ciconfig) fills them; the store keeps them in the
+// (the pipeline's .gitlab-ci.yml, compiled). The YAML compiler (package ciconfig) fills them; the store keeps them in the
 // build's payload; handlers turn them into gitlab-runner's JobResponse.
 
 // When values of a job (.gitlab-ci.yml `when`).
@@ -20,7 +20,7 @@ const (
 )
 
 // Image is `image:` or one entry of `services:` in its object form; the string form is
-// {Name}. Stored payloads from before issue 12 hold a plain string, which UnmarshalJSON
+// {Name}. Stored payloads from before images took the object form hold a plain string, which UnmarshalJSON
 // still reads.
 type Image struct {
 	Name       string     `json:"name"`
@@ -84,7 +84,7 @@ type Cache struct {
 	Unprotect bool `json:"unprotect,omitempty"`
 }
 
-// IDToken is one entry of `id_tokens:` (issue 17): the job's CI/CD variable Name holds an
+// IDToken is one entry of `id_tokens:`: the job's CI/CD variable Name holds an
 // OpenID Connect ID token (a JWT) for the audiences Aud. Only the definition is stored: the
 // token is minted each time the job is handed to a runner, so it is never at rest. Aud is as
 // the file writes it; its variables are expanded when the token is minted, as GitLab does.

@@ -11,7 +11,7 @@ import (
 	"github.com/jobapi/jobapi/junit"
 )
 
-// A pipeline's test report (issue 17, artifacts:reports:junit), as GitLab builds it: the
+// A pipeline's test report (artifacts:reports:junit), as GitLab builds it: the
 // junit artifacts of the pipeline's latest attempts, read from the object store and parsed
 // on each request (GitLab caches; a pipeline's report is read rarely), grouped into one
 // suite per job name, the copies of a parallel job ("rspec 1/3") under their common name.

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Job logs (issue 14, part 5), as GitLab keeps them: while a build runs its log is live,
+// Job logs, as GitLab keeps them: while a build runs its log is live,
 // appended where appends are cheap (Redis, Postgres underneath: see livetrace.go and
 // LiveLog in livelog.go); once the build has finished,
 // however it finished, the whole log is archived as one object in the ObjectStore, recorded

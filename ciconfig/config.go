@@ -16,7 +16,7 @@ var reservedTop = map[string]bool{
 	"include": true, "spec": true,
 }
 
-// Top-level keys jobapi refuses, naming them (issue 17 brings them).
+// Top-level keys jobapi refuses, naming them (not supported yet).
 var unsupportedTop = map[string]string{
 	"spec": " (the inputs header)",
 }

@@ -1,5 +1,5 @@
 // Package downstream creates the child pipelines of bridge jobs (.gitlab-ci.yml
-// `trigger: include:`, issue 17). A bridge that became pending waits in Postgres (the
+// `trigger: include:`). A bridge that became pending waits in Postgres (the
 // builds_bridges_idx queue) until a replica's pass, here, reads its child's configuration
 // from the project's repository at the parent's commit (cisource, as include: local) or,
 // for trigger:include: artifact (a dynamic child pipeline), out of the artifacts archive of

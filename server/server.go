@@ -345,18 +345,28 @@ type domain struct {
 	traces *reaper.TraceArchiver
 }
 
-func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics, log *slog.Logger) domain {
-	d := domain{store: pgstore.New(be.pool), rs: redisstore.New(be.rdb, cfg.RedisKeyPrefix)}
-	policy := builds.DefaultRetryPolicy(cfg.AutoRetryMax)
-	d.svc = builds.NewService(builds.Deps{Store: d.store, Leases: d.rs, Queue: d.rs, QueueFeed: d.rs, Events: d.rs,
-		TwoPhase: fl.flags, Observer: m, Audit: d.store, Projects: d.store, Now: opts.Now, Log: log,
-		Objects: be.objects, Artifacts: d.store, Environments: d.store, ResourceGroups: d.store, Views: d.store, Changes: d.rs,
-		Live: d.rs, TraceArchives: d.store,
+// ServiceDeps is the Postgres half of a replica's builds.Deps: store in every role Postgres
+// plays and the service's settings from cfg. newDomain adds the Redis roles, the flags, the
+// metrics, the object store, the clock and the log. jobapi-bench's store-only twin builds its
+// service from it too (with stand-ins for the two Redis roles the service cannot do without),
+// so that a store role or a setting added here reaches both.
+func ServiceDeps(cfg Config, store *pgstore.Store) builds.Deps {
+	return builds.Deps{Store: store, Audit: store, Projects: store, Artifacts: store, Environments: store,
+		ResourceGroups: store, Views: store, TraceArchives: store,
 		Config: builds.Config{TraceChunkSize: cfg.TraceChunkSize, AckTTL: cfg.AckTTL, MaxProvisioningWait: cfg.MaxProvisioningWait,
-			TraceLimit: cfg.TraceLimit, LongPoll: cfg.LongPoll, Policy: policy,
+			TraceLimit: cfg.TraceLimit, LongPoll: cfg.LongPoll, Policy: builds.DefaultRetryPolicy(cfg.AutoRetryMax),
 			MaxManagersPerRunner: cfg.MaxManagersPerRunner, RunnerTokenExpiresIn: cfg.RunnerTokenExpiresIn,
 			RunnerTokenRotationGrace: cfg.RunnerTokenRotationGrace, MaxArtifactSize: cfg.MaxArtifactSize,
-			ArtifactsExpireIn: cfg.ArtifactsExpireIn, ArtifactUploadTimeout: cfg.ArtifactUploadTimeout}})
+			ArtifactsExpireIn: cfg.ArtifactsExpireIn, ArtifactUploadTimeout: cfg.ArtifactUploadTimeout}}
+}
+
+func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics, log *slog.Logger) domain {
+	d := domain{store: pgstore.New(be.pool), rs: redisstore.New(be.rdb, cfg.RedisKeyPrefix)}
+	deps := ServiceDeps(cfg, d.store)
+	deps.Leases, deps.Queue, deps.QueueFeed, deps.Events, deps.Changes, deps.Live = d.rs, d.rs, d.rs, d.rs, d.rs, d.rs
+	deps.TwoPhase, deps.Observer, deps.Objects, deps.Now, deps.Log = fl.flags, m, be.objects, opts.Now, log
+	d.svc = builds.NewService(deps)
+	policy := deps.Config.Policy
 	d.sweeper = &retry.Sweeper{Store: d.store, Leases: d.rs, Queue: d.rs, Policy: policy,
 		Interval: cfg.SweepInterval, MaxWait: cfg.MaxProvisioningWait, Now: opts.Now, Log: log, OnSweep: m.sweep,
 		Notify: d.svc.NotifyPipelines}

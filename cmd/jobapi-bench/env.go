@@ -48,7 +48,7 @@ type env struct {
 	serverLog *slog.Logger
 	// serverPrefix is the in-process jobapi's Redis key prefix ("" with --url).
 	serverPrefix string
-	// floorCost is the floor scenario's result, which the issue 16 table divides by.
+	// floorCost is the floor scenario's result, which the efficiency table (efficiency.go) divides by.
 	floorCost *floorCost
 
 	cleanups []func()

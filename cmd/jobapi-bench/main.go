@@ -1,5 +1,5 @@
 // Command jobapi-bench loads a jobapi through the runner wire protocol (runnerclient, over
-// HTTP) and measures it against the same machine's own ceiling (issue 6).
+// HTTP) and measures it against the same machine's own ceiling (its baseline and floor).
 //
 // By default it creates a database jobapi_bench_<random> on --database-url, starts a jobapi
 // in-process on it (server.Start, Redis keys under a prefix of its own), runs the scenarios,
@@ -7,14 +7,14 @@
 // then be that jobapi's database (it is seeded and, by scale, truncated: use a deployment
 // dedicated to benchmarking).
 //
-// Scenarios (issue 6): baseline, cycle, ack, idle, sweep, scale; artifacts (issue 14); floor and
-// pickup (issue 16, which also gets a table of its targets at the end). It prints a table and one
+// Scenarios: baseline, cycle, ack, idle, sweep, scale; artifacts; floor and pickup (with floor in
+// the run, the efficiency table of CPU per job ÷ floor and pickup targets closes the output). It prints a table and one
 // JSON line per scenario. See README "Performance".
 //
 // Files: main.go and flags.go run it; env.go, runners.go and seed.go set up the system under
 // test; scenario_*.go are the scenarios, twin.go their store-only twins' service; load.go,
 // fleet.go and pickup_fleet.go generate the load; latency.go, queries.go, window.go, machine.go,
-// tested.go and profiles.go measure it; result.go, report.go and issue16.go turn measurements
+// tested.go and profiles.go measure it; result.go, report.go and efficiency.go turn measurements
 // into the tables and the JSON lines.
 package main
 
@@ -154,8 +154,8 @@ func runScenarios(ctx context.Context, cfg config, stdout, stderr io.Writer) err
 		}
 	}
 	writeTable(stdout, results)
-	if t := e.issue16(results); t != nil {
-		writeIssue16(stdout, t)
+	if t := e.efficiency(results); t != nil {
+		writeEfficiency(stdout, t)
 		results = append(results, t)
 	}
 	fmt.Fprintln(stdout)

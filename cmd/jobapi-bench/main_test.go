@@ -123,8 +123,8 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("pickup %s: jobs %v, requests per job %v; want all 3 jobs picked up", m["mode"], m["jobs"], m["requests_per_job"])
 		}
 	}
-	if i16 := results["issue16"]; len(i16.Targets) < 6 {
-		t.Errorf("issue16: targets %v, want the ratio, idle and pickup targets", i16.Targets)
+	if i16 := results["efficiency"]; len(i16.Targets) < 6 {
+		t.Errorf("efficiency: targets %v, want the ratio, idle and pickup targets", i16.Targets)
 	}
 	if s := results["scale"]; len(s.Endpoints) != 4 {
 		t.Errorf("scale: want 2 sizes, the history point and the first size again, got %v", s.Endpoints)

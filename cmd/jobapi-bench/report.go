@@ -43,7 +43,7 @@ type unitCost struct {
 	Tested  float64
 }
 
-// Target is one of issue 6's targets, checked.
+// Target is one of a scenario's performance targets (README "Performance"), checked.
 type Target struct {
 	Name string  `json:"name"`
 	Want string  `json:"want"`
@@ -126,7 +126,7 @@ func writeTable(w io.Writer, results []*Result) {
 	if len(targets) > 0 {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "scenario\ttarget (issue 6)\twant\tgot\t\t")
+		fmt.Fprintln(tw, "scenario\ttarget\twant\tgot\t\t")
 		fmt.Fprintln(tw, strings.Join(targets, "\n"))
 		_ = tw.Flush()
 	}

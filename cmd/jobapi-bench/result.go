@@ -121,7 +121,7 @@ func (e *env) repeated(name string, run func() (*Result, error)) (*Result, error
 	}
 	med := runs[(len(runs)-1)/2].r
 	med.Extra["repeat_ratios"] = ratios
-	// The CPU per unit is each run's own, medians taken separately (issue 16's table).
+	// The CPU per unit is each run's own, medians taken separately (the efficiency table's).
 	if med.unit != nil {
 		var machine, tested []float64
 		for _, x := range runs {

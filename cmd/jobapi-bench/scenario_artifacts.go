@@ -23,7 +23,7 @@ import (
 // downloads it with its own token into a file. Each transfer's MB/s is set against a plain
 // copy of the same file on the same disk (with the fsync the directory store does), and
 // the peak RSS of the bench process (jobapi and the runner's client, both streaming) is
-// measured over each transfer: issue 14's target is under 150 MB.
+// measured over each transfer: the target is under 150 MB.
 func (e *env) artifacts(ctx context.Context) (*Result, error) {
 	size := e.cfg.ArtifactSize
 	dir, err := os.MkdirTemp("", "jobapi-bench-artifacts-")

@@ -14,7 +14,7 @@ import (
 	"github.com/jobapi/jobapi/runnerclient"
 )
 
-// floor measures, in the same run, the cost of the work a job cannot do without (issue 16):
+// floor measures, in the same run, the cost of the work a job cannot do without (the efficiency table's denominator):
 // `update`, one single-row primary-key UPDATE with its commit, on as many connections as
 // jobapi's pool (what baseline does); and `http`, one runner-shaped HTTP round trip, a Go
 // net/http handler decoding the JSON body runnerclient sends with a job request (about

@@ -15,7 +15,7 @@ import (
 	"github.com/jobapi/jobapi/server"
 )
 
-// pickup (issue 16): a fleet of --pickup-runners runners, played by a child process so that
+// pickup: how soon a waiting runner gets a new job, and what an idle fleet costs: a fleet of --pickup-runners runners, played by a child process so that
 // its CPU is not jobapi's, first polling one replica every --pickup-interval, then
 // long-polling (JOBAPI_LONG_POLL=--pickup-long-poll) a second replica, so that a wake-up
 // crosses Redis: the jobs are created through the first. Each mode has an idle phase (no

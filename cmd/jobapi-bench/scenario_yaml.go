@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// yamlPipeline: issue 12's target, a pipeline of --yaml-jobs (2,000) jobs created from its
+// yamlPipeline: the YAML pipeline target, a pipeline of --yaml-jobs (2,000) jobs created from its
 // .gitlab-ci.yml over HTTP in under a second: the request as an operator sends it (the YAML
 // text as the body), so the time covers reading, compiling, validating and the database's
 // COPY of every build. The file is shaped as large real ones are: a hidden template

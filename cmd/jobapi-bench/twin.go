@@ -8,6 +8,7 @@ import (
 
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/pgstore"
+	"github.com/jobapi/jobapi/server"
 )
 
 // The store-only twins of cycle and ack run the same work through jobapi's service alone:
@@ -82,13 +83,12 @@ func (e *env) newTwin(ctx context.Context) (*twin, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := e.serverCfg
-	svc := builds.NewService(builds.Deps{Store: pgstore.New(pool), Leases: noRedis{}, Queue: noRedis{},
-		TwoPhase: allTwoPhase{}, Config: builds.Config{
-			AckTTL: c.AckTTL, MaxProvisioningWait: c.MaxProvisioningWait, TraceLimit: c.TraceLimit,
-			Policy: builds.DefaultRetryPolicy(c.AutoRetryMax),
-		}})
-	return &twin{svc: svc, pool: pool, statements: counter}, nil
+	// The replica's own wiring (server.ServiceDeps) without Redis: the stand-ins below for
+	// the two roles the service needs, the optional ones (queue feed, events, live logs,
+	// change feed) left out as a replica without them would.
+	deps := server.ServiceDeps(e.serverCfg, pgstore.New(pool))
+	deps.Leases, deps.Queue, deps.TwoPhase = noRedis{}, noRedis{}, allTwoPhase{}
+	return &twin{svc: builds.NewService(deps), pool: pool, statements: counter}, nil
 }
 
 func (t *twin) close() { t.pool.Close() }

@@ -6,10 +6,11 @@ import (
 	"text/tabwriter"
 )
 
-// issue16Row is one of issue 16's targets as this run measured it: a CPU target is the unit's
-// CPU ÷ the same run's floor (floor.go), of the whole machine (what the issue's targets are
-// stated in) and of the tested processes (tested.go: steadier on a shared machine).
-type issue16Row struct {
+// efficiencyRow is one of the efficiency targets as this run measured it: a CPU target is the
+// unit's CPU ÷ the same run's floor (scenario_floor.go), of the whole machine (what the targets
+// are stated in) and of the tested processes (tested.go: steadier on a shared machine); the
+// others are the idle poll's and the pickup's latency and cost at 10,000 runners.
+type efficiencyRow struct {
 	Target string `json:"target"`
 	Want   string `json:"want"`
 	// Machine and Tested: the ratio to the floor, or for a latency, count or share target
@@ -21,20 +22,20 @@ type issue16Row struct {
 	Rate    string  `json:"rate"`
 }
 
-// issue16 collects the table from the run's results (nil when the run measured none of it).
-func (e *env) issue16(results []*Result) *Result {
+// efficiency collects the table from the run's results (nil when the run measured none of it).
+func (e *env) efficiency(results []*Result) *Result {
 	by := map[string]*Result{}
 	for _, r := range results {
 		by[r.Scenario] = r
 	}
-	var rows []issue16Row
+	var rows []efficiencyRow
 	f := e.floorCost
 	ratioRow := func(name, scenario string, want float64, machineFloor, testedFloor float64) {
 		r := by[scenario]
 		if r == nil || r.unit == nil || f == nil || machineFloor <= 0 {
 			return
 		}
-		row := issue16Row{Target: name, Want: fmt.Sprintf("≤ %g × floor", want), Unit: "× floor",
+		row := efficiencyRow{Target: name, Want: fmt.Sprintf("≤ %g × floor", want), Unit: "× floor",
 			Machine: round3(r.unit.Machine / machineFloor), Rate: fmtF(r.Throughput) + " " + r.Unit}
 		if testedFloor > 0 {
 			row.Tested = round3(r.unit.Tested / testedFloor)
@@ -52,10 +53,10 @@ func (e *env) issue16(results []*Result) *Result {
 		interval, _ := r.Params["interval_s"].(float64)
 		p := r.Endpoints["poll"]
 		rate := fmtF(r.Throughput) + " " + r.Unit
-		rows = append(rows, issue16Row{Target: fmt.Sprintf("idle poll p99, %d runners every %gs", runners, interval),
+		rows = append(rows, efficiencyRow{Target: fmt.Sprintf("idle poll p99, %d runners every %gs", runners, interval),
 			Want: "< 20 ms (10,000 runners every 3s)", Machine: p.P99, Unit: "ms", Met: p.N > 0 && p.P99 < 20 && runners >= 10_000, Rate: rate})
 		if q, ok := r.QueriesPerRequest["poll"]; ok {
-			rows = append(rows, issue16Row{Target: "Postgres queries per idle poll", Want: "0", Machine: q,
+			rows = append(rows, efficiencyRow{Target: "Postgres queries per idle poll", Want: "0", Machine: q,
 				Met: p.N > 0 && q == 0, Rate: rate})
 		}
 	}
@@ -65,10 +66,10 @@ func (e *env) issue16(results []*Result) *Result {
 				continue
 			}
 			rate := fmt.Sprintf("%d jobs, %s requests/job", m.Jobs, fmtF(m.RequestsPerJob))
-			rows = append(rows, issue16Row{Target: fmt.Sprintf("pickup p99 (pending → 201), long poll, %d runners", m.Runners),
+			rows = append(rows, efficiencyRow{Target: fmt.Sprintf("pickup p99 (pending → 201), long poll, %d runners", m.Runners),
 				Want: "< 50 ms (10,000 runners)", Machine: m.Latency.P99, Unit: "ms",
 				Met: m.Latency.N > 0 && m.Latency.P99 < 50 && m.Runners >= 10_000, Rate: rate})
-			rows = append(rows, issue16Row{Target: fmt.Sprintf("idle fleet, long poll, %d runners (tested cores)", m.Runners),
+			rows = append(rows, efficiencyRow{Target: fmt.Sprintf("idle fleet, long poll, %d runners (tested cores)", m.Runners),
 				Want: "< 0.1 core (10,000 runners)", Machine: m.IdleTestedCores, Unit: "cores",
 				Met: m.IdleTestedCores > 0 && m.IdleTestedCores < 0.1 && m.Runners >= 10_000, Rate: rate})
 		}
@@ -76,7 +77,7 @@ func (e *env) issue16(results []*Result) *Result {
 	if len(rows) == 0 {
 		return nil
 	}
-	out := &Result{Scenario: "issue16", Count: len(rows), Unit: "targets", Params: map[string]any{},
+	out := &Result{Scenario: "efficiency", Count: len(rows), Unit: "targets", Params: map[string]any{},
 		Extra: map[string]any{"rows": rows, "loadavg_1m": loadAvg()}}
 	if f != nil {
 		out.Extra["floor"] = *f
@@ -87,9 +88,9 @@ func (e *env) issue16(results []*Result) *Result {
 	return out
 }
 
-// writeIssue16 prints issue 16's table.
-func writeIssue16(w io.Writer, r *Result) {
-	rows, _ := r.Extra["rows"].([]issue16Row)
+// writeEfficiency prints the efficiency table.
+func writeEfficiency(w io.Writer, r *Result) {
+	rows, _ := r.Extra["rows"].([]efficiencyRow)
 	fmt.Fprintln(w)
 	if f, ok := r.Extra["floor"].(floorCost); ok {
 		fmt.Fprintf(w, "floor (µs of CPU, machine / tested): update %s / %s (%s/s), http %s / %s (%s/s); job %s / %s, ack %s / %s\n",
@@ -97,7 +98,7 @@ func writeIssue16(w io.Writer, r *Result) {
 			fmtF(f.HTTPPerS), fmtF(f.JobMachineUS), fmtF(f.JobTestedUS), fmtF(f.AckMachineUS), fmtF(f.AckTestedUS))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "issue 16\twant\tmachine\ttested\tmet\trate\t")
+	fmt.Fprintln(tw, "efficiency target\twant\tmachine\ttested\tmet\trate\t")
 	for _, row := range rows {
 		met := "MISSED"
 		if row.Met {
