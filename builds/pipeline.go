@@ -153,14 +153,11 @@ func (d *PipelineDefinition) Normalize() error {
 	if d.Ref == "" {
 		d.Ref = "main"
 	}
-	if len(d.Ref) > MaxNameLength {
-		return invalid("ref is longer than %d characters", MaxNameLength)
-	}
 	if d.SHA == "" {
-		d.SHA = "0000000000000000000000000000000000000000"
+		d.SHA = ZeroSHA
 	}
-	if !shaPattern.MatchString(d.SHA) {
-		return invalid("sha must be 40 lowercase hex characters")
+	if err := CheckRevisions(d.Ref, d.SHA, d.BeforeSHA); err != nil {
+		return err
 	}
 	if err := d.normalizeOrigin(); err != nil {
 		return err

@@ -47,8 +47,8 @@ func (d *PipelineDefinition) normalizeOrigin() error {
 	if d.BeforeSHA == "" {
 		d.BeforeSHA = ZeroSHA
 	}
-	if !shaPattern.MatchString(d.BeforeSHA) {
-		return invalid("before_sha must be 40 lowercase hex characters")
+	if err := CheckSHA("before_sha", d.BeforeSHA); err != nil {
+		return err
 	}
 	if len(d.Variables) > MaxVariables {
 		return invalid("at most %d pipeline variables", MaxVariables)

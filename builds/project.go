@@ -127,8 +127,8 @@ func applyProject(p *Project, c ProjectChange) error {
 		p.RepoURL = u
 	}
 	if c.DefaultBranch != nil {
-		if !validRefName(*c.DefaultBranch) {
-			return &ValidationError{Msg: fmt.Sprintf("default_branch %.60q is not a valid branch name", *c.DefaultBranch)}
+		if err := CheckRefName("default_branch", *c.DefaultBranch); err != nil {
+			return err
 		}
 		p.DefaultBranch = *c.DefaultBranch
 	}
@@ -199,21 +199,6 @@ func RedactURL(s string) string {
 	}
 	// url.String escapes the asterisks; put them back so the redaction reads plainly.
 	return strings.ReplaceAll(u.String(), "%2A", "*")
-}
-
-// validRefName is a loose git check-ref-format: what would break a refspec or a shell.
-func validRefName(s string) bool {
-	if s == "" || len(s) > 255 || strings.HasPrefix(s, "-") || strings.HasPrefix(s, "/") ||
-		strings.HasSuffix(s, "/") || strings.HasSuffix(s, ".lock") || strings.Contains(s, "..") ||
-		strings.Contains(s, "@{") || strings.Contains(s, "//") {
-		return false
-	}
-	for _, r := range s {
-		if r <= ' ' || r == 0x7f || strings.ContainsRune("~^:?*[\\", r) {
-			return false
-		}
-	}
-	return true
 }
 
 // newVariable validates a variable create.

@@ -40,19 +40,6 @@ func TestValidateRepoURL(t *testing.T) {
 	}
 }
 
-func TestValidRefName(t *testing.T) {
-	for _, s := range []string{"main", "feature/x", "release-1.0", "v1_2"} {
-		if !validRefName(s) {
-			t.Errorf("validRefName(%q) = false", s)
-		}
-	}
-	for _, s := range []string{"", "-x", "a..b", "a b", "a:b", "a~1", "x.lock", "/a", "a/", "a//b", "a@{1}", "a\x00b"} {
-		if validRefName(s) {
-			t.Errorf("validRefName(%q) = true", s)
-		}
-	}
-}
-
 func TestJobVariablesProtected(t *testing.T) {
 	p := JobProject{Project: &Project{DefaultBranch: "main"}, Variables: []ProjectVariable{
 		{Key: "OPEN", Value: "1"}, {Key: "PROT", Value: "2", Protected: true}}}

@@ -34,7 +34,7 @@ func (g *GitCache) Changed(ctx context.Context, remote, rev, base string) ([]str
 			}
 		}
 		var err error
-		out, err = r.gitNames(ctx, ciconfig.MaxChangedPaths+1, "diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", base, object)
+		out, err = r.gitNames(ctx, ciconfig.MaxChangedPaths+1, "diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", "--end-of-options", base, object, "--")
 		return err
 	})
 	return out, err
@@ -50,18 +50,18 @@ func (g *GitCache) MergeBase(ctx context.Context, remote, rev, other string) (st
 	}
 	var base string
 	err := g.at(ctx, remote, rev, func(ctx context.Context, r *repo, object string) error {
-		head, err := r.git(ctx, "", "rev-parse", "--verify", object+"^{commit}")
+		head, err := r.git(ctx, "", "rev-parse", "--verify", "--end-of-options", object+"^{commit}")
 		if err != nil {
 			return fmt.Errorf("resolve %s: %w", rev, err)
 		}
 		if err := r.fetchRevs(ctx, remote, true, "+"+other+":"+compareRef); err != nil {
 			return err
 		}
-		otherSHA, err := r.git(ctx, "", "rev-parse", "--verify", compareRef+"^{commit}")
+		otherSHA, err := r.git(ctx, "", "rev-parse", "--verify", "--end-of-options", compareRef+"^{commit}")
 		if err != nil {
 			return ciconfig.ErrRevisionNotFound // a ref naming a tree or a blob
 		}
-		mb, err := r.git(ctx, "", "merge-base", strings.TrimSpace(string(head)), strings.TrimSpace(string(otherSHA)))
+		mb, err := r.git(ctx, "", "merge-base", "--end-of-options", strings.TrimSpace(string(head)), strings.TrimSpace(string(otherSHA)))
 		var ee *exec.ExitError
 		switch {
 		case errors.As(err, &ee) && ee.ExitCode() == 1: // no common ancestor
@@ -91,7 +91,7 @@ func (r *repo) fetchRevs(ctx context.Context, remote string, history bool, refsp
 	} else if out, err := r.git(ctx, "", "rev-parse", "--is-shallow-repository"); err == nil && strings.TrimSpace(string(out)) == "true" {
 		args = append(args, "--unshallow")
 	}
-	_, err := r.git(ctx, remote, append(append(args, "origin"), refspecs...)...)
+	_, err := r.git(ctx, remote, append(append(args, "--end-of-options", "origin"), refspecs...)...)
 	var ee *exec.ExitError
 	switch {
 	case err == nil:

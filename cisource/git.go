@@ -74,7 +74,7 @@ func (g *GitCache) List(ctx context.Context, remote, rev string) ([]string, erro
 	var out []byte
 	err := g.at(ctx, remote, rev, func(ctx context.Context, r *repo, object string) error {
 		var err error
-		out, err = r.git(ctx, "", "ls-tree", "-r", "-z", "--name-only", object)
+		out, err = r.git(ctx, "", "ls-tree", "-r", "-z", "--name-only", "--end-of-options", object)
 		return err
 	})
 	if err != nil {
@@ -91,17 +91,20 @@ func (g *GitCache) List(ctx context.Context, remote, rev string) ([]string, erro
 // remote. ciconfig.ErrIncludeNotFound when the commit has no such file; a
 // *ciconfig.IncludeError when the repository cannot be fetched or the file is too large.
 func (g *GitCache) Read(ctx context.Context, remote, rev, path string) ([]byte, error) {
+	if err := notAnOption("path", path); err != nil {
+		return nil, err
+	}
 	var out []byte
 	err := g.at(ctx, remote, rev, func(ctx context.Context, r *repo, object string) error {
 		spec := object + ":" + path
-		size, err := r.git(ctx, "", "cat-file", "-s", spec)
+		size, err := r.git(ctx, "", "cat-file", "-s", "--end-of-options", spec)
 		if err != nil {
 			return ciconfig.ErrIncludeNotFound
 		}
 		if n, _ := strconv.ParseInt(strings.TrimSpace(string(size)), 10, 64); n > ciconfig.MaxConfigBytes {
 			return &ciconfig.IncludeError{Message: fmt.Sprintf("the file is %d bytes; at most %d (1 MiB) are accepted", n, ciconfig.MaxConfigBytes)}
 		}
-		if out, err = r.git(ctx, "", "cat-file", "blob", spec); err != nil {
+		if out, err = r.git(ctx, "", "cat-file", "blob", "--end-of-options", spec); err != nil {
 			return ciconfig.ErrIncludeNotFound
 		}
 		return nil
@@ -112,6 +115,9 @@ func (g *GitCache) Read(ctx context.Context, remote, rev, path string) ([]byte, 
 // at runs read on the repository of remote with rev fetched, under the directory's lock;
 // object names rev's commit there.
 func (g *GitCache) at(ctx context.Context, remote, rev string, read func(ctx context.Context, r *repo, object string) error) error {
+	if err := notAnOption("revision", rev); err != nil {
+		return err
+	}
 	sum := sha256.Sum256([]byte(remote))
 	name := hex.EncodeToString(sum[:12]) + ".git"
 	lock := g.stripe(name)
@@ -196,7 +202,7 @@ func (g *GitCache) evictOldest() {
 }
 
 func (r *repo) has(ctx context.Context, sha string) bool {
-	_, err := r.git(ctx, "", "cat-file", "-e", sha+"^{commit}")
+	_, err := r.git(ctx, "", "cat-file", "-e", "--end-of-options", sha+"^{commit}")
 	return err == nil
 }
 
@@ -205,7 +211,7 @@ func (r *repo) has(ctx context.Context, sha string) bool {
 // into a message.
 func (r *repo) fetch(ctx context.Context, remote, rev string) error {
 	r.fetches++
-	if _, err := r.git(ctx, remote, "fetch", "--quiet", "--depth=1", "--no-tags", "origin", rev); err != nil {
+	if _, err := r.git(ctx, remote, "fetch", "--quiet", "--depth=1", "--no-tags", "--end-of-options", "origin", rev); err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) || errors.Is(err, context.DeadlineExceeded) {
 			// A commit the remote does not have is the user's; anything else (the remote
@@ -214,6 +220,16 @@ func (r *repo) fetch(ctx context.Context, remote, rev string) error {
 				builds.RedactURL(remote), rev, redact(err, remote)), Transient: !missingRef(err.Error())}
 		}
 		return err
+	}
+	return nil
+}
+
+// notAnOption refuses a revision or a path that git could read as an option
+// (--upload-pack=<command> runs that command): whatever the caller checked, none reaches
+// git. Every call also puts --end-of-options before its revisions and paths.
+func notAnOption(what, s string) error {
+	if strings.HasPrefix(s, "-") {
+		return &ciconfig.IncludeError{Message: fmt.Sprintf("the %s %.60q starts with '-'; git would take it for an option", what, s)}
 	}
 	return nil
 }

@@ -137,6 +137,11 @@ func (b *Bridges) Definition(ctx context.Context, pb builds.PendingBridge) (buil
 		return builds.PipelineDefinition{}, &ciconfig.Error{Job: pb.Build.Name, Key: "trigger", Message: "the bridge has no trigger"}
 	}
 	parent := pb.Pipeline
+	// The parent's ref and sha were checked at its creation; one stored before that check
+	// existed must not reach git either.
+	if err := builds.CheckRevisions(parent.Ref, parent.SHA, parent.BeforeSHA); err != nil {
+		return builds.PipelineDefinition{}, &ciconfig.Error{Job: pb.Build.Name, Key: "trigger", Message: "the parent pipeline's " + err.Error()}
+	}
 	jp, err := b.Service.ProjectForPipeline(ctx, parent.ProjectID)
 	if err != nil {
 		return builds.PipelineDefinition{}, err

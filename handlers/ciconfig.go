@@ -74,8 +74,12 @@ func (h *Handler) compile(r *http.Request, pid int64, req ciRequest) (builds.Pip
 	return def, res, nil
 }
 
-// ciContext gathers what the compiler's rules may test.
+// ciContext gathers what the compiler's rules may test. The request's ref, sha and
+// before_sha are checked first: include: local and rules:changes/exists hand them to git.
 func (h *Handler) ciContext(r *http.Request, pid int64, req ciRequest) (ciconfig.Context, error) {
+	if err := builds.CheckRevisions(req.Ref, req.SHA, req.Origin.BeforeSha); err != nil {
+		return ciconfig.Context{}, err
+	}
 	jp, err := h.svc.ProjectForPipeline(r.Context(), pid)
 	if err != nil {
 		return ciconfig.Context{}, err
