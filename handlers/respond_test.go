@@ -28,27 +28,25 @@ func TestFailMapsEndlessConflictsToRetryableUnavailable(t *testing.T) {
 	}
 }
 
-// sqlStateError is what pgconn.PgError looks like to handlers.
-type sqlStateError string
-
-func (e sqlStateError) Error() string    { return "postgres error " + string(e) }
-func (e sqlStateError) SQLState() string { return string(e) }
-
-// TestFailMapsPostgresOutagesToRetryableUnavailable: Postgres down, restarting or out of
-// connection slots is a 503 with Retry-After (clients retry); any other SQL error is a 500.
-func TestFailMapsPostgresOutagesToRetryableUnavailable(t *testing.T) {
+// TestFailMapsStoreOutagesToRetryableUnavailable: a store down, restarting or out of
+// connection slots (pgstore marks those builds.ErrUnavailable) is a 503 with Retry-After
+// (clients retry); any other failure of the store is a 500. NUL in text is the client's 400.
+func TestFailMapsStoreOutagesToRetryableUnavailable(t *testing.T) {
 	h := &Handler{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	for code, want := range map[string]int{
-		"08006": http.StatusServiceUnavailable, // connection failure
-		"57P01": http.StatusServiceUnavailable, // admin shutdown
-		"57P03": http.StatusServiceUnavailable, // cannot connect now (starting up)
-		"53300": http.StatusServiceUnavailable, // too many connections
-		"23505": http.StatusInternalServerError,
+	for _, tt := range []struct {
+		err  error
+		want int
+	}{
+		{builds.ErrUnavailable, http.StatusServiceUnavailable},
+		{&builds.ConstraintError{Kind: builds.Unique, Name: "runners_pkey"}, http.StatusInternalServerError},
+		{&builds.ConstraintError{Kind: builds.ForeignKey}, http.StatusInternalServerError},
+		{builds.ErrContention, http.StatusInternalServerError},
+		{builds.ErrNULCharacter, http.StatusBadRequest},
 	} {
 		w := httptest.NewRecorder()
-		h.fail(w, httptest.NewRequest(http.MethodPost, "/api/v4/user/runners", nil), fmt.Errorf("create runner: %w", sqlStateError(code)))
-		if w.Code != want || (want == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "") {
-			t.Errorf("SQLSTATE %s: got %d, Retry-After %q; want %d", code, w.Code, w.Header().Get("Retry-After"), want)
+		h.fail(w, httptest.NewRequest(http.MethodPost, "/api/v4/user/runners", nil), fmt.Errorf("create runner: %w", tt.err))
+		if w.Code != tt.want || (tt.want == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "") {
+			t.Errorf("%v: got %d, Retry-After %q; want %d", tt.err, w.Code, w.Header().Get("Retry-After"), tt.want)
 		}
 	}
 }

@@ -151,7 +151,7 @@ func TestCreateChildRace(t *testing.T) {
 			t.Errorf("bridge %d: children %v, want exactly one", id, created[id])
 		}
 	}
-	pool := stores[0].pool
+	pool := stores[0].pool.pool
 	if p, _ := countChildren(t, pool); p != parents {
 		t.Errorf("%d child pipelines stored, want %d", p, parents)
 	}

@@ -41,7 +41,7 @@ var _ querier = (*pipeTx)(nil)
 
 // inPipeTx is inTx with a pipeTx.
 func (s *Store) inPipeTx(ctx context.Context, fn func(tx *pipeTx) error) error {
-	return retryTx(func() error { return s.pipeTxOnce(ctx, fn) })
+	return translate(retryTx(func() error { return s.pipeTxOnce(ctx, fn) }))
 }
 
 func (s *Store) pipeTxOnce(ctx context.Context, fn func(tx *pipeTx) error) error {

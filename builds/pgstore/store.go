@@ -18,13 +18,13 @@ import (
 
 // Store implements builds.Store on a pgx pool.
 type Store struct {
-	pool *pgxpool.Pool
+	pool db
 }
 
 var _ builds.Store = (*Store)(nil)
 
 // New returns a Store on pool.
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: db{pool}} }
 
 // Ping checks that Postgres answers.
 func (s *Store) Ping(ctx context.Context) error {
@@ -33,7 +33,7 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // inTx runs fn in a transaction, retried as retryTx says.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return retryTx(func() error { return pgx.BeginFunc(ctx, s.pool, fn) })
+	return translate(retryTx(func() error { return pgx.BeginFunc(ctx, s.pool, fn) }))
 }
 
 // retryTx runs one transaction attempt, and again a few times when Postgres aborted it for
