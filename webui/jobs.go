@@ -8,7 +8,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -472,16 +471,16 @@ func (u *UI) jobAction(w http.ResponseWriter, r *http.Request) {
 	switch action {
 	case "cancel":
 		v, err = u.svc.CancelJob(r.Context(), pid, id, actor(r))
-		notice = "Job canceled."
+		notice = "job_canceled"
 		if err == nil && v.Status == builds.StatusCanceling {
-			notice = "Cancel requested: the runner stops the job at its next update."
+			notice = "job_cancel_requested"
 		}
 	case "retry":
 		v, err = u.svc.RetryJob(r.Context(), pid, id, actor(r))
-		notice = "Job retried."
+		notice = "job_retried"
 	case "play":
 		v, err = u.svc.PlayJob(r.Context(), pid, id, actor(r))
-		notice = "Job started."
+		notice = "job_started"
 	}
 	if err != nil {
 		u.fail(w, r, err)
@@ -491,7 +490,7 @@ func (u *UI) jobAction(w http.ResponseWriter, r *http.Request) {
 	if from := r.PostFormValue("back"); from == "pipeline" {
 		back = fmt.Sprintf("/projects/%d/pipelines/%d", pid, v.PipelineID)
 	}
-	http.Redirect(w, r, back+"?notice="+url.QueryEscape(notice), http.StatusSeeOther)
+	http.Redirect(w, r, withNotice(back, notice), http.StatusSeeOther)
 }
 
 // lineCounts remembers how many lines come before an offset of a log. A log only grows,

@@ -99,7 +99,7 @@ func (u *UI) render(w http.ResponseWriter, r *http.Request, status int, page str
 	sess := sessionOf(r)
 	v.CSRF, v.SignedIn, v.Now = sess.CSRF, sess.ID != "", u.now()
 	if v.Notice == "" {
-		v.Notice = r.URL.Query().Get("notice")
+		v.Notice = noticeText(r.URL.Query().Get("notice"))
 	}
 	var buf bytes.Buffer
 	if err := t.Execute(&buf, v); err != nil {

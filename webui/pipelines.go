@@ -352,5 +352,5 @@ func (u *UI) cancelPipeline(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
-	http.Redirect(w, r, fmt.Sprintf("/projects/%d/pipelines/%d?notice=%s", pid, id, url.QueryEscape("Pipeline canceled.")), http.StatusSeeOther)
+	http.Redirect(w, r, withNotice(fmt.Sprintf("/projects/%d/pipelines/%d", pid, id), "pipeline_canceled"), http.StatusSeeOther)
 }

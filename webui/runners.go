@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/jobapi/jobapi/builds"
@@ -84,11 +83,11 @@ func (u *UI) runnerPause(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
-	notice := fmt.Sprintf("Runner %d resumed.", id)
+	notice := "runner_resumed"
 	if paused {
-		notice = fmt.Sprintf("Runner %d paused: it takes no new jobs.", id)
+		notice = "runner_paused"
 	}
-	http.Redirect(w, r, "/runners?notice="+url.QueryEscape(notice), http.StatusSeeOther)
+	http.Redirect(w, r, withNotice("/runners", notice), http.StatusSeeOther)
 }
 
 func (u *UI) runnerDelete(w http.ResponseWriter, r *http.Request) {
@@ -101,7 +100,7 @@ func (u *UI) runnerDelete(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
-	http.Redirect(w, r, "/runners?notice="+url.QueryEscape(fmt.Sprintf("Runner %d deleted; the jobs it held were ended.", id)), http.StatusSeeOther)
+	http.Redirect(w, r, withNotice("/runners", "runner_deleted"), http.StatusSeeOther)
 }
 
 // runnerResetToken answers with the runners page itself, the new token on it: a redirect

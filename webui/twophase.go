@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -107,9 +106,9 @@ func (u *UI) twoPhaseFlag(w http.ResponseWriter, r *http.Request) {
 		on := op == "enable"
 		detail["value"] = on
 		err = u.flags.SetBoolean(ctx, twoPhaseFlag, on)
-		notice = "Two-phase commit is off for everyone."
+		notice = "two_phase_off"
 		if on {
-			notice = "Two-phase commit is on for every project."
+			notice = "two_phase_on"
 		}
 	case "project_on", "project_off", "runner_on", "runner_off":
 		kind, state, _ := strings.Cut(op, "_")
@@ -122,9 +121,9 @@ func (u *UI) twoPhaseFlag(w http.ResponseWriter, r *http.Request) {
 		a := kind + ":" + strconv.FormatInt(id, 10)
 		detail["actor"], detail["value"] = a, on
 		err = u.flags.SetActor(ctx, twoPhaseFlag, a, on)
-		notice = "Gate for " + a + " closed."
+		notice = "two_phase_gate_shut"
 		if on {
-			notice = "Gate for " + a + " opened."
+			notice = "two_phase_gate_open"
 		}
 	case "percentage":
 		pct, perr := strconv.Atoi(r.PostFormValue("percentage"))
@@ -134,10 +133,10 @@ func (u *UI) twoPhaseFlag(w http.ResponseWriter, r *http.Request) {
 		}
 		detail["percentage_of_actors"] = pct
 		err = u.flags.SetPercentage(ctx, twoPhaseFlag, pct)
-		notice = fmt.Sprintf("Two-phase commit for %d%% of projects.", pct)
+		notice = "two_phase_percentage"
 	case "delete":
 		err = u.flags.Delete(ctx, twoPhaseFlag)
-		notice = "The flag and all its gates were removed: two-phase commit is off."
+		notice = "two_phase_deleted"
 		if err == nil {
 			u.svc.RecordFeatureDeleted(ctx, actor(r), twoPhaseFlag)
 		}
@@ -156,7 +155,7 @@ func (u *UI) twoPhaseFlag(w http.ResponseWriter, r *http.Request) {
 	if op != "delete" {
 		u.svc.RecordFeatureSet(ctx, actor(r), twoPhaseFlag, detail)
 	}
-	http.Redirect(w, r, "/two_phase?notice="+url.QueryEscape(notice+" Every replica applies it within seconds."), http.StatusSeeOther)
+	http.Redirect(w, r, withNotice("/two_phase", notice), http.StatusSeeOther)
 }
 
 func (u *UI) flagRefused(w http.ResponseWriter, r *http.Request, msg string) {

@@ -22,6 +22,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/go-chi/chi/v5"
 
@@ -251,10 +252,40 @@ func actor(r *http.Request) string {
 	return "admin (web session " + id + ")"
 }
 
-// localPath keeps a redirect target on this site: a path, never a scheme or host.
+// localPath keeps a redirect target (sign-in's next) on this site; anything else is "/".
+// A target is a path that starts with one "/" and then neither "/" nor "\" (which
+// browsers read as "//", another host), with no control byte or whitespace anywhere:
+// browsers drop tab, CR and LF from a URL, so "/\t/evil.example" arrives as
+// "//evil.example". The path holds to the same once percent-decoded ("/%09/evil",
+// "/%2F/evil": a proxy or server may decode it), and the parsed URL has no scheme, host
+// or user.
 func localPath(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
-		return "/pipelines"
+	const home = "/"
+	if !localPathOK(next) {
+		return home
+	}
+	path, _, _ := strings.Cut(next, "?")
+	if dec, err := url.PathUnescape(path); err != nil || !localPathOK(dec) {
+		return home
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return home
 	}
 	return next
+}
+
+func localPathOK(p string) bool {
+	if p == "/" {
+		return true
+	}
+	if len(p) < 2 || p[0] != '/' || p[1] == '/' || p[1] == '\\' {
+		return false
+	}
+	for _, c := range p {
+		if c < 0x20 || c == 0x7f || unicode.IsSpace(c) || (c >= 0x80 && c <= 0x9f) {
+			return false
+		}
+	}
+	return true
 }
