@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"math/big"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -124,6 +125,33 @@ func EnvironmentNameProblem(name string) string {
 		return "can contain only letters, digits, '-', '_', '/', '$', '{', '}', '.', and spaces, but it cannot start or end with '/'"
 	}
 	return ""
+}
+
+// EnvironmentURLProblem says what is wrong with an expanded environment url, or "": it
+// must be an http or https URL with a host (GitLab's external_url validation). A page that
+// links to it must never get a javascript: or data: URL from a pipeline's file.
+func EnvironmentURLProblem(u string) string {
+	if !IsWebURL(u) {
+		return "is not an http or https URL with a host"
+	}
+	return ""
+}
+
+// IsWebURL reports whether s is an absolute http or https URL with a host, with no
+// whitespace or control character in it (browsers drop those, which changes what a link
+// points at).
+func IsWebURL(s string) bool {
+	for _, c := range s {
+		if c <= ' ' || c == 0x7f {
+			return false
+		}
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.Opaque != "" {
+		return false
+	}
+	scheme := strings.ToLower(u.Scheme)
+	return scheme == "http" || scheme == "https"
 }
 
 // ProjectEnvironment is an environment of a project as the environments API shows it.

