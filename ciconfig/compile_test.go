@@ -242,7 +242,7 @@ job: {script: x}
 	if !errors.Is(err, ErrFilteredOut) || err.Error() != "Pipeline filtered out by workflow rules." {
 		t.Fatalf("dev: %v, want ErrFilteredOut", err)
 	}
-	lint := Lint([]byte(src), Context{Ref: "dev"})
+	lint := Lint([]byte(src), Context{Ref: "dev"}, true)
 	if lint.Valid || lint.Errors[0] != "Pipeline filtered out by workflow rules." || lint.MergedYAML == "" {
 		t.Fatalf("lint of a filtered-out pipeline: %+v", lint)
 	}
@@ -818,7 +818,7 @@ func TestLintShape(t *testing.T) {
 build: {stage: build, script: make, tags: [docker], before_script: [setup]}
 test: {script: make test, needs: [build], when: manual}
 `
-	lint := Lint([]byte(src), mainPush)
+	lint := Lint([]byte(src), mainPush, false)
 	b, err := json.Marshal(lint)
 	if err != nil {
 		t.Fatal(err)
@@ -845,7 +845,7 @@ test: {script: make test, needs: [build], when: manual}
 	if !reflect.DeepEqual(lint.Jobs[1], wantTest) {
 		t.Errorf("test %+v", lint.Jobs[1])
 	}
-	bad := Lint([]byte("job: {script: {a: b}}\n"), mainPush)
+	bad := Lint([]byte("job: {script: {a: b}}\n"), mainPush, false)
 	if bad.Valid || len(bad.Errors) != 1 || bad.Errors[0] != "jobs:job:script config should be a string or a nested array of strings up to 10 levels deep (line 1)" || len(bad.Jobs) != 0 {
 		t.Errorf("bad lint %+v", bad)
 	}

@@ -71,6 +71,7 @@ type config struct {
 	merged      string
 	warnings    []string
 	repo        *repoFacts // what changes and exists clauses read, for the load's Context
+	included    []IncludedFile
 }
 
 // jobSpec is one job (one copy of a parallel job) as the file defines it.
@@ -129,7 +130,8 @@ func load(src []byte, c Context) (*config, error) {
 	}
 	vars := c.lookupTable()
 	repo := newRepoFacts(c, vars)
-	if tree, err = resolveIncludes(tree, c.Includes, c.Artifacts, repo, func(name string) (string, bool) { v, ok := vars[name]; return v, ok }); err != nil {
+	tree, included, err := resolveIncludes(tree, c.Includes, c.Artifacts, repo, func(name string) (string, bool) { v, ok := vars[name]; return v, ok })
+	if err != nil {
 		return nil, err
 	}
 	if tree, err = resolveExtends(tree); err != nil {
@@ -141,7 +143,7 @@ func load(src []byte, c Context) (*config, error) {
 	if countNodes(tree, map[*val]int{}) > MaxNodes {
 		return nil, tooLarge(0)
 	}
-	cfg := &config{instances: map[string][]string{}, repo: repo}
+	cfg := &config{instances: map[string][]string{}, repo: repo, included: included}
 	if err := cfg.readTop(tree); err != nil {
 		return nil, err
 	}

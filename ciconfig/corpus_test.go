@@ -257,7 +257,7 @@ func TestCorpusBad(t *testing.T) {
 			if e.Error() != want {
 				t.Errorf("Compile error\n got: %s\nwant: %s", e.Error(), want)
 			}
-			lint := Lint(src, ctx)
+			lint := Lint(src, ctx, true)
 			if lint.Valid || len(lint.Errors) != 1 || lint.Errors[0] != want {
 				t.Errorf("Lint = valid %v, errors %q; want invalid with %q", lint.Valid, lint.Errors, want)
 			}

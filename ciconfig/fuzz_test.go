@@ -36,7 +36,7 @@ func FuzzCompile(f *testing.F) {
 		if err := def.Normalize(); err != nil {
 			t.Fatalf("Compile gave a pipeline Normalize refuses: %v\n%s", err, src)
 		}
-		if lint := Lint([]byte(src), ctx); !lint.Valid || len(lint.Jobs) != len(res.Jobs) {
+		if lint := Lint([]byte(src), ctx, true); !lint.Valid || len(lint.Jobs) != len(res.Jobs) {
 			t.Fatalf("Lint disagrees with Compile: %+v", lint.Errors)
 		}
 		if !strings.HasPrefix(res.MergedYAML, "---\n") {

@@ -71,17 +71,28 @@ type includer struct {
 	vars      expr.Lookup   // what include:rules see
 	seen      map[string]bool
 	count     int
+	// included lists the files merged in, in the order they were read (lint's includes).
+	included []IncludedFile
+}
+
+// IncludedFile is one file include: merged in, as GitLab's lint lists it.
+type IncludedFile struct {
+	Type     string `json:"type"` // local, remote or artifact
+	Location string `json:"location"`
+	// Job: the job whose artifacts an artifact include reads ("" otherwise).
+	Job string `json:"job,omitempty"`
 }
 
 // resolveIncludes returns the tree with its includes merged in, GitLab's way
 // (External::Processor): the included files deep-merged in order, a later one over an
 // earlier one, then the including file over them all; `include` itself removed.
-func resolveIncludes(tree *val, files Includes, artifacts ArtifactFiles, repo *repoFacts, vars expr.Lookup) (*val, error) {
+func resolveIncludes(tree *val, files Includes, artifacts ArtifactFiles, repo *repoFacts, vars expr.Lookup) (*val, []IncludedFile, error) {
 	if tree.get("include") == nil {
-		return tree, nil
+		return tree, nil, nil
 	}
 	x := &includer{files: files, artifacts: artifacts, repo: repo, vars: vars, seen: map[string]bool{}}
-	return x.expand(tree, 1)
+	out, err := x.expand(tree, 1)
+	return out, x.included, err
 }
 
 func (x *includer) expand(tree *val, depth int) (*val, error) {
@@ -129,6 +140,7 @@ func (x *includer) expand(tree *val, depth int) (*val, error) {
 			if err != nil {
 				return nil, err
 			}
+			x.included = append(x.included, IncludedFile{Type: kind, Location: loc, Job: job})
 			if sub, err = x.expand(sub, depth+1); err != nil {
 				return nil, err
 			}

@@ -79,7 +79,7 @@ func TestLimits(t *testing.T) {
 		if !errors.As(err, &e) || !strings.Contains(e.Error(), tc.want) {
 			t.Errorf("%s: %v, want an *Error containing %q", tc.name, err, tc.want)
 		}
-		if lint := Lint([]byte(tc.src), mainPush); lint.Valid {
+		if lint := Lint([]byte(tc.src), mainPush, true); lint.Valid {
 			t.Errorf("%s: Lint says valid", tc.name)
 		}
 		t.Logf("%s: refused in %v", tc.name, took)

@@ -81,7 +81,7 @@ build:
 	if res.MergedYAML != want {
 		t.Fatalf("merged YAML:\n%s\nwant:\n%s", res.MergedYAML, want)
 	}
-	if !strings.HasPrefix(Lint([]byte(src), Context{Ref: "main"}).MergedYAML, "---\nstages:") {
+	if !strings.HasPrefix(Lint([]byte(src), Context{Ref: "main"}, false).MergedYAML, "---\nstages:") {
 		t.Fatal("Lint does not carry the merged YAML")
 	}
 }

@@ -106,20 +106,33 @@ func (h *Handler) ciContext(r *http.Request, pid int64, req ciRequest) (ciconfig
 	return c, nil
 }
 
-// lintRequest is GitLab's POST /projects/:id/ci/lint body.
+// lintRequest is GitLab's POST /projects/:id/ci/lint body. dry_run, include_jobs and ref
+// may come in the query instead (as GitLab's clients send them, and with a YAML body).
 type lintRequest struct {
-	Content string `json:"content"`
-	Ref     string `json:"ref"`
-	DryRun  bool   `json:"dry_run"`
-	// IncludeJobs is accepted for GitLab's clients; jobs are always listed.
-	IncludeJobs bool `json:"include_jobs"`
+	Content string   `json:"content"`
+	Ref     string   `json:"ref"`
+	DryRun  *boolish `json:"dry_run"`
+	// IncludeJobs is accepted for GitLab's clients; jobs are always listed (the answer's
+	// contract since the first release).
+	IncludeJobs *boolish `json:"include_jobs"`
 }
 
-// lint answers GitLab's {valid, errors, warnings, merged_yaml, jobs} without creating
-// anything. An invalid configuration is a 200 with valid: false, as in GitLab.
+// lint answers GitLab's {valid, errors, warnings, merged_yaml, includes, jobs} without
+// creating anything. An invalid configuration is a 200 with valid: false, as in GitLab.
+// Without dry_run it is GitLab's static check: rules, only and except are not evaluated
+// for any ref, and every job is listed. With dry_run: true the pipeline's creation for
+// ref (the project's default branch without one) is simulated.
 func (h *Handler) lint(w http.ResponseWriter, r *http.Request) error {
 	pid, err := projectID(r)
 	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	dryRun, err := queryBool(q.Get("dry_run"), "dry_run")
+	if err != nil {
+		return err
+	}
+	if _, err := queryBool(q.Get("include_jobs"), "include_jobs"); err != nil {
 		return err
 	}
 	var req ciRequest
@@ -138,14 +151,42 @@ func (h *Handler) lint(w http.ResponseWriter, r *http.Request) error {
 		if body.Content == "" {
 			return badRequest("content is missing: the .gitlab-ci.yml text to check")
 		}
-		req = ciRequest{Ref: body.Ref, Config: []byte(body.Content)}
+		ref := body.Ref
+		if ref == "" {
+			ref = q.Get("ref")
+		}
+		if body.DryRun != nil {
+			dryRun = bool(*body.DryRun)
+		}
+		req = ciRequest{Ref: ref, Config: []byte(body.Content)}
+	}
+	if !dryRun {
+		// GitLab's static check reads the file at the default branch whatever ref says
+		// (ref only sets a dry run's context). A ref git would take for an option is still
+		// a 400, as for a dry run.
+		if err := builds.CheckRevisions(req.Ref, req.SHA, req.Origin.BeforeSha); err != nil {
+			return err
+		}
+		req.Ref, req.SHA, req.Origin = "", "", pipelineOrigin{}
 	}
 	cctx, err := h.ciContext(r, pid, req)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ciconfig.Lint(req.Config, cctx))
+	writeJSON(w, http.StatusOK, ciconfig.Lint(req.Config, cctx, dryRun))
 	return nil
+}
+
+// queryBool reads a boolean query parameter as GitLab's API does ("" is false).
+func queryBool(v, name string) (bool, error) {
+	if v == "" {
+		return false, nil
+	}
+	b, err := parseBool(v)
+	if err != nil {
+		return false, badRequest("%s is invalid: want true or false, got %.40q", name, v)
+	}
+	return b, nil
 }
 
 // ciConfigError is the client message of a compile error.

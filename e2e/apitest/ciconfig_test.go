@@ -1,6 +1,7 @@
 package apitest_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strconv"
@@ -158,9 +159,14 @@ func TestCILint(t *testing.T) {
 		} `json:"jobs"`
 	}
 	var ok lint
-	inst.MustDo(t, http.StatusOK, "POST", path, map[string]any{"content": pipelineYAML}, &ok)
+	inst.MustDo(t, http.StatusOK, "POST", path, map[string]any{"content": pipelineYAML, "dry_run": true}, &ok)
 	if !ok.Valid || len(ok.Errors) != 0 || ok.MergedYAML == "" || len(ok.Jobs) != 3 { // build and two copies of test: no DEPLOY_ENABLED, no tag
-		t.Errorf("valid config linted as %+v", ok)
+		t.Errorf("valid config linted (dry run) as %+v", ok)
+	}
+	var static lint
+	inst.MustDo(t, http.StatusOK, "POST", path, map[string]any{"content": pipelineYAML}, &static)
+	if !static.Valid || len(static.Jobs) != 5 { // the static check lists deploy and docs too
+		t.Errorf("valid config linted (static) as %+v", static)
 	}
 	if !strings.Contains(ok.MergedYAML, "golang:1.22") {
 		t.Errorf("merged_yaml does not show the extended image: %s", ok.MergedYAML)
@@ -181,3 +187,68 @@ func TestCILint(t *testing.T) {
 }
 
 func projectPath(id int64) string { return "/api/v4/projects/" + strconv.FormatInt(id, 10) }
+
+// TestCILintStaticCheck: without dry_run, lint is GitLab's static check: it validates the
+// file and lists its jobs without evaluating rules, only or except for a ref, so a file
+// whose jobs all run only on master, or only in merge request pipelines, is valid. With
+// dry_run (and ref) it simulates the pipeline's creation, and those files make none.
+func TestCILintStaticCheck(t *testing.T) {
+	t.Parallel()
+	inst := jobapitest.Start(t, jobapitest.Options{})
+	path := projectPath(3) + "/ci/lint"
+	type lint struct {
+		Valid    bool              `json:"valid"`
+		Errors   []string          `json:"errors"`
+		Includes []json.RawMessage `json:"includes"`
+		Jobs     []struct {
+			Name string `json:"name"`
+			When string `json:"when"`
+		} `json:"jobs"`
+	}
+	for _, tc := range []struct{ name, src string }{
+		{"only master", "build:\n  script: make\n  only: [master]\ntest:\n  script: make test\n  only: [master]\n"},
+		{"merge requests only", "build:\n  script: make\n  rules:\n    - if: $CI_PIPELINE_SOURCE == \"merge_request_event\"\ntest:\n  script: make test\n  rules:\n    - if: $CI_PIPELINE_SOURCE == \"merge_request_event\"\n      when: manual\n"},
+		{"workflow filters every push", "workflow:\n  rules:\n    - if: $CI_PIPELINE_SOURCE == \"schedule\"\nbuild:\n  script: make\ntest:\n  script: make test\n"},
+	} {
+		var static lint
+		inst.MustDo(t, http.StatusOK, "POST", path, map[string]any{"content": tc.src, "ref": "main"}, &static)
+		if !static.Valid || len(static.Errors) != 0 || len(static.Jobs) != 2 || static.Jobs[0].Name != "build" ||
+			static.Jobs[1].Name != "test" || static.Includes == nil {
+			t.Errorf("%s: static check %+v, want valid with build and test listed, includes []", tc.name, static)
+		}
+		// The same in the query, with a YAML body.
+		resp, b := inst.Do(t, "POST", path+"?include_jobs=true", tc.src, "Content-Type", "application/yaml")
+		wantStatus(t, resp, b, http.StatusOK)
+		if got := decode[lint](t, b); !got.Valid || len(got.Jobs) != 2 {
+			t.Errorf("%s: static check of a YAML body %s", tc.name, b)
+		}
+
+		var dry lint
+		inst.MustDo(t, http.StatusOK, "POST", path, map[string]any{"content": tc.src, "dry_run": true, "ref": "main"}, &dry)
+		if dry.Valid || len(dry.Errors) != 1 || len(dry.Jobs) != 0 {
+			t.Errorf("%s: dry run for main %+v, want invalid: no pipeline", tc.name, dry)
+		}
+		resp, b = inst.Do(t, "POST", path+"?dry_run=true&ref=main", tc.src, "Content-Type", "application/yaml")
+		wantStatus(t, resp, b, http.StatusOK)
+		if got := decode[lint](t, b); got.Valid {
+			t.Errorf("%s: dry run of a YAML body for main %s, want invalid", tc.name, b)
+		}
+	}
+	// A dry run for master makes the only: [master] pipeline.
+	var master lint
+	inst.MustDo(t, http.StatusOK, "POST", path, map[string]any{"content": "build:\n  script: make\n  only: [master]\n", "dry_run": true, "ref": "master"}, &master)
+	if !master.Valid || len(master.Jobs) != 1 {
+		t.Errorf("dry run for master: %+v", master)
+	}
+	// What is wrong with the file is wrong in both.
+	var bad lint
+	inst.MustDo(t, http.StatusOK, "POST", path, map[string]any{"content": "build:\n  script: make\n  only: [master]\n  stage: nowhere\n"}, &bad)
+	if bad.Valid || len(bad.Errors) != 1 || !strings.Contains(bad.Errors[0], "nowhere") || len(bad.Jobs) != 0 {
+		t.Errorf("static check of a bad stage: %+v", bad)
+	}
+	resp, b := inst.Do(t, "POST", path+"?dry_run=maybe", map[string]any{"content": "build: {script: make}\n"})
+	wantJSONError(t, resp, b, http.StatusBadRequest)
+	if !strings.Contains(string(b), "dry_run") {
+		t.Errorf("a bad dry_run: %s", b)
+	}
+}
