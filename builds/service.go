@@ -89,6 +89,7 @@ type Service struct {
 	// objects and artifacts hold job artifacts (nil: the artifact API answers 503/404).
 	objects   ObjectStore
 	artifacts ArtifactStore
+	reports   *junitReports // parsed JUnit artifacts, and the slots to parse them in
 	// environments keeps environments and deployments (nil: their API answers 503).
 	environments EnvironmentStore
 	// resourceGroups: nil answers their API with ErrUnavailable.
@@ -193,7 +194,7 @@ func NewService(d Deps) *Service {
 		live: d.Live, traces: d.TraceArchives, archiveRequests: make(chan int64, archiveRequestBuffer),
 		batch:   changeBatch{pending: map[Change]struct{}{}},
 		runners: newRunnerCache(cfg.RunnerCacheTTL), hub: newPipelineHub(), jobs: newJobCache(jobCacheSize),
-		touches: newRecent[time.Time](jobCacheSize)}
+		touches: newRecent[time.Time](jobCacheSize), reports: newJUnitReports(junitParses, junitParseWait, junitCacheSize)}
 	var counter ClaimCounter
 	if c, ok := d.Store.(ClaimCounter); ok && d.QueueFeed != nil {
 		counter = c

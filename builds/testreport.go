@@ -13,7 +13,7 @@ import (
 
 // A pipeline's test report (artifacts:reports:junit), as GitLab builds it: the
 // junit artifacts of the pipeline's latest attempts, read from the object store and parsed
-// on each request (GitLab caches; a pipeline's report is read rarely), grouped into one
+// once per replica (junitreports.go keeps the outcome, as GitLab caches), grouped into one
 // suite per job name, the copies of a parallel job ("rspec 1/3") under their common name.
 
 // TestReportLimits bound a report's cost: XML bytes per artifact, cases per pipeline, text
@@ -144,6 +144,8 @@ func (s *Service) testReport(ctx context.Context, bs []Build) (TestReport, error
 			switch {
 			case errors.As(err, &outage):
 				return TestReport{}, outage.err
+			case errors.Is(err, ErrUnavailable), ctx.Err() != nil:
+				return TestReport{}, err
 			case err != nil:
 				if suite.SuiteError == "" {
 					suite.SuiteError = fmt.Sprintf("job %d (%s): %s", b.ID, clipText(b.Name, 64), err.Error())
@@ -163,20 +165,47 @@ func (s *Service) testReport(ctx context.Context, bs []Build) (TestReport, error
 	return report, nil
 }
 
+// errObjectMissing: the object of an artifact's row is not in the store.
+var errObjectMissing = errors.New("the report's object is missing from the object store")
+
 // storeReadError is the object store failing mid-read: an outage, not a bad report.
 type storeReadError struct{ err error }
 
 func (e *storeReadError) Error() string { return e.err.Error() }
 
-// readJUnit streams a junit artifact out of the store, through gzip (the runner's format;
-// several files are several gzip members), into the parser, with at most maxCases cases.
+// readJUnit returns the cases of a junit artifact, at most maxCases of them: parsed once on
+// this replica (s.reports keeps the outcome) in one of its parse slots. ErrUnavailable when
+// no slot came free in time, a *storeReadError when the object store failed.
 func (s *Service) readJUnit(ctx context.Context, a Artifact, maxCases int) ([]junit.Case, error) {
 	if maxCases <= 0 {
 		return nil, &junit.TooManyCasesError{Limit: TestReportLimits.MaxCases}
 	}
+	got, err := s.reports.read(ctx, a.ObjectKey, func() (*parsedReport, error) {
+		cases, err := s.parseJUnit(ctx, a)
+		var outage *storeReadError
+		if errors.As(err, &outage) || errors.Is(err, errObjectMissing) || ctx.Err() != nil {
+			return nil, err // not the report's own outcome: the next view reads it again
+		}
+		return &parsedReport{key: a.ObjectKey, cases: cases, err: err}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if got.err != nil {
+		return nil, got.err
+	}
+	if len(got.cases) > maxCases {
+		return nil, &junit.TooManyCasesError{Limit: maxCases}
+	}
+	return got.cases, nil
+}
+
+// parseJUnit streams a junit artifact out of the store, through gzip (the runner's format;
+// several files are several gzip members), into the parser.
+func (s *Service) parseJUnit(ctx context.Context, a Artifact) ([]junit.Case, error) {
 	rc, err := s.objects.Open(ctx, a.ObjectKey, 0, -1)
 	if errors.Is(err, ErrNotFound) {
-		return nil, errors.New("the report's object is missing from the object store")
+		return nil, errObjectMissing
 	}
 	if err != nil {
 		return nil, &storeReadError{err: err}
@@ -199,9 +228,7 @@ func (s *Service) readJUnit(ctx context.Context, a Artifact, maxCases int) ([]ju
 	default:
 		return nil, fmt.Errorf("a junit report must be gzip or raw, this one is %s", a.FileFormat)
 	}
-	lim := TestReportLimits
-	lim.MaxCases = maxCases
-	cases, err := junit.Parse(r, lim)
+	cases, err := junit.Parse(r, TestReportLimits)
 	if err != nil && src.err != nil {
 		return nil, &storeReadError{err: src.err}
 	}

@@ -42,25 +42,50 @@ type Case struct {
 	StackTrace string
 }
 
-// Limits bound what one report may cost.
+// Limits bound what one report may cost: the bytes, elements and depth bound the time and
+// memory of reading it (the XML decoder keeps a record per open element), the cases and
+// texts what is kept of it.
 type Limits struct {
 	// MaxBytes is the most bytes of XML read (the decompressed stream); past it the
 	// report is refused.
 	MaxBytes int64
+	// MaxElements is the most XML elements read; past it the report is refused.
+	MaxElements int
+	// MaxDepth is the deepest elements may nest; deeper, the report is refused.
+	MaxDepth int
 	// MaxCases is the most test cases returned; past it the report is refused.
 	MaxCases int
 	// MaxText is the most bytes kept of each text (output, trace); longer ones are cut.
 	MaxText int
 }
 
-// DefaultLimits are GitLab's order of magnitude: 30 MB of XML, 100,000 cases, 64 KiB texts.
-var DefaultLimits = Limits{MaxBytes: 30 << 20, MaxCases: 100_000, MaxText: 64 << 10}
+// DefaultLimits are GitLab's order of magnitude: 30 MB of XML, 100,000 cases, 64 KiB
+// texts; half a million elements (five a case at the most cases) and 256 levels (libxml2's
+// default, which GitLab's parser has).
+var DefaultLimits = Limits{MaxBytes: 30 << 20, MaxElements: 500_000, MaxDepth: 256, MaxCases: 100_000, MaxText: 64 << 10}
 
 // TooLargeError: the report's XML is longer than Limits.MaxBytes.
 type TooLargeError struct{ Limit int64 }
 
 func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("the report is larger than %d bytes of XML", e.Limit)
+}
+
+// TooManyElementsError: the report has more than Limits.MaxElements elements.
+type TooManyElementsError struct{ Limit int }
+
+func (e *TooManyElementsError) Error() string {
+	return fmt.Sprintf("the report is too large: it has more than %d XML elements", e.Limit)
+}
+
+// TooDeepError: the report's elements nest deeper than Limits.MaxDepth.
+type TooDeepError struct {
+	Limit int
+	Line  int
+}
+
+func (e *TooDeepError) Error() string {
+	return fmt.Sprintf("the report is too deep: its elements nest more than %d levels deep (line %d)", e.Limit, e.Line)
 }
 
 // TooManyCasesError: the report has more than Limits.MaxCases test cases.
@@ -70,9 +95,11 @@ func (e *TooManyCasesError) Error() string {
 	return fmt.Sprintf("the report has more than %d test cases", e.Limit)
 }
 
-// Parse reads a report's XML documents from r, streaming, and returns their test cases in
-// document order. Malformed XML, a root other than <testsuites> or <testsuite>, or a report
-// past lim is an error naming what and where; no cases are returned with it.
+// Parse reads a report's XML documents from r, streaming token by token, and returns their
+// test cases in document order. Malformed XML, a root other than <testsuites> or
+// <testsuite>, or a report past lim is an error naming what and where; no cases are
+// returned with it. The limits are checked as each element opens, so a report past them
+// costs no more than the limits allow before it is refused.
 func Parse(r io.Reader, lim Limits) ([]Case, error) {
 	lr := &limitReader{r: r, left: lim.MaxBytes}
 	if lim.MaxBytes <= 0 {
@@ -81,7 +108,8 @@ func Parse(r io.Reader, lim Limits) ([]Case, error) {
 	d := xml.NewDecoder(lr)
 	d.CharsetReader = charsetReader
 	var cases []Case
-	depth, roots := 0, 0
+	var tc *caseReader // the <testcase> being read
+	depth, roots, elements := 0, 0, 0
 	for {
 		tok, err := d.Token()
 		if errors.Is(err, io.EOF) {
@@ -95,32 +123,45 @@ func Parse(r io.Reader, lim Limits) ([]Case, error) {
 		}
 		switch t := tok.(type) {
 		case xml.StartElement:
-			if depth == 0 {
+			depth++
+			elements++
+			if lim.MaxDepth > 0 && depth > lim.MaxDepth {
+				line, _ := d.InputPos()
+				return nil, &TooDeepError{Limit: lim.MaxDepth, Line: line}
+			}
+			if lim.MaxElements > 0 && elements > lim.MaxElements {
+				return nil, &TooManyElementsError{Limit: lim.MaxElements}
+			}
+			switch {
+			case depth == 1:
 				roots++
 				if t.Name.Local != "testsuites" && t.Name.Local != "testsuite" {
 					line, _ := d.InputPos()
 					return nil, fmt.Errorf("JUnit XML parsing failed: line %d: the root element is <%s>, want <testsuites> or <testsuite>", line, clip(t.Name.Local))
 				}
-			}
-			if t.Name.Local == "testcase" {
+			case tc != nil:
+				tc.start(t, depth)
+			case t.Name.Local == "testcase":
 				if lim.MaxCases > 0 && len(cases) >= lim.MaxCases {
 					return nil, &TooManyCasesError{Limit: lim.MaxCases}
 				}
-				var raw rawCase
-				if err := d.DecodeElement(&raw, &t); err != nil {
-					if lr.over {
-						return nil, &TooLargeError{Limit: lim.MaxBytes}
-					}
-					return nil, fmt.Errorf("JUnit XML parsing failed: %w", err)
-				}
-				cases = append(cases, raw.toCase(lim.MaxText))
-				continue // DecodeElement consumed the end element
+				tc = newCaseReader(t, depth)
 			}
-			depth++
 		case xml.EndElement:
+			if tc != nil {
+				if depth == tc.depth {
+					cases = append(cases, tc.raw.toCase(lim.MaxText))
+					tc = nil
+				} else {
+					tc.end(depth)
+				}
+			}
 			depth--
 		case xml.CharData:
-			if depth == 0 && len(bytes.TrimSpace(t)) > 0 {
+			switch {
+			case tc != nil:
+				tc.text(t, depth)
+			case depth == 0 && len(bytes.TrimSpace(t)) > 0:
 				line, _ := d.InputPos()
 				return nil, fmt.Errorf("JUnit XML parsing failed: line %d: text outside the root element", line)
 			}
@@ -130,6 +171,96 @@ func Parse(r io.Reader, lim Limits) ([]Case, error) {
 		return nil, errors.New("JUnit XML parsing failed: the report has no <testsuites> or <testsuite> element")
 	}
 	return cases, nil
+}
+
+// caseReader fills a rawCase from the tokens of one <testcase> as they come, the way
+// encoding/xml would unmarshal it (attributes and children by local name, the text directly
+// inside a child, a repeated result element read again into the same result), without the
+// recursion of its Unmarshal, whose stack a deep element would grow.
+type caseReader struct {
+	depth int // the <testcase>'s
+	raw   rawCase
+	// into is where the text of the open child goes (nil: nowhere); out is the
+	// system-out or system-err it belongs to.
+	into *string
+	out  *[]string
+	buf  []byte
+}
+
+func newCaseReader(t xml.StartElement, depth int) *caseReader {
+	c := &caseReader{depth: depth}
+	for _, a := range t.Attr {
+		switch a.Name.Local {
+		case "name":
+			c.raw.Name = a.Value
+		case "classname":
+			c.raw.Classname = a.Value
+		case "file":
+			c.raw.File = a.Value
+		case "time":
+			c.raw.Time = a.Value
+		}
+	}
+	return c
+}
+
+// start opens an element inside the case: a child it reads, or one it skips.
+func (c *caseReader) start(t xml.StartElement, depth int) {
+	if depth != c.depth+1 {
+		return // inside a child: its text is not the child's own, as for Unmarshal
+	}
+	var result **rawResult
+	switch t.Name.Local {
+	case "failure":
+		result = &c.raw.Failure
+	case "error":
+		result = &c.raw.Error
+	case "skipped":
+		result = &c.raw.Skipped
+	case "ignored":
+		result = &c.raw.Ignored
+	case "system-out":
+		c.out, c.buf = &c.raw.SystemOut, c.buf[:0]
+		return
+	case "system-err":
+		c.out, c.buf = &c.raw.SystemErr, c.buf[:0]
+		return
+	default:
+		return
+	}
+	if *result == nil {
+		*result = &rawResult{}
+	}
+	for _, a := range t.Attr {
+		switch a.Name.Local {
+		case "message":
+			(*result).Message = a.Value
+		case "type":
+			(*result).Type = a.Value
+		}
+	}
+	c.into, c.buf = &(*result).Text, c.buf[:0]
+}
+
+// text keeps character data directly inside the open child.
+func (c *caseReader) text(t xml.CharData, depth int) {
+	if depth == c.depth+1 && (c.into != nil || c.out != nil) {
+		c.buf = append(c.buf, t...)
+	}
+}
+
+// end closes an element inside the case; a child's end sets its text.
+func (c *caseReader) end(depth int) {
+	if depth != c.depth+1 {
+		return
+	}
+	switch {
+	case c.into != nil:
+		*c.into = string(c.buf)
+	case c.out != nil:
+		*c.out = append(*c.out, string(c.buf))
+	}
+	c.into, c.out = nil, nil
 }
 
 // rawCase is a <testcase> as it is written. Writers differ: pytest puts the trace in the

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func parseFile(t *testing.T, name string) []Case {
@@ -164,5 +165,73 @@ func TestParseLimits(t *testing.T) {
 	cases, err := Parse(strings.NewReader(long), Limits{MaxText: 51})
 	if err != nil || cases[0].StackTrace != strings.Repeat("é", 25)+"…" {
 		t.Errorf("a trace cut to 51 bytes: %q, %v", cases[0].StackTrace, err)
+	}
+}
+
+// A report that nests deep or is made of countless elements is refused as it is read, at
+// the limit, with an error that says so: what a small gzip of nested tags expands to would
+// otherwise cost the decoder a record per open element (gigabytes), and its time.
+func TestParseDepthAndElements(t *testing.T) {
+	t.Parallel()
+	nested := func(prefix, open string, n int) string {
+		return prefix + strings.Repeat(open, n)
+	}
+	for _, tc := range []struct {
+		name, xml string
+		lim       Limits
+		want      string
+	}{
+		{"suites nested", nested("<testsuites>", "<testsuite>", 300), DefaultLimits, "nest more than 256 levels deep"},
+		{"unknown elements nested", nested("<testsuites>", "<a>", 1_000_000), DefaultLimits, "nest more than 256 levels deep"},
+		{"nested inside a case", nested("<testsuites><testsuite><testcase name=\"x\"><failure>", "<a>", 1_000_000), DefaultLimits, "nest more than 256 levels deep"},
+		{"flat elements", nested("<testsuites>", "<a/>", 100_000), Limits{MaxElements: 100_000}, "more than 100000 XML elements"},
+		{"flat cases", nested("<testsuite>", "<testcase/>", 10), Limits{MaxElements: 10}, "more than 10 XML elements"},
+	} {
+		start := time.Now()
+		cases, err := Parse(strings.NewReader(tc.xml), tc.lim)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || cases != nil {
+			t.Errorf("%s: %d cases, %v; want an error containing %q", tc.name, len(cases), err, tc.want)
+		}
+		t.Logf("%s: refused in %v: %v", tc.name, time.Since(start).Round(time.Millisecond), err)
+	}
+	var deep *TooDeepError
+	if _, err := Parse(strings.NewReader(nested("<testsuite>\n", "<a>", 300)), DefaultLimits); !errors.As(err, &deep) || deep.Line != 2 {
+		t.Errorf("too deep: %v, want a *TooDeepError at line 2", err)
+	}
+	var many *TooManyElementsError
+	if _, err := Parse(strings.NewReader(nested("<testsuite>", "<a/>", 20)), Limits{MaxElements: 20}); !errors.As(err, &many) {
+		t.Errorf("21 elements past a limit of 20: %v", err)
+	}
+	// At the limits, a report is read.
+	ok := strings.Repeat("<testsuite>", 254) + `<testcase name="deep"><failure message="m">trace</failure></testcase>` + strings.Repeat("</testsuite>", 254)
+	if cases, err := Parse(strings.NewReader(ok), DefaultLimits); err != nil || statuses(cases) != "deep=failed" || cases[0].StackTrace != "trace" {
+		t.Errorf("a case 256 levels deep: %s, %v", statuses(cases), err)
+	}
+}
+
+// The case reader reads a <testcase> as encoding/xml's Unmarshal did: attributes and children
+// by local name, only the text directly inside a child, every <system-out>, a repeated result
+// read again into the same result.
+func TestParseCaseFields(t *testing.T) {
+	t.Parallel()
+	doc := `<testsuite><testcase x:name="n" classname="C" file="f.go" time="0.5" xmlns:x="urn:x">` +
+		`<failure message="first" type="T">text <b>bold</b>after</failure>` +
+		`<error message="e"/>` +
+		`<system-out>one</system-out><other><system-out>nested, not the case's</system-out></other><system-out>two</system-out>` +
+		`<system-err>err</system-err>` +
+		`</testcase><testcase name="s"><skipped/><failure message="second">again</failure><failure>third</failure></testcase></testsuite>`
+	cases, err := Parse(strings.NewReader(doc), DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cases[0]
+	want := Case{Status: StatusFailed, Name: "n", Classname: "C", File: "f.go", Time: 0.5,
+		SystemOutput: "first\n\ntext after\n\none\n\ntwo", StackTrace: "text after"}
+	if c != want {
+		t.Errorf("case:\n got %+v\nwant %+v", c, want)
+	}
+	// Two failures: the message of the first stays, the text is the last one's.
+	if c := cases[1]; c.Status != StatusFailed || c.StackTrace != "third" || c.SystemOutput != "second\n\nthird" {
+		t.Errorf("repeated failure: %+v", c)
 	}
 }
