@@ -233,4 +233,5 @@ const (
 var AllEvents = []string{EventCreated, EventQueued, EventAssigned, EventKeepalive, EventAcknowledged,
 	EventDeclined, EventAckTimeout, EventRetried, EventRetryExhausted, EventStarted, EventFinished,
 	EventCancelRequested, EventCanceled, EventSkipped, EventReopened, EventTraceExceeded,
-	EventDroppedStuck, EventStuckStage, EventRunnerDeleted, EventManual, EventScheduled, EventPlayed, EventWaitingForResource}
+	EventDroppedStuck, EventStuckStage, EventRunnerDeleted, EventManual, EventScheduled, EventPlayed, EventWaitingForResource,
+	EventDownstreamCreated, EventDownstreamFailed, EventDownstreamFinished}

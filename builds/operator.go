@@ -201,16 +201,12 @@ func (s *Service) cancelJob(ctx context.Context, projectID, id int64, actor stri
 			if b.Bridge {
 				return s.cancelBridge(ctx, b, actor)
 			}
-			nb, err := s.store.RequestCancel(ctx, id, now)
+			nb, err := s.store.RequestCancel(ctx, id, now, actor)
 			if errors.Is(err, ErrConflict) {
 				continue
 			}
 			if err != nil {
 				return JobView{}, err
-			}
-			if err := s.store.AddEvent(ctx, Event{BuildID: id, Type: EventCancelRequested, At: now,
-				RunnerManager: b.RunnerSystemID, Detail: map[string]any{"actor": actor}}); err != nil {
-				s.log.WarnContext(ctx, "cancel event not recorded", "build_id", id, "error", err)
 			}
 			s.liveCancel(ctx, id)
 			s.changed(Change{PipelineID: nb.PipelineID, BuildID: nb.ID})

@@ -686,6 +686,23 @@ func (s *Service) updateFast(ctx context.Context, u JobUpdate, gate *admission) 
 		_ = gate.admit(ctx, true)
 		s.acknowledged(ctx, u.ID, hash, acked, now)
 		return StatusRunning, true, nil
+	case StatePending:
+		if _, running := s.touches.get(u.ID); running {
+			return "", false, nil // running already, as this replica knows: a liveness touch
+		}
+		// The token was checked before when rate limits ask (checkUpdateToken); the
+		// compare-and-set carries it anyway. A build past its max wait, not waiting, or not
+		// this token's: the full path reads it and says which.
+		kept, err := s.store.KeepAlive(ctx, KeepAlive{ID: u.ID, TokenHash: hash, Now: now,
+			TTL: s.cfg.AckTTL, MaxWait: s.cfg.MaxProvisioningWait})
+		if errors.Is(err, ErrConflict) {
+			return "", false, nil
+		}
+		if err != nil {
+			return "", true, err
+		}
+		s.keptAlive(ctx, u.ID, kept, now)
+		return StatusWaiting, true, nil
 	case StateSuccess, StateFailed:
 		if u.Bytesize > 0 && !s.liveCovers(ctx, u) {
 			return "", false, nil // the full path compares with the durable size too
@@ -839,6 +856,8 @@ func (s *Service) acknowledged(ctx context.Context, id int64, tokenHash []byte, 
 	}
 }
 
+// keepalive is the full path's keep-alive of b, read waiting: the same compare-and-set as
+// updateFast's, with the TTL capped here from b's assignment.
 func (s *Service) keepalive(ctx context.Context, b Build, now time.Time) (Status, error) {
 	assignedAt := now
 	if b.AssignedAt != nil {
@@ -849,15 +868,30 @@ func (s *Service) keepalive(ctx context.Context, b Build, now time.Time) (Status
 		// Past the max provisioning wait: the sweeper fails it; tell the runner now.
 		return "", &JobForbiddenError{Cause: ProvisioningTimedOut, Status: b.Status}
 	}
-	if err := s.leases.Refresh(ctx, b.ID, strconv.FormatInt(b.RunnerManagerID, 10), ttl); err != nil {
-		return "", fmt.Errorf("refresh ack key of build %d: %w: %w", b.ID, ErrUnavailable, err)
+	kept, err := s.store.KeepAlive(ctx, KeepAlive{ID: b.ID, TokenHash: b.TokenHash, Now: now, TTL: ttl})
+	if err != nil {
+		// ErrConflict: the build left waiting since it was read (the sweeper failed it, an
+		// operator canceled it); UpdateJob reads it again and answers 403 with its state.
+		// The statement waited for that change's commit, so the new read sees it.
+		return "", err
 	}
-	if err := s.store.AddEvent(ctx, Event{BuildID: b.ID, Type: EventKeepalive, At: now,
-		RunnerManager: b.RunnerSystemID, Detail: map[string]any{"ttl_seconds": ttl.Seconds()}}); err != nil {
-		s.log.WarnContext(ctx, "keepalive event not recorded", "build_id", b.ID, "error", err)
+	s.keptAlive(ctx, b.ID, kept, now)
+	return StatusWaiting, nil
+}
+
+// keptAlive follows a keep-alive that Postgres took: its deadline of record moved, and
+// the ack key follows it. The key is what the sweeper asks for a build whose deadline of
+// record passed; one not refreshed only means the sweeper fails the build at the new
+// deadline of record unless it is kept alive or acked again, which is what the runner
+// was promised, so a Redis failure here does not change the answer.
+func (s *Service) keptAlive(ctx context.Context, id int64, kept KeptAlive, now time.Time) {
+	if ttl := kept.Deadline.Sub(now); ttl > 0 {
+		if err := s.leases.Refresh(ctx, id, strconv.FormatInt(kept.RunnerManagerID, 10), ttl); err != nil {
+			s.log.WarnContext(ctx, "ack key not refreshed; the sweeper will use the deadline of record",
+				"build_id", id, "error", err)
+		}
 	}
-	s.changed(Change{PipelineID: b.PipelineID, BuildID: b.ID})
-	return b.Status, nil
+	s.changed(Change{PipelineID: kept.PipelineID, BuildID: id})
 }
 
 func (s *Service) decline(ctx context.Context, b Build, u JobUpdate, now time.Time) (Status, error) {

@@ -79,6 +79,10 @@ type Finish struct {
 	// is not Flush.Offset, and the finish goes on. Finished.Build.TraceSize then says what
 	// Postgres holds.
 	Flush *TraceFlush
+	// AckDeadlineBy, when set, fences the change on the deadline of record too: only a
+	// build whose ack_deadline is at or before it changes (the ack sweeper's timeout, so
+	// that a keep-alive that moved the deadline first wins).
+	AckDeadlineBy time.Time
 }
 
 // TraceFlush is live log bytes that start at Offset, moving to Postgres.
@@ -194,6 +198,9 @@ type Store interface {
 	Build(ctx context.Context, id int64) (Build, error)
 	BuildsByStatus(ctx context.Context, status Status, p Page) ([]Build, int, error)
 	Events(ctx context.Context, buildID int64, p Page) ([]Event, int, error)
+	// AddEvent appends an event that changes no state: a *TransitionError when
+	// BuildTransitions does not declare e.Type without a state change for the build's
+	// state at the time of the write (see EventStatuses), ErrNotFound without the build.
 	AddEvent(ctx context.Context, e Event) error
 
 	// Acknowledge: waiting_for_runner_ack → running for the build whose job token hashes
@@ -201,6 +208,12 @@ type Store interface {
 	// pipeline, and with a.ReadMasked its masked variables. ErrConflict when no such build
 	// waits (wrong token, not waiting, gone): the caller reads the build to say why.
 	Acknowledge(ctx context.Context, a Ack) (Acked, error)
+	// KeepAlive moves the deadline of record of the waiting build whose job token hashes
+	// to k.TokenHash and records its keepalive event, in one statement: the sweeper fails
+	// only a build whose deadline of record has passed, so whichever of the two commits
+	// first wins. ErrConflict when no such build waits (wrong token, timed out, gone) or
+	// its max wait has passed: the caller reads the build to say why.
+	KeepAlive(ctx context.Context, k KeepAlive) (KeptAlive, error)
 	// Touch records runner liveness (callers throttle it).
 	Touch(ctx context.Context, id int64, now time.Time) error
 	// ExtendAck moves the deadline of record of a waiting build.
@@ -208,8 +221,9 @@ type Store interface {
 	// Finish: ErrConflict when the build is not in f.From (or the token differs), a
 	// *TransitionError when BuildTransitions does not declare the change.
 	Finish(ctx context.Context, f Finish) (Finished, error)
-	// RequestCancel: running → canceling. ErrConflict when not running.
-	RequestCancel(ctx context.Context, id int64, now time.Time) (Build, error)
+	// RequestCancel: running → canceling for actor, with its cancel_requested event.
+	// ErrConflict when not running.
+	RequestCancel(ctx context.Context, id int64, now time.Time, actor string) (Build, error)
 	// RetryBuild creates a new attempt of a finished, latest build (operator retry).
 	RetryBuild(ctx context.Context, id int64, now time.Time, actor string) (Build, error)
 	// PlayBuild: manual → pending (operator play), reopening what waited for it, and
@@ -285,6 +299,26 @@ type Acked struct {
 	TraceSize int64
 	// Masked is set when Ack.ReadMasked asked for it.
 	Masked *AckedMasked
+}
+
+// KeepAlive is a runner's keep-alive (PUT state=pending) of waiting build ID, with the hash
+// of the job token it sent.
+type KeepAlive struct {
+	ID        int64
+	TokenHash []byte
+	Now       time.Time
+	// TTL is the wait granted from Now. MaxWait, when > 0, caps the new deadline at the
+	// assignment + MaxWait, and refuses the keep-alive once that has passed.
+	TTL     time.Duration
+	MaxWait time.Duration
+}
+
+// KeptAlive is what a keep-alive returns.
+type KeptAlive struct {
+	PipelineID      int64
+	RunnerManagerID int64
+	// Deadline is the new deadline of record.
+	Deadline time.Time
 }
 
 // AckedMasked are the masked variables of an acknowledged build: of its payload, and of

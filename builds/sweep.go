@@ -57,7 +57,7 @@ func DecideExpiredAck(p SweepParams, c ExpiredAck, leasesKnown bool) AckDecision
 	return AckDecision{Action: AckFail, Finish: Finish{
 		BuildID: c.ID, From: []Status{StatusWaiting}, To: StatusFailed,
 		Reason: ReasonRunnerProvisioningTimeout, Event: EventAckTimeout,
-		RunnerManager: c.RunnerManager, Now: p.Now, Policy: &policy,
+		RunnerManager: c.RunnerManager, Now: p.Now, Policy: &policy, AckDeadlineBy: p.Now,
 		Detail: map[string]any{"cause": cause, "waited_seconds": waited.Seconds()},
 	}}
 }

@@ -152,6 +152,24 @@ func CheckTransition(from, to Status, event, reason string) error {
 	return &TransitionError{Kind: "build", From: string(from), To: string(to), Event: event, Reason: reason}
 }
 
+// EventStatuses lists the states in which BuildTransitions lets event be recorded without
+// a state change (rows whose To is StatusSame): the only states in which the Store appends
+// it on its own (AddEvent). Nil for an event that only ever comes with a state change.
+func EventStatuses(event string) []Status {
+	var out []Status
+	for _, t := range BuildTransitions {
+		if t.To != StatusSame || t.Event != event || event == "" {
+			continue
+		}
+		for _, from := range t.From {
+			if !slices.Contains(out, from) {
+				out = append(out, from)
+			}
+		}
+	}
+	return out
+}
+
 // Check reports whether every From of f to f.To is declared (see CheckTransition).
 func (f Finish) Check() error {
 	for _, from := range f.From {

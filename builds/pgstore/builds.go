@@ -155,15 +155,52 @@ func (s *Store) Events(ctx context.Context, buildID int64, p builds.Page) ([]bui
 	return list, total, err
 }
 
-const addEvent = `INSERT INTO build_events (build_id, type, at, runner_manager, detail) VALUES ($1, $2, $3, $4, $5)`
+// addEvent appends an event that changes no state, only while the build is in one of the
+// states $6 (builds.EventStatuses of the event): the table's rule is checked against the
+// row's state at the time of the write, not against a read made earlier. FOR SHARE makes
+// that so: a status change in flight (an UPDATE holds the row) is waited for and the
+// state it committed is the one checked, and none can start before this commits. It
+// returns the state it found and whether the event went in.
+const addEvent = `
+WITH b AS (
+    SELECT id, status FROM builds WHERE id = $1 FOR SHARE
+), e AS (
+    INSERT INTO build_events (build_id, type, at, runner_manager, detail)
+    SELECT id, $2::text, $3::timestamptz, $4::text, $5::jsonb FROM b WHERE status = ANY($6::text[])
+    RETURNING build_id
+)
+SELECT status, EXISTS (SELECT 1 FROM e) FROM b`
 
-// AddEvent appends to a build's history.
+// AddEvent appends to a build's history an event that changes no state; see addEventTx.
 func (s *Store) AddEvent(ctx context.Context, e builds.Event) error {
+	return addEventTx(ctx, s.pool, e)
+}
+
+// addEventTx runs addEvent: a *builds.TransitionError when the table does not declare
+// e.Type without a state change in the state the build is in, builds.ErrNotFound without
+// the build. In a transaction that changed the row before, the state is its own.
+func addEventTx(ctx context.Context, q querier, e builds.Event) error {
 	if e.Detail == nil {
 		e.Detail = map[string]any{}
 	}
-	_, err := s.pool.Exec(ctx, addEvent, e.BuildID, e.Type, e.At, e.RunnerManager, e.Detail)
-	return err
+	allowed := builds.EventStatuses(e.Type)
+	statuses := make([]string, len(allowed))
+	for i, st := range allowed {
+		statuses[i] = string(st)
+	}
+	var status string
+	var added bool
+	err := q.QueryRow(ctx, addEvent, e.BuildID, e.Type, e.At, e.RunnerManager, e.Detail, statuses).Scan(&status, &added)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("build %d: %w", e.BuildID, builds.ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	if !added {
+		return &builds.TransitionError{Kind: "build", From: status, To: status, Event: e.Type}
+	}
+	return nil
 }
 
 // claimCandidate locks the oldest pending build this runner may run. SKIP LOCKED lets
@@ -368,6 +405,43 @@ func (s *Store) Acknowledge(ctx context.Context, a builds.Ack) (builds.Acked, er
 	return acked, nil
 }
 
+// keepAlive is the whole keep-alive in one statement, like acknowledge: the job token and
+// the waiting state are the compare-and-set, the new deadline of record ($4, capped at the
+// assignment + $5 seconds when $5 > 0, and refused once that has passed) and the event go
+// with it. The sweeper fails a build only while its deadline of record has passed and
+// holds the row while it decides, so the two are ordered by the row: a keep-alive that
+// waits for a sweep finds the build failed (no row), a sweep after a keep-alive finds the
+// deadline moved.
+const keepAlive = `
+WITH b AS (
+    UPDATE builds SET ack_deadline = CASE WHEN $5::float8 > 0
+            THEN LEAST($4::timestamptz, COALESCE(assigned_at, $3::timestamptz) + make_interval(secs => $5::float8))
+            ELSE $4::timestamptz END
+    WHERE id = $1 AND token_hash = $2 AND status = 'waiting_for_runner_ack'
+      AND ($5::float8 <= 0 OR COALESCE(assigned_at, $3::timestamptz) + make_interval(secs => $5::float8) > $3::timestamptz)
+    RETURNING id, pipeline_id, COALESCE(runner_manager_id, 0) AS runner_manager_id, ack_deadline
+), e AS (
+    INSERT INTO build_events (build_id, type, at, runner_manager, detail)
+    SELECT b.id, 'keepalive', $3,
+           COALESCE((SELECT m.system_id FROM runner_managers m WHERE m.id = b.runner_manager_id), ''),
+           jsonb_build_object('ttl_seconds', extract(epoch FROM b.ack_deadline - $3::timestamptz)::float8)
+    FROM b
+)
+SELECT pipeline_id, runner_manager_id, ack_deadline FROM b`
+
+// KeepAlive moves the deadline of record of a waiting build whose job token hashes to
+// k.TokenHash and records the keepalive event; ErrConflict if no such build waits or its
+// max wait has passed.
+func (s *Store) KeepAlive(ctx context.Context, k builds.KeepAlive) (builds.KeptAlive, error) {
+	var kept builds.KeptAlive
+	err := s.pool.QueryRow(ctx, keepAlive, k.ID, k.TokenHash, k.Now, k.Now.Add(k.TTL), k.MaxWait.Seconds()).
+		Scan(&kept.PipelineID, &kept.RunnerManagerID, &kept.Deadline)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return builds.KeptAlive{}, builds.ErrConflict
+	}
+	return kept, err
+}
+
 const touch = `UPDATE builds SET updated_at = $2 WHERE id = $1 AND updated_at < $2`
 
 // Touch records liveness.
@@ -384,17 +458,25 @@ func (s *Store) ExtendAck(ctx context.Context, id int64, deadline time.Time) err
 	return err
 }
 
+// requestCancel records cancel_requested with the change it names, in the same statement.
 const requestCancel = `
 WITH b AS (
     UPDATE builds SET status = 'canceling', cancel_requested = true, updated_at = $2
     WHERE id = $1 AND status = 'running'
     RETURNING *
+), e AS (
+    INSERT INTO build_events (build_id, type, at, runner_manager, detail)
+    SELECT b.id, 'cancel_requested', $2,
+           COALESCE((SELECT m.system_id FROM runner_managers m WHERE m.id = b.runner_manager_id), ''),
+           jsonb_build_object('actor', $3::text)
+    FROM b
 )
 SELECT ` + buildCols + ` FROM b` + buildJoins
 
-// RequestCancel marks a running build canceling; the runner learns it from Job-Status.
-func (s *Store) RequestCancel(ctx context.Context, id int64, now time.Time) (builds.Build, error) {
-	b, err := scanBuild(s.pool.QueryRow(ctx, requestCancel, id, now))
+// RequestCancel marks a running build canceling for actor, with its event; the runner
+// learns it from Job-Status.
+func (s *Store) RequestCancel(ctx context.Context, id int64, now time.Time, actor string) (builds.Build, error) {
+	b, err := scanBuild(s.pool.QueryRow(ctx, requestCancel, id, now, actor))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return builds.Build{}, builds.ErrConflict
 	}

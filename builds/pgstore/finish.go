@@ -15,6 +15,9 @@ import (
 // from then on for the stage tally, the job plan and the pipeline's status. The payload is
 // read only for a failure with an exit code (AND evaluates left to right and stops early).
 //
+// With $14, the ack sweeper's time, only a build whose deadline of record has passed
+// changes: Postgres's deadline is the arbiter between a timeout and a keep-alive.
+//
 // With a flush ($12 the offset, $13 the bytes; NULL without), the same UPDATE stores the
 // live log's last bytes with flushTrace's compare-and-set on trace_size: one statement and
 // one commit fewer than a flush of its own, and no second UPDATE of the row in the
@@ -31,6 +34,7 @@ WITH b AS (
             AND COALESCE(payload -> 'allow_failure_exit_codes' @> to_jsonb($5::bigint), false)),
         trace_size = CASE WHEN trace_size = $12::bigint THEN trace_size + length($13::bytea) ELSE trace_size END
     WHERE id = $1 AND status = ANY($2::text[]) AND ($11::bytea IS NULL OR token_hash = $11)
+      AND ($14::timestamptz IS NULL OR ack_deadline <= $14)
     RETURNING *
 ), e AS (
     INSERT INTO build_events (build_id, type, at, runner_manager, detail)
@@ -129,8 +133,12 @@ func finishArgs(f builds.Finish) []any {
 	if f.Flush != nil {
 		offset, data = &f.Flush.Offset, f.Flush.Data
 	}
+	var ackBy *time.Time
+	if !f.AckDeadlineBy.IsZero() {
+		ackBy = &f.AckDeadlineBy
+	}
 	return []any{f.BuildID, from, string(f.To), f.Reason, f.ExitCode,
-		f.RunnerFinalState, f.Now, f.Event, f.RunnerManager, detail, f.TokenHash, offset, data}
+		f.RunnerFinalState, f.Now, f.Event, f.RunnerManager, detail, f.TokenHash, offset, data, ackBy}
 }
 
 // finishBuildTx is finishTx without advancing the pipeline: for a caller that finishes
@@ -168,8 +176,8 @@ func afterFinish(ctx context.Context, tx querier, f builds.Finish, b builds.Buil
 		res.Retry, res.Queued = &retry, true
 		res.Build.RetriedBy = retry.ID
 	case d.Exhausted:
-		if _, err := tx.Exec(ctx, addEvent, b.ID, builds.EventRetryExhausted, f.Now, f.RunnerManager,
-			map[string]any{"reason": f.Reason, "attempts": b.Attempt, "limit": d.Limit}); err != nil {
+		if err := addEventTx(ctx, tx, builds.Event{BuildID: b.ID, Type: builds.EventRetryExhausted, At: f.Now,
+			RunnerManager: f.RunnerManager, Detail: map[string]any{"reason": f.Reason, "attempts": b.Attempt, "limit": d.Limit}}); err != nil {
 			return builds.Finished{}, err
 		}
 	}
@@ -180,8 +188,12 @@ func afterFinish(ctx context.Context, tx querier, f builds.Finish, b builds.Buil
 // when, as GitLab enqueues retries immediately). retry_of is UNIQUE, so a second retry of
 // the same build fails instead of duplicating it. allow_failure comes from the definition
 // when the job lists exit codes: the failed attempt's may have been set by its exit code.
+// Only an ended build is retried (r), the states in which the table declares its retried
+// event: otherwise nothing is inserted and the caller gets no row.
 const insertRetry = `
-WITH n AS (
+WITH r AS (
+    SELECT id FROM builds WHERE id = $1 AND status IN ('success', 'failed', 'canceled')
+), n AS (
     INSERT INTO builds (project_id, pipeline_id, stage, stage_idx, name, status, tags, payload,
                         timeout_seconds, allow_failure, run_when, needs, attempt, retry_of, queued_at, created_at, updated_at,
                         resource_group_id, bridge)
@@ -189,7 +201,7 @@ WITH n AS (
            CASE WHEN payload ? 'allow_failure_exit_codes' THEN COALESCE((payload ->> 'allow_failure')::boolean, false)
                 ELSE allow_failure END,
            run_when, needs, attempt + 1, id, $2, $2, $2, resource_group_id, bridge
-    FROM builds WHERE id = $1
+    FROM builds WHERE id = (SELECT id FROM r)
     RETURNING *
 ), o AS (
     UPDATE builds SET retried_by = (SELECT id FROM n) WHERE id = $1

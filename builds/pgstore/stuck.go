@@ -226,13 +226,23 @@ func (s *Store) unstickJobs(ctx context.Context, tx pgx.Tx, id, projectID int64,
 	return out, queued || q, err
 }
 
+// markStuckBuilds appends the stuck-stage event to the builds $1 still in a state the
+// optimistic row of the table declares it for: one that ended meanwhile records none. No
+// FOR SHARE here, unlike addEvent: this pass holds the pipeline row, and a finish locks its
+// build before its pipeline, so waiting on the build's row could deadlock.
+const markStuckBuilds = `
+INSERT INTO build_events (build_id, type, at, detail)
+SELECT id, 'stuck_stage', $2::timestamptz, $3::jsonb FROM builds
+WHERE id = ANY($1) AND status IN ('pending', 'waiting_for_runner_ack', 'running', 'canceling')
+ORDER BY id`
+
 // markStuck appends the stuck-stage event to each build the optimistic strategy leaves
 // behind (the stage and the DAG form of the check alike).
 func markStuck(ctx context.Context, tx pgx.Tx, waiting []builds.StuckBuild, detail map[string]any, now time.Time) error {
-	for _, b := range waiting {
-		if _, err := tx.Exec(ctx, addEvent, b.ID, builds.EventStuckStage, now, "", detail); err != nil {
-			return err
-		}
+	ids := make([]int64, len(waiting))
+	for i, b := range waiting {
+		ids[i] = b.ID
 	}
-	return nil
+	_, err := tx.Exec(ctx, markStuckBuilds, ids, now, detail)
+	return err
 }

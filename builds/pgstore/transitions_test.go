@@ -26,6 +26,13 @@ import (
 var runtimeChecked = map[string]bool{"finishBuild": true, "assignBuild": true, "setPipelineStatus": true,
 	"startBridge": true, "assignOldest": true, "assignOldestUntagged": true}
 
+// eventsCheckedElsewhere lists the statements that record an event the scan cannot read
+// (a parameter, or a CASE over rows the statement does not change), with where it is
+// checked: finishBuild's $8 by Finish.Check; addEvent's $2 by the statement itself
+// (status = ANY of builds.EventStatuses, under FOR SHARE); insertEvents' first events by
+// CreatePipeline against initialEvents before the rows go in.
+var eventsCheckedElsewhere = map[string]bool{"finishBuild": true, "addEvent": true, "insertEvents": true}
+
 // The job plan's statements (jobs.go), the play and the due pass are read by the scan like
 // any other; CreatePipeline's COPY is not SQL text, so it checks each initial status with
 // builds.CheckTransition before the rows go in.
@@ -93,6 +100,81 @@ func TestStatementsWriteOnlyDeclaredTransitions(t *testing.T) {
 	if found < 24 {
 		t.Fatalf("found %d status writes in %d statements; the scan no longer reads the SQL", found, len(stmts))
 	}
+}
+
+// paramEvent: an event insert whose type is a parameter.
+var paramEvent = regexp.MustCompile(`INSERT INTO build_events \([^)]*\)\s*(?:SELECT\s+[^,]+,|VALUES\s*\([^,]+,)\s*\$\d+`)
+
+// TestStatementsRecordOnlyDeclaredEvents extends the status check to events: every event a
+// statement records must be declared either by one of the statement's own status changes,
+// or, for an event recorded without one (a keep-alive, a retry's mark on the old attempt,
+// the stuck-stage mark), without a state change for every state the statement's
+// compare-and-set accepts (builds.EventStatuses). An event-only insert without such a
+// condition fails, as does one whose type is a parameter nobody checks.
+func TestStatementsRecordOnlyDeclaredEvents(t *testing.T) {
+	eventOnly := 0
+	for name, sql := range statements(t) {
+		if !strings.Contains(sql, "INSERT INTO build_events") {
+			continue
+		}
+		if eventsCheckedElsewhere[name] {
+			continue
+		}
+		if paramEvent.MatchString(sql) {
+			t.Errorf("%s records an event type from a parameter but is not checked", name)
+			continue
+		}
+		writes, _ := statusWrites(sql)
+		var events []string
+		for _, part := range eventInsert.FindAllString(sql, -1) {
+			for _, m := range quotedWord.FindAllStringSubmatch(part, -1) {
+				if slices.Contains(builds.AllEvents, m[1]) && !slices.Contains(events, m[1]) {
+					events = append(events, m[1])
+				}
+			}
+		}
+		if len(events) == 0 {
+			t.Errorf("%s inserts into build_events but the scan reads no event type", name)
+		}
+		for _, ev := range events {
+			if recordsWrite(writes, ev) {
+				continue
+			}
+			eventOnly++
+			conds := conditions(sql)
+			if len(conds) == 0 {
+				t.Errorf("%s records %q without a state change and without a compare-and-set on the state", name, ev)
+				continue
+			}
+			allowed := builds.EventStatuses(ev)
+			for _, st := range conds {
+				if !slices.Contains(allowed, builds.Status(st)) {
+					t.Errorf("%s records %q in state %s; the table declares it without a state change only in %v", name, ev, st, allowed)
+				}
+			}
+		}
+	}
+	if eventOnly < 3 {
+		t.Fatalf("found %d event-only inserts; the scan no longer reads keepAlive, insertRetry and markStuckBuilds", eventOnly)
+	}
+}
+
+// recordsWrite reports whether ev is declared for one of the build status changes writes.
+func recordsWrite(writes []statusWrite, ev string) bool {
+	for _, w := range writes {
+		if w.table != "builds" {
+			continue
+		}
+		if w.to == "$" {
+			return true // checked at run time with its event (runtimeChecked)
+		}
+		for _, from := range w.from {
+			if declared(builds.Status(from), builds.Status(w.to), []string{ev}) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func show(s string) string {
@@ -334,5 +416,64 @@ func TestFinishRefusesUndeclaredTransition(t *testing.T) {
 	}
 	if b, err := s.Build(ctx, id); err != nil || b.Status != builds.StatusPending {
 		t.Fatalf("build after the refused Finish: %s, %v; want still pending", b.Status, err)
+	}
+}
+
+// TestAddEventRefusesUndeclaredEvent: an event without a state change goes in only while
+// the build is in a state the table declares it for, as the row is at the write: a
+// keepalive of a pending build is refused (a *builds.TransitionError naming the state) and
+// leaves no event, a retry_exhausted of a failed one goes in, and an event that always
+// comes with a state change (cancel_requested) is never appended on its own.
+func TestAddEventRefusesUndeclaredEvent(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := New(testenv.Pool(t))
+	d := builds.PipelineDefinition{ProjectID: 1, Stages: []string{"test"},
+		Jobs: []builds.JobDefinition{{Name: "a", Stage: "test", Script: []string{"true"}}}}
+	if err := d.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	p, err := s.CreatePipeline(ctx, d, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := p.Builds[0].ID
+	events := func() string {
+		ev, _, err := s.Events(ctx, id, builds.Page{Page: 1, PerPage: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var types []string
+		for _, e := range ev {
+			types = append(types, e.Type)
+		}
+		return strings.Join(types, ",")
+	}
+	for _, typ := range []string{builds.EventKeepalive, builds.EventCancelRequested, builds.EventRetryExhausted} {
+		err := s.AddEvent(ctx, builds.Event{BuildID: id, Type: typ, At: now})
+		var te *builds.TransitionError
+		if !errors.As(err, &te) || te.From != string(builds.StatusPending) {
+			t.Fatalf("AddEvent %s of a pending build: %v; want a *builds.TransitionError from pending", typ, err)
+		}
+	}
+	if got := events(); got != "queued" {
+		t.Fatalf("events after refused appends: %s, want queued", got)
+	}
+	if _, err := s.Finish(ctx, builds.Finish{BuildID: id, From: []builds.Status{builds.StatusPending},
+		To: builds.StatusFailed, Reason: builds.ReasonStuckPending, Event: builds.EventDroppedStuck, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddEvent(ctx, builds.Event{BuildID: id, Type: builds.EventRetryExhausted, At: now}); err != nil {
+		t.Fatalf("AddEvent retry_exhausted of a failed build: %v", err)
+	}
+	if err := s.AddEvent(ctx, builds.Event{BuildID: id, Type: builds.EventKeepalive, At: now}); err == nil {
+		t.Fatal("AddEvent keepalive of a failed build went in")
+	}
+	if got := events(); got != "queued,dropped_stuck,retry_exhausted" {
+		t.Fatalf("events: %s, want queued,dropped_stuck,retry_exhausted", got)
+	}
+	if err := s.AddEvent(ctx, builds.Event{BuildID: id + 1000, Type: builds.EventRetryExhausted, At: now}); !errors.Is(err, builds.ErrNotFound) {
+		t.Fatalf("AddEvent to no build: %v, want builds.ErrNotFound", err)
 	}
 }

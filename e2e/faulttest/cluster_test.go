@@ -71,14 +71,27 @@ func TestTwoPhaseOnRedisCluster(t *testing.T) {
 			t.Fatalf("ack of build %d: %d %q (%v), want 200 running", job.ID, res.Code, res.JobStatus, err)
 		}
 	}
-	// Halfway through the TTL, keep half of the rest alive: their keys now outlive the
-	// deadline of record, which only a cross-slot PTTL read can tell the sweeper.
+	// Halfway through the TTL, keep half of the rest alive: each keep-alive moves the
+	// deadline of record with its key.
 	time.Sleep(time.Until(assignedAt.Add(ttl / 2)))
+	var keptIDs []int64
 	for _, job := range kept {
 		res, err := r.Keepalive(ctx, job)
 		if err != nil || res.Code != http.StatusOK {
 			t.Fatalf("keep-alive of build %d: %d %q (%v), want 200", job.ID, res.Code, res.JobStatus, err)
 		}
+		keptIDs = append(keptIDs, job.ID)
+	}
+	if n := jobapitest.QueryInt(t, inst.Pool, `SELECT count(*) FROM builds WHERE id = ANY($1)
+		AND ack_deadline >= assigned_at + $2 * interval '1 millisecond'`, keptIDs, (ttl+ttl/2).Milliseconds()-50); n != len(kept) {
+		t.Fatalf("%d of %d kept-alive builds have their deadline of record moved past the assignment's", n, len(kept))
+	}
+	// Their keys outlive the assignment's deadline, which only a cross-slot PTTL read can
+	// tell the sweeper once that deadline is the one of record (as a keep-alive through a
+	// replica from before keep-alives moved it leaves it): put it back.
+	if _, err := inst.Pool.Exec(ctx, `UPDATE builds SET ack_deadline = assigned_at + $2 * interval '1 millisecond'
+		WHERE id = ANY($1)`, keptIDs, ttl.Milliseconds()); err != nil {
+		t.Fatal(err)
 	}
 	time.Sleep(time.Until(assignedAt.Add(ttl + 200*time.Millisecond)))
 	rep, err := inst.Sweeper.SweepOnce(ctx)
