@@ -25,7 +25,7 @@ func TestAutoCancelRedundantPipelines(t *testing.T) {
 	create := func(ref, sha, yaml string) api.Pipeline {
 		t.Helper()
 		resp, b := inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline", map[string]any{"ref": ref, "sha": sha, "ci_config": yaml})
-		wantStatus(t, resp, b, http.StatusCreated)
+		jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 		return decode[api.Pipeline](t, b)
 	}
 	show := func(id int64) api.Pipeline {
@@ -97,7 +97,7 @@ func TestAutoCancelOnNewCommit(t *testing.T) {
 	create := func(ref, sha, yaml string) api.Pipeline {
 		t.Helper()
 		resp, b := inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline", map[string]any{"ref": ref, "sha": sha, "ci_config": yaml})
-		wantStatus(t, resp, b, http.StatusCreated)
+		jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 		return decode[api.Pipeline](t, b)
 	}
 	show := func(id int64) api.Pipeline {
@@ -175,7 +175,7 @@ e2e: {stage: test, script: make e2e}
 waiting: {stage: test, script: make later, tags: [nobody]}
 deploy: {stage: deploy, script: make deploy}
 `})
-	wantStatus(t, resp, b, http.StatusCreated)
+	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 	p := decode[api.Pipeline](t, b)
 	r := inst.NewRunner(t)
 	jobs := r.TakeAll(t, 4)
@@ -206,7 +206,7 @@ deploy: {stage: deploy, script: make deploy}
 	// Without the setting, a failure cancels nothing.
 	resp, b = inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline", map[string]any{"ref": "main", "sha": strings.Repeat("b", 40),
 		"ci_config": "a: {script: x, tags: [plain]}\nb: {script: y, tags: [plain]}\n"})
-	wantStatus(t, resp, b, http.StatusCreated)
+	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 	plain := decode[api.Pipeline](t, b)
 	rp := inst.NewRunner(t, "plain")
 	pj := rp.TakeAll(t, 2)
@@ -232,7 +232,7 @@ doomed: {stage: test, script: x, tags: [doomed]}
 other: {stage: test, script: y, tags: [other]}
 deploy: {stage: deploy, script: z}
 `})
-	wantStatus(t, resp, b, http.StatusCreated)
+	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 	p := decode[api.Pipeline](t, b)
 	id, token := inst.CreateRunner(t, "doomed")
 	doomedRunner := jobapitest.NewRunner(t, inst.URL, token, "s_doomed")
@@ -279,7 +279,7 @@ three: {stage: test, script: x}
 four: {stage: test, script: x, tags: [nobody]}
 deploy: {stage: deploy, script: x}
 `})
-		wantStatus(t, resp, body, http.StatusCreated)
+		jobapitest.WantStatus(t, resp, body, http.StatusCreated)
 		p := decode[api.Pipeline](t, body)
 		ra, rb := a.NewRunner(t), b.NewRunner(t)
 		one, two := ra.TakeNamed(t, "one"), rb.TakeNamed(t, "two")

@@ -227,7 +227,7 @@ func TestBadInput(t *testing.T) {
 				}
 				t.Fatalf("status %d, want %s; body %.300s", resp.StatusCode, want, b)
 			}
-			wantJSONError(t, resp, b, resp.StatusCode)
+			jobapitest.WantJSONError(t, resp, b, resp.StatusCode)
 			if after := rowCounts(t, inst); !sameCounts(before, after) {
 				t.Errorf("rows changed: %v → %v", before, after)
 			}
@@ -315,7 +315,7 @@ func TestHostileStringsStoredVerbatim(t *testing.T) {
 	// A log with the same content comes back unchanged.
 	trace := []byte(strings.Join(hostile, "\n") + "\n")
 	resp, b := patchTrace(t, inst.URL, job.ID, job.Token, 0, trace)
-	wantStatus(t, resp, b, http.StatusAccepted)
+	jobapitest.WantStatus(t, resp, b, http.StatusAccepted)
 	_, b = inst.Do(t, "GET", fmt.Sprintf("/api/v4/projects/1/jobs/%d/trace", job.ID), nil)
 	if !bytes.Equal(b, trace) {
 		t.Errorf("trace %q, want %q", b, trace)

@@ -67,7 +67,7 @@ func TestPipelineFromYAML(t *testing.T) {
 	inst.MustDo(t, http.StatusCreated, "POST", projectPath(proj.ID)+"/variables", map[string]any{"key": "DEPLOY_ENABLED", "value": "yes"}, nil)
 
 	resp, b := inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline?ref=trunk", pipelineYAML, "Content-Type", "application/yaml")
-	wantStatus(t, resp, b, http.StatusCreated)
+	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 	p := decode[api.Pipeline](t, b)
 	if got, want := jobNames(p), []string{"build", "deploy", "test 1/2", "test 2/2"}; !slices.Equal(got, want) {
 		t.Errorf("jobs on the default branch: %v, want %v", got, want)
@@ -77,7 +77,7 @@ func TestPipelineFromYAML(t *testing.T) {
 	}
 
 	resp, b = inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline", map[string]any{"ref": "refs/tags/v1.0", "ci_config": pipelineYAML})
-	wantStatus(t, resp, b, http.StatusCreated)
+	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 	p = decode[api.Pipeline](t, b)
 	if got, want := jobNames(p), []string{"build", "docs", "test 1/2", "test 2/2"}; !slices.Equal(got, want) {
 		t.Errorf("jobs on a tag: %v, want %v", got, want)
@@ -86,7 +86,7 @@ func TestPipelineFromYAML(t *testing.T) {
 	// A pipeline variable wins over the project's in rules, as in the job.
 	resp, b = inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline", map[string]any{"ref": "trunk", "ci_config": pipelineYAML,
 		"variables": []map[string]string{{"key": "DEPLOY_ENABLED", "value": "no"}}})
-	wantStatus(t, resp, b, http.StatusCreated)
+	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 	if got, want := jobNames(decode[api.Pipeline](t, b)), []string{"build", "test 1/2", "test 2/2"}; !slices.Equal(got, want) {
 		t.Errorf("jobs with DEPLOY_ENABLED=no as a pipeline variable: %v, want %v", got, want)
 	}
@@ -125,7 +125,7 @@ func TestPipelineFromYAMLBadInput(t *testing.T) {
 	}
 	for _, c := range cases {
 		resp, b := inst.Do(t, "POST", path, c.body, "Content-Type", c.contentType)
-		msg := wantJSONError(t, resp, b, http.StatusBadRequest)
+		msg := jobapitest.WantJSONError(t, resp, b, http.StatusBadRequest)
 		for _, w := range c.want {
 			if !strings.Contains(msg, w) {
 				t.Errorf("%s: message %q does not mention %q", c.name, msg, w)
@@ -173,14 +173,14 @@ func TestCILint(t *testing.T) {
 	}
 
 	resp, b := inst.Do(t, "POST", path, "build:\n  script: make\n  stage: nowhere\n", "Content-Type", "application/yaml")
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	bad := decode[lint](t, b)
 	if bad.Valid || len(bad.Errors) == 0 || !strings.Contains(strings.Join(bad.Errors, " "), "nowhere") {
 		t.Errorf("a job in an unknown stage linted as %+v", bad)
 	}
 
 	resp, b = inst.Do(t, "POST", path, map[string]any{"ref": "main"})
-	wantJSONError(t, resp, b, http.StatusBadRequest)
+	jobapitest.WantJSONError(t, resp, b, http.StatusBadRequest)
 	if n := jobapitest.QueryInt(t, inst.Pool, "SELECT count(*) FROM pipelines"); n != 0 {
 		t.Errorf("lint wrote %d pipelines", n)
 	}
@@ -218,7 +218,7 @@ func TestCILintStaticCheck(t *testing.T) {
 		}
 		// The same in the query, with a YAML body.
 		resp, b := inst.Do(t, "POST", path+"?include_jobs=true", tc.src, "Content-Type", "application/yaml")
-		wantStatus(t, resp, b, http.StatusOK)
+		jobapitest.WantStatus(t, resp, b, http.StatusOK)
 		if got := decode[lint](t, b); !got.Valid || len(got.Jobs) != 2 {
 			t.Errorf("%s: static check of a YAML body %s", tc.name, b)
 		}
@@ -229,7 +229,7 @@ func TestCILintStaticCheck(t *testing.T) {
 			t.Errorf("%s: dry run for main %+v, want invalid: no pipeline", tc.name, dry)
 		}
 		resp, b = inst.Do(t, "POST", path+"?dry_run=true&ref=main", tc.src, "Content-Type", "application/yaml")
-		wantStatus(t, resp, b, http.StatusOK)
+		jobapitest.WantStatus(t, resp, b, http.StatusOK)
 		if got := decode[lint](t, b); got.Valid {
 			t.Errorf("%s: dry run of a YAML body for main %s, want invalid", tc.name, b)
 		}
@@ -247,7 +247,7 @@ func TestCILintStaticCheck(t *testing.T) {
 		t.Errorf("static check of a bad stage: %+v", bad)
 	}
 	resp, b := inst.Do(t, "POST", path+"?dry_run=maybe", map[string]any{"content": "build: {script: make}\n"})
-	wantJSONError(t, resp, b, http.StatusBadRequest)
+	jobapitest.WantJSONError(t, resp, b, http.StatusBadRequest)
 	if !strings.Contains(string(b), "dry_run") {
 		t.Errorf("a bad dry_run: %s", b)
 	}

@@ -40,7 +40,7 @@ func TestCoverage(t *testing.T) {
 	var proj api.Project
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "cov", "default_branch": "main"}, &proj)
 	resp, b := inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline?ref=main", coverageYAML, "Content-Type", "application/yaml")
-	wantStatus(t, resp, b, http.StatusCreated)
+	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 	p := decode[api.Pipeline](t, b)
 
 	logs := map[string]string{

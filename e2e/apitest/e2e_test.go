@@ -67,7 +67,7 @@ func TestEndToEndShellJob(t *testing.T) {
 			t.Errorf("%s after the run: %+v", name, d)
 		}
 		resp, b := inst.Do(t, "GET", fmt.Sprintf("/api/v4/projects/11/jobs/%d/trace", job.ID), nil)
-		wantStatus(t, resp, b, http.StatusOK)
+		jobapitest.WantStatus(t, resp, b, http.StatusOK)
 		if !bytes.Equal(b, out.Trace) || d.TraceSize != int64(len(out.Trace)) {
 			t.Errorf("%s stored trace (%d bytes, trace_size %d):\n%s\nwant what the runner sent (%d bytes):\n%s",
 				name, len(b), d.TraceSize, b, len(out.Trace), out.Trace)

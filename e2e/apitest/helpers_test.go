@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/jobapi/jobapi/api"
@@ -24,34 +23,6 @@ func decode[T any](t testing.TB, b []byte) T {
 		t.Fatalf("decode %T from %.300s: %v", v, b, err)
 	}
 	return v
-}
-
-// wantStatus fails unless resp has the status code want.
-func wantStatus(t testing.TB, resp *http.Response, body []byte, want int) {
-	t.Helper()
-	if resp.StatusCode != want {
-		t.Fatalf("%s %s: status %d, want %d; body: %.500s", resp.Request.Method, resp.Request.URL.Path,
-			resp.StatusCode, want, body)
-	}
-}
-
-// wantJSONError checks an error answer: the status, Content-Type application/json and a
-// {"message": "..."} body with a non-empty message. It returns the message.
-func wantJSONError(t testing.TB, resp *http.Response, body []byte, want int) string {
-	t.Helper()
-	wantStatus(t, resp, body, want)
-	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-		t.Errorf("%s %s: Content-Type %q, want application/json", resp.Request.Method, resp.Request.URL.Path, ct)
-	}
-	var e map[string]any
-	if err := json.Unmarshal(body, &e); err != nil {
-		t.Fatalf("%s %s: error body is not JSON: %.300s", resp.Request.Method, resp.Request.URL.Path, body)
-	}
-	msg, ok := e["message"].(string)
-	if !ok || msg == "" {
-		t.Errorf("%s %s: error body %.300s has no message string", resp.Request.Method, resp.Request.URL.Path, body)
-	}
-	return msg
 }
 
 // --- runner side -----------------------------------------------------------------------
@@ -87,7 +58,7 @@ func requestJob(t testing.TB, base, token, systemID, lastUpdate string) (*http.R
 func takeJob(t testing.TB, base, token string) api.Job {
 	t.Helper()
 	resp, b := requestJob(t, base, token, "s_0123456789ab", "")
-	wantStatus(t, resp, b, http.StatusCreated)
+	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 	return decode[api.Job](t, b)
 }
 
@@ -171,7 +142,7 @@ func finishJob(t testing.TB, base string, job api.Job, state, reason string, exi
 		body["exit_code"] = exitCode
 	}
 	resp, b := updateJob(t, base, job.ID, job.Token, body)
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 }
 
 // --- database --------------------------------------------------------------------------

@@ -190,7 +190,7 @@ func TestIDTokensInJobPayload(t *testing.T) {
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "app", "path": "app"}, &proj)
 	sha := strings.Repeat("a", 40)
 	resp, b := inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline?ref=main&sha="+sha, idTokensYAML, "Content-Type", "application/yaml")
-	wantStatus(t, resp, b, http.StatusCreated)
+	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 	p := decode[api.Pipeline](t, b)
 
 	runnerID, token := inst.CreateRunner(t)
@@ -268,7 +268,7 @@ func TestIDTokensDefaultAndExpandedAud(t *testing.T) {
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "lib", "path": "lib"}, &proj)
 	src := idTokensYAML + "test:\n  script: [make]\n"
 	resp, b := inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline?ref=refs/tags/v1", src, "Content-Type", "application/yaml")
-	wantStatus(t, resp, b, http.StatusCreated)
+	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 	runner := inst.NewRunner(t)
 	var job *runnerclient.Job
 	for range 2 {

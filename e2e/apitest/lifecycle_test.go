@@ -18,17 +18,6 @@ import (
 	"github.com/jobapi/jobapi/server"
 )
 
-// clock is a settable clock for a replica: token expiry is tested by moving it.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time       { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Set(t time.Time)      { c.mu.Lock(); defer c.mu.Unlock(); c.now = t }
-func (c *clock) Add(d time.Duration)  { c.Set(c.Now().Add(d)) }
-func newClock(start time.Time) *clock { return &clock{now: start} }
-
 // wire records each request a runnerclient sends and the status it got, as "METHOD path
 // status": what a gitlab-runner command put on the wire.
 type wire struct {
@@ -97,7 +86,7 @@ func TestRunnerCommands(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	start := time.Now().UTC().Truncate(time.Second)
-	clk := newClock(start)
+	clk := jobapitest.NewClock(start)
 	const lifetime, grace = 2 * time.Hour, 10 * time.Minute
 	inst := jobapitest.Start(t, jobapitest.Options{Now: clk.Now, Configure: func(c *server.Config) {
 		c.RunnerRegistrationToken = "reg-secret-token"
@@ -249,11 +238,11 @@ func TestRunnerCommands(t *testing.T) {
 	wantStatusErr(t, reg.UnregisterCommand(ctx), http.StatusForbidden, "unregister again")
 	wantCalls(t, regWire, "unregister (glrtr-)", "DELETE /api/v4/runners 204", "DELETE /api/v4/runners 403")
 	resp, body := inst.Do(t, "GET", fmt.Sprintf("/api/v4/runners/%d", reg.ID), nil)
-	wantJSONError(t, resp, body, http.StatusNotFound)
+	jobapitest.WantJSONError(t, resp, body, http.StatusNotFound)
 
 	// Every change is audited, and no answer but the issuing one shows a token.
 	resp, body = inst.Do(t, "GET", "/api/v4/admin/events?per_page=100", nil)
-	wantStatus(t, resp, body, http.StatusOK)
+	jobapitest.WantStatus(t, resp, body, http.StatusOK)
 	var actions []string
 	for _, e := range decode[[]map[string]any](t, body) {
 		actions = append(actions, fmt.Sprint(e["action"]))
@@ -279,7 +268,7 @@ func TestRunnerTokensWithoutExpiry(t *testing.T) {
 		c.RunnerTokenRotationGrace = 0
 	}})
 	resp, body := inst.Do(t, "POST", "/api/v4/runners", map[string]any{"token": "reg-secret-token"})
-	wantStatus(t, resp, body, http.StatusCreated)
+	jobapitest.WantStatus(t, resp, body, http.StatusCreated)
 	if got := decode[map[string]any](t, body); got["token_expires_at"] != nil || !strings.HasPrefix(fmt.Sprint(got["token"]), "glrtr-") {
 		t.Errorf("POST /runners: %s, want a glrtr- token and token_expires_at null", body)
 	}
@@ -292,7 +281,7 @@ func TestRunnerTokensWithoutExpiry(t *testing.T) {
 		t.Errorf("a token without expiry is scheduled for a reset (expires %v)", c.TokenExpiresAt)
 	}
 	resp, body = inst.Do(t, "POST", "/api/v4/runners/verify", map[string]any{"token": token, "system_id": "s_raw"})
-	wantStatus(t, resp, body, http.StatusOK)
+	jobapitest.WantStatus(t, resp, body, http.StatusOK)
 	if got := decode[map[string]any](t, body); got["token_expires_at"] != nil {
 		t.Errorf("verify: %s, want token_expires_at null", body)
 	}
@@ -343,7 +332,7 @@ func TestDeleteRunnerWithJobsInFlight(t *testing.T) {
 	}
 
 	resp, body := inst.Do(t, "DELETE", fmt.Sprintf("/api/v4/runners/%d", id), nil)
-	wantStatus(t, resp, body, http.StatusNoContent)
+	jobapitest.WantStatus(t, resp, body, http.StatusNoContent)
 
 	for _, tc := range []struct {
 		project int64
@@ -406,7 +395,7 @@ func TestDeleteRunnerWithJobsInFlight(t *testing.T) {
 	other.NoJob(t)
 
 	resp, body = inst.Do(t, "GET", "/api/v4/admin/events?per_page=100", nil)
-	wantStatus(t, resp, body, http.StatusOK)
+	jobapitest.WantStatus(t, resp, body, http.StatusOK)
 	found := false
 	for _, e := range decode[[]map[string]any](t, body) {
 		if e["action"] == "runner_deleted" {

@@ -31,7 +31,7 @@ func TestLiveLogReads(t *testing.T) {
 			fmt.Fprintf(&chunk, "patch %d line %d\n", i, chunk.Len())
 		}
 		resp, b := patchTrace(t, inst.URL, job.ID, job.Token, log.Len(), chunk.Bytes())
-		wantStatus(t, resp, b, http.StatusAccepted)
+		jobapitest.WantStatus(t, resp, b, http.StatusAccepted)
 		log.Write(chunk.Bytes())
 	}
 	want := log.Bytes()
@@ -44,7 +44,7 @@ func TestLiveLogReads(t *testing.T) {
 		t.Errorf("trace_size %d, want %d", got, len(want))
 	}
 	resp, b := inst.Do(t, "GET", fmt.Sprintf("/api/v4/projects/7/jobs/%d/trace", job.ID), nil)
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	if !bytes.Equal(b, want) {
 		t.Errorf("operator trace: %d bytes, want %d", len(b), len(want))
 	}
@@ -84,7 +84,7 @@ func TestLiveLogReads(t *testing.T) {
 	}
 
 	resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "success", "output": map[string]any{"bytesize": len(want)}})
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	if got := jobapitest.QueryInt(t, inst.Pool, "SELECT trace_size FROM builds WHERE id = $1", job.ID); got != len(want) {
 		t.Errorf("after the final update Postgres holds %d bytes, want the whole log (%d)", got, len(want))
 	}
@@ -105,7 +105,7 @@ func TestLiveLogReads(t *testing.T) {
 		return jobapitest.QueryInt(t, inst.Pool, "SELECT count(*) FROM trace_archives WHERE build_id = $1", job.ID) == 0
 	})
 	resp, b = inst.Do(t, "GET", fmt.Sprintf("/api/v4/projects/7/jobs/%d/trace", job.ID), nil)
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	if !bytes.Equal(b, want) {
 		t.Errorf("archived trace: %d bytes, want the log read from Postgres and Redis (%d)", len(b), len(want))
 	}
@@ -120,7 +120,7 @@ func TestLiveLogReads(t *testing.T) {
 		t.Fatalf("Drop: %v", err)
 	}
 	resp, b = patchTrace(t, inst.URL, job.ID, job.Token, len(want), []byte("late\n"))
-	wantJSONError(t, resp, b, http.StatusForbidden)
+	jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
 	wantJobStatus(t, resp, "success")
 	if st := inst.Pipeline(t, p).Status; st != "success" {
 		t.Errorf("pipeline %s, want success", st)

@@ -45,14 +45,14 @@ func TestOperatorAuth(t *testing.T) {
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("%s %s without PRIVATE-TOKEN: %d %s, want 401", c.method, c.path, resp.StatusCode, b)
 		} else {
-			wantJSONError(t, resp, b, http.StatusUnauthorized)
+			jobapitest.WantJSONError(t, resp, b, http.StatusUnauthorized)
 		}
 		for _, tok := range []string{"wrong", jobapitest.AdminToken + "x", strings.ToUpper(jobapitest.AdminToken)} {
 			resp, b = jobapitest.Send(t, inst.URL, c.method, c.path, body, "PRIVATE-TOKEN", tok)
 			if resp.StatusCode != http.StatusForbidden {
 				t.Errorf("%s %s with a wrong PRIVATE-TOKEN: %d %s, want 403", c.method, c.path, resp.StatusCode, b)
 			} else {
-				wantJSONError(t, resp, b, http.StatusForbidden)
+				jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
 			}
 		}
 	}
@@ -79,7 +79,7 @@ func TestRunnersAPI(t *testing.T) {
 	// Form body, as `curl -d tag_list=a,b` sends it.
 	resp, b := inst.Do(t, "POST", "/api/v4/user/runners", "description=form+runner&tag_list=a,b&run_untagged=false&paused=true",
 		"Content-Type", "application/x-www-form-urlencoded")
-	wantStatus(t, resp, b, http.StatusCreated)
+	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 	form := decode[api.RunnerCreated](t, b)
 	var rn api.Runner
 	inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("/api/v4/runners/%d", form.ID), nil, &rn)
@@ -89,7 +89,7 @@ func TestRunnersAPI(t *testing.T) {
 	// tag_list[] repeated, GitLab's array form.
 	resp, b = inst.Do(t, "POST", "/api/v4/user/runners", "tag_list[]=x&tag_list[]=y",
 		"Content-Type", "application/x-www-form-urlencoded")
-	wantStatus(t, resp, b, http.StatusCreated)
+	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 	arr := decode[api.RunnerCreated](t, b)
 	inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("/api/v4/runners/%d", arr.ID), nil, &rn)
 	if !slices.Equal(rn.TagList, []string{"x", "y"}) {
@@ -106,31 +106,31 @@ func TestRunnersAPI(t *testing.T) {
 		t.Errorf("runner %+v", rn)
 	}
 	resp, b = inst.Do(t, "GET", "/api/v4/runners/999999", nil)
-	wantJSONError(t, resp, b, http.StatusNotFound)
+	jobapitest.WantJSONError(t, resp, b, http.StatusNotFound)
 
 	// Update: JSON and form; unset fields stay.
 	resp, b = inst.Do(t, "PUT", fmt.Sprintf("/api/v4/runners/%d", created.ID), map[string]any{"tag_list": []string{"gpu"}, "run_untagged": true})
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	rn = decode[api.Runner](t, b)
 	if !slices.Equal(rn.TagList, []string{"gpu"}) || !rn.RunUntagged || rn.Description != "json runner" || rn.Paused {
 		t.Errorf("after JSON update: %+v", rn)
 	}
 	resp, b = inst.Do(t, "PUT", fmt.Sprintf("/api/v4/runners/%d", created.ID), "paused=true",
 		"Content-Type", "application/x-www-form-urlencoded")
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	if rn = decode[api.Runner](t, b); !rn.Paused || !slices.Equal(rn.TagList, []string{"gpu"}) {
 		t.Errorf("after form update: %+v", rn)
 	}
 	resp, b = inst.Do(t, "PUT", "/api/v4/runners/999999", map[string]any{"paused": true})
-	wantJSONError(t, resp, b, http.StatusNotFound)
+	jobapitest.WantJSONError(t, resp, b, http.StatusNotFound)
 
 	// List with GitLab's pagination headers: 4 runners, 3 per page.
 	resp, b = inst.Do(t, "GET", "/api/v4/runners?per_page=3", nil)
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	page1 := decode[[]api.Runner](t, b)
 	wantHeaders(t, resp, map[string]string{"X-Page": "1", "X-Per-Page": "3", "X-Total": "4", "X-Next-Page": "2"})
 	resp, b = inst.Do(t, "GET", "/api/v4/runners?per_page=3&page=2", nil)
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	page2 := decode[[]api.Runner](t, b)
 	wantHeaders(t, resp, map[string]string{"X-Page": "2", "X-Per-Page": "3", "X-Total": "4", "X-Next-Page": ""})
 	if len(page1) != 3 || len(page2) != 1 {
@@ -144,7 +144,7 @@ func TestRunnersAPI(t *testing.T) {
 		t.Errorf("runner ids over the pages %v: want 4 distinct, in order", ids)
 	}
 	resp, b = inst.Do(t, "GET", "/api/v4/runners?page=9", nil)
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	if string(b) != "[]\n" && string(b) != "[]" {
 		t.Errorf("page past the end: %s, want []", b)
 	}
@@ -184,7 +184,7 @@ func TestAdminJobsList(t *testing.T) {
 	var all []int64
 	for page := 1; page <= 3; page++ {
 		resp, b := inst.Do(t, "GET", fmt.Sprintf("/api/v4/admin/jobs?status=pending&per_page=2&page=%d", page), nil)
-		wantStatus(t, resp, b, http.StatusOK)
+		jobapitest.WantStatus(t, resp, b, http.StatusOK)
 		next := ""
 		if page < 3 {
 			next = fmt.Sprint(page + 1)
@@ -217,7 +217,7 @@ func TestAdminJobsList(t *testing.T) {
 	for _, q := range []string{"status=bogus", "status=", "", "status=PENDING", "status=pending'--",
 		"status=pending&per_page=0", "status=pending&page=-1", "status=pending&page=x"} {
 		resp, b := inst.Do(t, "GET", "/api/v4/admin/jobs?"+q, nil)
-		wantJSONError(t, resp, b, http.StatusBadRequest)
+		jobapitest.WantJSONError(t, resp, b, http.StatusBadRequest)
 	}
 }
 
@@ -230,17 +230,17 @@ func TestRunnerManagersPaged(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		resp, b := jobapitest.Send(t, inst.URL, "POST", "/api/v4/runners/verify",
 			map[string]any{"token": token, "system_id": fmt.Sprintf("s_page%d", i), "info": runnerInfo()})
-		wantStatus(t, resp, b, http.StatusOK)
+		jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	}
 	resp, b := inst.Do(t, "GET", fmt.Sprintf("/api/v4/runners/%d?per_page=2&page=2", id), nil)
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	rn := decode[api.Runner](t, b)
 	if len(rn.Managers) != 2 || rn.Managers[0].SystemID != "s_page2" || rn.Managers[1].SystemID != "s_page3" {
 		t.Errorf("page 2 of 2: managers %+v, want s_page2 and s_page3", rn.Managers)
 	}
 	wantHeaders(t, resp, map[string]string{"X-Page": "2", "X-Per-Page": "2", "X-Total": "5", "X-Next-Page": "3"})
 	resp, b = inst.Do(t, "GET", fmt.Sprintf("/api/v4/runners/%d", id), nil)
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	if rn = decode[api.Runner](t, b); len(rn.Managers) != 5 {
 		t.Errorf("default page: %d managers, want all 5", len(rn.Managers))
 	}

@@ -136,7 +136,7 @@ func TestPipelineStages(t *testing.T) {
 		}
 		// The old attempt's token is fenced off.
 		resp, b := updateJob(t, inst.URL, first.ID, first.Token, map[string]any{"state": "running"})
-		wantJSONError(t, resp, b, http.StatusForbidden)
+		jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
 		wantJobStatus(t, resp, "failed")
 		finishJob(t, inst.URL, second, "failed", "script_failure", 1)
 		// Limit reached: stays failed, later stages skipped.
@@ -220,7 +220,7 @@ func TestPipelineInvalidDefinitions(t *testing.T) {
 				body = "null"
 			}
 			resp, b := inst.Do(t, "POST", "/api/v4/projects/9/pipeline", body)
-			msg := wantJSONError(t, resp, b, http.StatusBadRequest)
+			msg := jobapitest.WantJSONError(t, resp, b, http.StatusBadRequest)
 			if !strings.Contains(strings.ToLower(msg), strings.ToLower(c.want)) {
 				t.Errorf("message %q does not mention %q", msg, c.want)
 			}
@@ -273,7 +273,7 @@ func TestCancelJob(t *testing.T) {
 		wantNoJob(t, inst.URL, token)
 		// Canceling it again: it is finished.
 		resp, b := inst.Do(t, "POST", fmt.Sprintf("/api/v4/projects/8/jobs/%d/cancel", id), nil)
-		wantJSONError(t, resp, b, http.StatusConflict)
+		jobapitest.WantJSONError(t, resp, b, http.StatusConflict)
 		// The event names the operator action.
 		ev := inst.Events(t, 8, id)
 		if last := ev[len(ev)-1]; last.Type != "canceled" || !strings.HasPrefix(fmt.Sprint(last.Detail["actor"]), "admin") {
@@ -287,7 +287,7 @@ func TestCancelJob(t *testing.T) {
 			jobapitest.Job{"name": "after", "stage": "b", "script": "x"})
 		job := takeNamed(t, inst, token, "long")
 		resp, b := patchTrace(t, inst.URL, job.ID, job.Token, 0, []byte("working\n"))
-		wantStatus(t, resp, b, http.StatusAccepted)
+		jobapitest.WantStatus(t, resp, b, http.StatusAccepted)
 
 		var d api.JobDetail
 		inst.MustDo(t, http.StatusOK, "POST", fmt.Sprintf("/api/v4/projects/8/jobs/%d/cancel", job.ID), nil, &d)
@@ -299,21 +299,21 @@ func TestCancelJob(t *testing.T) {
 
 		// The runner learns it from its next PUT and PATCH (and may still send after_script output).
 		resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "running"})
-		wantStatus(t, resp, b, http.StatusOK)
+		jobapitest.WantStatus(t, resp, b, http.StatusOK)
 		wantJobStatus(t, resp, "canceling")
 		resp, b = patchTrace(t, inst.URL, job.ID, job.Token, 8, []byte("after_script\n"))
-		wantStatus(t, resp, b, http.StatusAccepted)
+		jobapitest.WantStatus(t, resp, b, http.StatusAccepted)
 		wantJobStatus(t, resp, "canceling")
 
 		// Its final update (failed/job_canceled, as gitlab-runner sends it) ends it canceled.
 		resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "failed", "failure_reason": "job_canceled"})
-		wantStatus(t, resp, b, http.StatusOK)
+		jobapitest.WantStatus(t, resp, b, http.StatusOK)
 		wantJobStatus(t, resp, "canceled")
 		resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "failed", "failure_reason": "job_canceled"})
-		wantStatus(t, resp, b, http.StatusOK)
+		jobapitest.WantStatus(t, resp, b, http.StatusOK)
 		wantJobStatus(t, resp, "canceled")
 		resp, b = patchTrace(t, inst.URL, job.ID, job.Token, 21, []byte("late\n"))
-		wantJSONError(t, resp, b, http.StatusForbidden)
+		jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
 		wantJobStatus(t, resp, "canceled")
 
 		got := inst.Pipeline(t, p)
@@ -369,13 +369,13 @@ func TestRetryJob(t *testing.T) {
 	wantStatuses(t, inst.Pipeline(t, p), "pending", map[string]string{"compile": "pending", "unit": "created"})
 	// The old attempt cannot be retried twice.
 	resp, b := inst.Do(t, "POST", fmt.Sprintf("/api/v4/projects/6/jobs/%d/retry", first.ID), nil)
-	wantJSONError(t, resp, b, http.StatusConflict)
+	jobapitest.WantJSONError(t, resp, b, http.StatusConflict)
 	// A pending job cannot be retried.
 	resp, b = inst.Do(t, "POST", fmt.Sprintf("/api/v4/projects/6/jobs/%d/retry", retry.ID), nil)
-	wantJSONError(t, resp, b, http.StatusConflict)
+	jobapitest.WantJSONError(t, resp, b, http.StatusConflict)
 	// Another project's path does not find it.
 	resp, b = inst.Do(t, "POST", fmt.Sprintf("/api/v4/projects/7/jobs/%d/retry", retry.ID), nil)
-	wantJSONError(t, resp, b, http.StatusNotFound)
+	jobapitest.WantJSONError(t, resp, b, http.StatusNotFound)
 
 	second := takeNamed(t, inst, token, "compile")
 	if second.ID != retry.ID {
@@ -404,13 +404,13 @@ func TestJobEvents(t *testing.T) {
 	_, token := createRunner(t, inst, nil, true)
 	inst.CreatePipeline(t, 2, []string{"test"}, jobapitest.Job{"name": "j", "stage": "test", "script": "x"})
 	resp, b := requestJob(t, inst.URL, token, "s_events", "")
-	wantStatus(t, resp, b, http.StatusCreated)
+	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 	job := decode[api.Job](t, b)
 	finishJob(t, inst.URL, job, "failed", "script_failure", 4)
 
 	path := fmt.Sprintf("/api/v4/projects/2/jobs/%d/events", job.ID)
 	resp, b = inst.Do(t, "GET", path, nil)
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	// Raw shape: exactly {id, type, at, runner_manager, detail}.
 	raw := decode[[]map[string]any](t, b)
 	for _, e := range raw {
@@ -443,14 +443,14 @@ func TestJobEvents(t *testing.T) {
 	}
 	// Paginated like every list.
 	resp, b = inst.Do(t, "GET", path+"?per_page=2&page=2", nil)
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	wantHeaders(t, resp, map[string]string{"X-Page": "2", "X-Per-Page": "2", "X-Total": "3", "X-Next-Page": ""})
 	if page := decode[[]api.Event](t, b); len(page) != 1 || page[0].Type != "finished" {
 		t.Errorf("second page %+v", page)
 	}
 	// Past the end: an empty page that still tells the total.
 	resp, b = inst.Do(t, "GET", path+"?per_page=2&page=5", nil)
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	wantHeaders(t, resp, map[string]string{"X-Page": "5", "X-Total": "3", "X-Next-Page": ""})
 	if page := decode[[]api.Event](t, b); len(page) != 0 {
 		t.Errorf("page past the end %+v", page)
@@ -540,7 +540,7 @@ func TestPipelineOrigin(t *testing.T) {
 	}
 	resp, b := inst.Do(t, "POST", fmt.Sprintf("/api/v4/projects/%d/pipeline", project.ID),
 		map[string]any{"stages": []string{"test"}, "jobs": []map[string]any{{"name": "a", "script": "x"}}, "source": "cron"})
-	wantJSONError(t, resp, b, http.StatusBadRequest)
+	jobapitest.WantJSONError(t, resp, b, http.StatusBadRequest)
 	second := post(project.ID, map[string]any{"source": "push", "before_sha": before,
 		"variables": map[string]any{"TARGET": "pipeline-secret-value", "PORT": 8080}})
 	other := post(project.ID+1, map[string]any{}) // an implicit project counts on its own
@@ -549,7 +549,7 @@ func TestPipelineOrigin(t *testing.T) {
 	}
 
 	resp, raw := inst.Do(t, "GET", jobapitest.PipelinePath(project.ID, second.ID), nil)
-	wantStatus(t, resp, raw, http.StatusOK)
+	jobapitest.WantStatus(t, resp, raw, http.StatusOK)
 	shown := decode[api.Pipeline](t, raw)
 	if shown.Source != "push" || shown.BeforeSha != before || shown.IID != 2 ||
 		fmt.Sprint(shown.Variables) != "[{PORT env_var} {TARGET env_var}]" {

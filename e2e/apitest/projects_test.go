@@ -49,7 +49,7 @@ func TestProjectsCRUD(t *testing.T) {
 	keep := func(b []byte) []byte { bodies = append(bodies, b); return b }
 
 	resp, b := inst.Do(t, "POST", "/api/v4/projects", map[string]any{"name": "My App", "repo_url": secretURL})
-	wantStatus(t, resp, keep(b), http.StatusCreated)
+	jobapitest.WantStatus(t, resp, keep(b), http.StatusCreated)
 	app := decode[api.Project](t, b)
 	want := api.Project{ID: app.ID, Name: "My App", Path: "my-app", PathWithNamespace: "jobapi/my-app",
 		RepoURL: "https://*****:*****@git.example.com/grp/app.git", DefaultBranch: "main"}
@@ -62,27 +62,27 @@ func TestProjectsCRUD(t *testing.T) {
 	resp, b = inst.Do(t, "POST", "/api/v4/projects", url.Values{"name": {"tok"}, "path": {"tok"},
 		"repo_url": {"https://" + remotePassword + "@git.example.com/tok.git"}, "default_branch": {"trunk"}}.Encode(),
 		"Content-Type", "application/x-www-form-urlencoded")
-	wantStatus(t, resp, keep(b), http.StatusCreated)
+	jobapitest.WantStatus(t, resp, keep(b), http.StatusCreated)
 	if p := decode[api.Project](t, b); p.RepoURL != "https://*****@git.example.com/tok.git" || p.DefaultBranch != "trunk" {
 		t.Errorf("form-created project = %+v, want the token redacted and branch trunk", p)
 	}
 	for i, remote := range []string{"ssh://git@git.example.com:2222/grp/x.git", "git@git.example.com:grp/y.git", "file:///srv/git/z.git", ""} {
 		resp, b = inst.Do(t, "POST", "/api/v4/projects", map[string]any{"name": fmt.Sprintf("remote %d", i), "repo_url": remote})
-		wantStatus(t, resp, keep(b), http.StatusCreated)
+		jobapitest.WantStatus(t, resp, keep(b), http.StatusCreated)
 		if p := decode[api.Project](t, b); p.RepoURL != remote {
 			t.Errorf("remote %q answered as %q, want it unchanged (no credentials in it)", remote, p.RepoURL)
 		}
 	}
 
 	resp, b = inst.Do(t, "GET", fmt.Sprintf("/api/v4/projects/%d", app.ID), nil)
-	wantStatus(t, resp, keep(b), http.StatusOK)
+	jobapitest.WantStatus(t, resp, keep(b), http.StatusOK)
 	if got := decode[api.Project](t, b); got.RepoURL != want.RepoURL {
 		t.Errorf("shown repo_url %q, want %q", got.RepoURL, want.RepoURL)
 	}
 
 	// Six projects, pages of four.
 	resp, b = inst.Do(t, "GET", "/api/v4/projects?per_page=4", nil)
-	wantStatus(t, resp, keep(b), http.StatusOK)
+	jobapitest.WantStatus(t, resp, keep(b), http.StatusOK)
 	if page := decode[[]api.Project](t, b); len(page) != 4 || page[0].ID != app.ID {
 		t.Errorf("page 1 = %d projects starting %d, want 4 starting %d", len(page), page[0].ID, app.ID)
 	}
@@ -92,20 +92,20 @@ func TestProjectsCRUD(t *testing.T) {
 		}
 	}
 	resp, b = inst.Do(t, "GET", "/api/v4/projects?per_page=4&page=2", nil)
-	wantStatus(t, resp, keep(b), http.StatusOK)
+	jobapitest.WantStatus(t, resp, keep(b), http.StatusOK)
 	if page := decode[[]api.Project](t, b); len(page) != 2 || resp.Header.Get("X-Next-Page") != "" {
 		t.Errorf("page 2 = %d projects, X-Next-Page %q; want 2 and none", len(page), resp.Header.Get("X-Next-Page"))
 	}
 
 	// Only what is sent changes; a new remote is redacted too.
 	resp, b = inst.Do(t, "PUT", fmt.Sprintf("/api/v4/projects/%d", app.ID), map[string]any{"default_branch": "develop"})
-	wantStatus(t, resp, keep(b), http.StatusOK)
+	jobapitest.WantStatus(t, resp, keep(b), http.StatusOK)
 	if got := decode[api.Project](t, b); got.DefaultBranch != "develop" || got.Name != "My App" || got.RepoURL != want.RepoURL {
 		t.Errorf("after PUT default_branch: %+v", got)
 	}
 	resp, b = inst.Do(t, "PUT", fmt.Sprintf("/api/v4/projects/%d", app.ID),
 		map[string]any{"repo_url": "http://" + remoteUser + ":" + remotePassword + "@10.0.0.1/app.git"})
-	wantStatus(t, resp, keep(b), http.StatusOK)
+	jobapitest.WantStatus(t, resp, keep(b), http.StatusOK)
 	if got := decode[api.Project](t, b); got.RepoURL != "http://*****:*****@10.0.0.1/app.git" {
 		t.Errorf("after PUT repo_url: %q", got.RepoURL)
 	}
@@ -113,22 +113,22 @@ func TestProjectsCRUD(t *testing.T) {
 	// A project with an unfinished pipeline cannot go; once it is finished, it can.
 	p := inst.CreatePipeline(t, app.ID, []string{"test"}, jobapitest.Job{"name": "unit", "script": "true"})
 	resp, b = inst.Do(t, "DELETE", fmt.Sprintf("/api/v4/projects/%d", app.ID), nil)
-	if msg := wantJSONError(t, resp, b, http.StatusConflict); !strings.Contains(msg, "unfinished pipelines") {
+	if msg := jobapitest.WantJSONError(t, resp, b, http.StatusConflict); !strings.Contains(msg, "unfinished pipelines") {
 		t.Errorf("409 message %q does not say why", msg)
 	}
 	inst.MustDo(t, http.StatusOK, "POST", jobapitest.PipelinePath(p.ProjectID, p.ID)+"/cancel", nil, nil)
 	resp, b = inst.Do(t, "DELETE", fmt.Sprintf("/api/v4/projects/%d", app.ID), nil)
-	wantStatus(t, resp, b, http.StatusNoContent)
+	jobapitest.WantStatus(t, resp, b, http.StatusNoContent)
 	for _, m := range []string{"GET", "PUT", "DELETE"} {
 		resp, b = inst.Do(t, m, fmt.Sprintf("/api/v4/projects/%d", app.ID), map[string]any{"name": "x"})
-		wantJSONError(t, resp, b, http.StatusNotFound)
+		jobapitest.WantJSONError(t, resp, b, http.StatusNotFound)
 	}
 	// Its pipeline stays readable, as an implicit project's.
 	inst.MustDo(t, http.StatusOK, "GET", jobapitest.PipelinePath(p.ProjectID, p.ID), nil, nil)
 
 	// The audit log names every change, without the credentials.
 	resp, b = inst.Do(t, "GET", "/api/v4/admin/events?per_page=100", nil)
-	wantStatus(t, resp, keep(b), http.StatusOK)
+	jobapitest.WantStatus(t, resp, keep(b), http.StatusOK)
 	actions := map[string]int{}
 	for _, e := range decode[[]api.AuditEvent](t, b) {
 		actions[e.Action]++
@@ -192,7 +192,7 @@ func TestProjectsBadInput(t *testing.T) {
 	before := jobapitest.QueryInt(t, inst.Pool, `SELECT (SELECT count(*) FROM projects) * 1000 + (SELECT count(*) FROM project_variables)`)
 	for _, tc := range bad {
 		resp, b := inst.Do(t, tc.method, tc.path, tc.body)
-		msg := wantJSONError(t, resp, b, http.StatusBadRequest)
+		msg := jobapitest.WantJSONError(t, resp, b, http.StatusBadRequest)
 		if !strings.Contains(msg, tc.want) {
 			t.Errorf("%s: message %q does not mention %q", tc.name, msg, tc.want)
 		}
@@ -203,12 +203,12 @@ func TestProjectsBadInput(t *testing.T) {
 	// A taken key, then a key change through PUT.
 	inst.MustDo(t, http.StatusCreated, "POST", fmt.Sprintf("/api/v4/projects/%d/variables", p.ID), map[string]any{"key": "A", "value": "1"}, nil)
 	resp, b := inst.Do(t, "POST", fmt.Sprintf("/api/v4/projects/%d/variables", p.ID), map[string]any{"key": "A", "value": "2"})
-	wantJSONError(t, resp, b, http.StatusBadRequest)
+	jobapitest.WantJSONError(t, resp, b, http.StatusBadRequest)
 	resp, b = inst.Do(t, "PUT", fmt.Sprintf("/api/v4/projects/%d/variables/A", p.ID), map[string]any{"key": "B"})
-	wantJSONError(t, resp, b, http.StatusBadRequest)
+	jobapitest.WantJSONError(t, resp, b, http.StatusBadRequest)
 	// Masking an existing short value is refused as on create.
 	resp, b = inst.Do(t, "PUT", fmt.Sprintf("/api/v4/projects/%d/variables/A", p.ID), map[string]any{"masked": true})
-	wantJSONError(t, resp, b, http.StatusBadRequest)
+	jobapitest.WantJSONError(t, resp, b, http.StatusBadRequest)
 	// Unknown project or key: 404.
 	for _, c := range []struct{ method, path string }{
 		{"GET", "/api/v4/projects/99999/variables"}, {"POST", "/api/v4/projects/99999/variables"},
@@ -216,11 +216,11 @@ func TestProjectsBadInput(t *testing.T) {
 		{"DELETE", fmt.Sprintf("/api/v4/projects/%d/variables/NOPE", p.ID)},
 	} {
 		resp, b := inst.Do(t, c.method, c.path, map[string]any{"key": "NOPE", "value": "v"})
-		wantJSONError(t, resp, b, http.StatusNotFound)
+		jobapitest.WantJSONError(t, resp, b, http.StatusNotFound)
 	}
 	// Without the admin token, nothing.
 	resp, b = jobapitest.Send(t, inst.URL, "GET", "/api/v4/projects", nil)
-	wantJSONError(t, resp, b, http.StatusUnauthorized)
+	jobapitest.WantJSONError(t, resp, b, http.StatusUnauthorized)
 }
 
 // TestProjectVariablesCRUD: GitLab's variable API shapes, paging, and changes.
@@ -239,11 +239,11 @@ func TestProjectVariablesCRUD(t *testing.T) {
 	}
 	resp, b := inst.Do(t, "POST", base, url.Values{"key": {"KUBECONFIG"}, "value": {"apiVersion: v1\nkind: Config\n"},
 		"variable_type": {"file"}}.Encode(), "Content-Type", "application/x-www-form-urlencoded")
-	wantStatus(t, resp, b, http.StatusCreated)
+	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 	inst.MustDo(t, http.StatusCreated, "POST", base, map[string]any{"key": "A_FIRST", "value": ""}, nil)
 
 	resp, b = inst.Do(t, "GET", base+"?per_page=2", nil)
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	page := decode[[]api.ProjectVariable](t, b)
 	if len(page) != 2 || page[0].Key != "A_FIRST" || page[1].Key != "DEPLOY_TOKEN" ||
 		resp.Header.Get("X-Total") != "3" || resp.Header.Get("X-Next-Page") != "2" {
@@ -461,16 +461,16 @@ func TestProjectMaskedVariableInTrace(t *testing.T) {
 	inst.CreatePipeline(t, p.ID, []string{"test"}, jobapitest.Job{"name": "leak", "script": "echo $SECRET"})
 	job := takeJob(t, inst.URL, token)
 	resp, b := updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "running"})
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	line := []byte("the secret is " + secret + "\n")
 	resp, b = patchTrace(t, inst.URL, job.ID, job.Token, 0, line)
-	wantStatus(t, resp, b, http.StatusAccepted)
+	jobapitest.WantStatus(t, resp, b, http.StatusAccepted)
 	// Another replica has not seen the assignment: it reads the build and its project.
 	replica := inst.Replica(t, jobapitest.Options{})
 	resp, b = patchTrace(t, replica.URL, job.ID, job.Token, len(line), line)
-	wantStatus(t, resp, b, http.StatusAccepted)
+	jobapitest.WantStatus(t, resp, b, http.StatusAccepted)
 	resp, b = inst.Do(t, "GET", fmt.Sprintf("/api/v4/projects/%d/jobs/%d/trace", p.ID, job.ID), nil)
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	if want := strings.Repeat("the secret is "+strings.Repeat("x", len(secret))+"\n", 2); string(b) != want {
 		t.Errorf("trace = %q, want %q", b, want)
 	}

@@ -34,14 +34,14 @@ func TestResourceGroupsAPI(t *testing.T) {
 	var ps []api.Pipeline
 	for range 3 {
 		resp, b := inst.Do(t, "POST", base+"/pipeline", map[string]any{"ref": "Feature/Pay", "ci_config": reviewDeployYAML})
-		wantStatus(t, resp, b, http.StatusCreated)
+		jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 		ps = append(ps, decode[api.Pipeline](t, b))
 	}
 	key := "review/feature-pay"
 	groupPath := base + "/resource_groups/" + url.PathEscape(key)
 
 	resp, b := inst.Do(t, "GET", base+"/resource_groups", nil)
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	var raw []map[string]any
 	if err := json.Unmarshal(b, &raw); err != nil || len(raw) != 1 {
 		t.Fatalf("list: %s (%v); want one group", b, err)
@@ -117,14 +117,14 @@ func TestResourceGroupsAPI(t *testing.T) {
 		{"GET", "/api/v4/projects/999/resource_groups/" + url.PathEscape(key), nil, http.StatusNotFound},
 	} {
 		resp, b := inst.Do(t, c.method, c.path, c.body)
-		wantStatus(t, resp, b, c.code)
+		jobapitest.WantStatus(t, resp, b, c.code)
 		var msg struct{ Message string }
 		if err := json.Unmarshal(b, &msg); err != nil || msg.Message == "" {
 			t.Errorf("%s %s: body %s; want {\"message\": ...}", c.method, c.path, b)
 		}
 	}
 	resp, _ = jobapitest.Send(t, inst.URL, "GET", base+"/resource_groups", nil)
-	wantStatus(t, resp, nil, http.StatusUnauthorized)
+	jobapitest.WantStatus(t, resp, nil, http.StatusUnauthorized)
 	inst.MustDo(t, http.StatusOK, "GET", groupPath, nil, &g)
 	if g.ProcessMode != "newest_first" {
 		t.Fatalf("a refused PUT changed the group: %+v", g)

@@ -25,7 +25,7 @@ func TestVerifyRunner(t *testing.T) {
 
 	body := map[string]any{"token": token, "system_id": "s_0123456789ab", "info": runnerInfo()}
 	resp, b := jobapitest.Send(t, inst.URL, "POST", "/api/v4/runners/verify", body)
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type %q", ct)
 	}
@@ -64,9 +64,9 @@ func TestVerifyRunner(t *testing.T) {
 	info := runnerInfo()
 	info["version"] = "19.5.0"
 	resp, b = jobapitest.Send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"token": token, "system_id": "s_0123456789ab", "info": info})
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	resp, b = jobapitest.Send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"token": token, "system_id": "r_other", "info": info})
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("/api/v4/runners/%d", id), nil, &rn)
 	if len(rn.Managers) != 2 || rn.Managers[0].Version != "19.5.0" || rn.Managers[1].SystemID != "r_other" {
 		t.Errorf("managers after second verify: %+v", rn.Managers)
@@ -74,12 +74,12 @@ func TestVerifyRunner(t *testing.T) {
 
 	// The token in the RUNNER-TOKEN header alone is accepted too.
 	resp, b = jobapitest.Send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"system_id": "s_0123456789ab"}, "RUNNER-TOKEN", token)
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 
 	before := rowCounts(t, inst)
 	for _, bad := range []string{"glrt-this-token-does-not-exist", "glrt-", "", "x"} {
 		resp, b = jobapitest.Send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"token": bad, "system_id": "s_0123456789ab"})
-		wantJSONError(t, resp, b, http.StatusForbidden)
+		jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
 	}
 	if after := rowCounts(t, inst); !sameCounts(before, after) {
 		t.Errorf("rejected verifies wrote rows: %v → %v", before, after)
@@ -99,7 +99,7 @@ func TestJobRequestPayload(t *testing.T) {
 	}, jobapitest.Job{"name": "unit", "stage": "test", "script": "go test"})
 
 	resp, b := requestJob(t, inst.URL, token, "s_0123456789ab", "")
-	wantStatus(t, resp, b, http.StatusCreated)
+	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type %q, want application/json", ct)
 	}
@@ -215,7 +215,7 @@ func TestJobRequestPausedRunner(t *testing.T) {
 	inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "j", "stage": "test", "script": "x"})
 
 	resp, b := inst.Do(t, "PUT", fmt.Sprintf("/api/v4/runners/%d", id), map[string]any{"paused": true})
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	if rn := decode[api.Runner](t, b); !rn.Paused || rn.Active {
 		t.Errorf("runner after pause: %+v", rn)
 	}
@@ -226,7 +226,7 @@ func TestJobRequestPausedRunner(t *testing.T) {
 	}
 	// Unpausing (GitLab's older name, active=true) hands the job out at the next request.
 	resp, b = inst.Do(t, "PUT", fmt.Sprintf("/api/v4/runners/%d", id), map[string]any{"active": true})
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	takeJob(t, inst.URL, token)
 }
 
@@ -262,7 +262,7 @@ func TestJobRequestAuthAndMalformed(t *testing.T) {
 
 	for _, bad := range []string{"glrt-unknown-token-0000000", "glrt-", "", token + "x"} {
 		resp, b := requestJob(t, inst.URL, bad, "s_0123456789ab", "")
-		wantJSONError(t, resp, b, http.StatusForbidden)
+		jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
 	}
 	for name, body := range map[string]string{
 		"truncated":     `{"token": "` + token + `"`,
@@ -274,7 +274,7 @@ func TestJobRequestAuthAndMalformed(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			resp, b := jobapitest.Send(t, inst.URL, "POST", "/api/v4/jobs/request", body)
-			wantJSONError(t, resp, b, http.StatusBadRequest)
+			jobapitest.WantJSONError(t, resp, b, http.StatusBadRequest)
 		})
 	}
 	if after := rowCounts(t, inst); !sameCounts(before, after) {
@@ -383,7 +383,7 @@ func TestIdlePollWithoutPostgres(t *testing.T) {
 	// A new build bumps the version, and the same last_update now finds it.
 	inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "j", "stage": "test", "script": "x"})
 	resp, b = requestJob(t, inst.URL, token, "s_0123456789ab", version)
-	wantStatus(t, resp, b, http.StatusCreated)
+	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 }
 
 // TestIdlePollVersionLifecycle checks X-GitLab-Last-Update: a new build changes it, and a
@@ -400,7 +400,7 @@ func TestIdlePollVersionLifecycle(t *testing.T) {
 	}
 	inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "j", "stage": "test", "script": "x"})
 	resp, b := requestJob(t, inst.URL, token, "s_0123456789ab", v1)
-	wantStatus(t, resp, b, http.StatusCreated)
+	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 	resp, _ = requestJob(t, inst.URL, token, "s_0123456789ab", v1)
 	v2 := resp.Header.Get("X-GitLab-Last-Update")
 	if resp.StatusCode != http.StatusNoContent || v2 == "" || v2 == v1 {
@@ -418,7 +418,7 @@ func TestVerifyClipsLongStringsOnCharacters(t *testing.T) {
 	info["version"] = strings.Repeat("a", 254) + "é"
 	info["platform"] = strings.Repeat("é", 200)
 	resp, b := jobapitest.Send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"token": token, "system_id": "s_utf8", "info": info})
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	var rn api.Runner
 	inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("/api/v4/runners/%d", id), nil, &rn)
 	if len(rn.Managers) != 1 || rn.Managers[0].Version != strings.Repeat("a", 254) || rn.Managers[0].Platform != strings.Repeat("é", 127) {
@@ -437,19 +437,19 @@ func TestManagersPerRunnerCapped(t *testing.T) {
 	}
 	for i := 0; i < 3; i++ {
 		resp, b := verify(fmt.Sprintf("s_cap%d", i))
-		wantStatus(t, resp, b, http.StatusOK)
+		jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	}
 	resp, b := verify("s_cap3")
-	if msg := wantJSONError(t, resp, b, http.StatusTooManyRequests); !strings.Contains(msg, "3") || !strings.Contains(msg, "manager") {
+	if msg := jobapitest.WantJSONError(t, resp, b, http.StatusTooManyRequests); !strings.Contains(msg, "3") || !strings.Contains(msg, "manager") {
 		t.Errorf("message %q: want one naming the limit of 3 managers", msg)
 	}
 	resp, b = requestJob(t, inst.URL, token, "s_cap4", "")
-	wantJSONError(t, resp, b, http.StatusTooManyRequests)
+	jobapitest.WantJSONError(t, resp, b, http.StatusTooManyRequests)
 	// Known managers are not affected.
 	resp, b = verify("s_cap1")
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	resp, b = requestJob(t, inst.URL, token, "s_cap2", "")
-	wantStatus(t, resp, b, http.StatusNoContent)
+	jobapitest.WantStatus(t, resp, b, http.StatusNoContent)
 	if n := jobapitest.QueryInt(t, inst.Pool, "SELECT count(*) FROM runner_managers WHERE runner_id = $1", id); n != 3 {
 		t.Errorf("%d manager rows, want 3", n)
 	}

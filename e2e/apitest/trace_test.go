@@ -19,7 +19,7 @@ func TestPatchTrace(t *testing.T) {
 
 	// Content-Range is inclusive: "0-5" carries 6 bytes.
 	resp, b := patchTrace(t, inst.URL, job.ID, job.Token, 0, []byte("hello\n"))
-	wantStatus(t, resp, b, http.StatusAccepted)
+	jobapitest.WantStatus(t, resp, b, http.StatusAccepted)
 	if got := resp.Header.Get("Range"); got != "0-6" {
 		t.Errorf("Range %q, want 0-6", got)
 	}
@@ -29,7 +29,7 @@ func TestPatchTrace(t *testing.T) {
 	}
 
 	resp, b = patchTrace(t, inst.URL, job.ID, job.Token, 6, []byte("world\n"))
-	wantStatus(t, resp, b, http.StatusAccepted)
+	jobapitest.WantStatus(t, resp, b, http.StatusAccepted)
 	if got := resp.Header.Get("Range"); got != "0-12" {
 		t.Errorf("Range %q, want 0-12", got)
 	}
@@ -37,7 +37,7 @@ func TestPatchTrace(t *testing.T) {
 	// A patch that does not start at the stored length: 416 with the stored length.
 	for _, start := range []int{0, 6, 13, 100} {
 		resp, b = patchTrace(t, inst.URL, job.ID, job.Token, start, []byte("again\n"))
-		wantJSONError(t, resp, b, http.StatusRequestedRangeNotSatisfiable)
+		jobapitest.WantJSONError(t, resp, b, http.StatusRequestedRangeNotSatisfiable)
 		if got := resp.Header.Get("Range"); got != "0-12" {
 			t.Errorf("start %d: Range %q, want 0-12", start, got)
 		}
@@ -58,11 +58,11 @@ func TestPatchTrace(t *testing.T) {
 	// Wrong token: 403, nothing appended.
 	resp, b = jobapitest.Send(t, inst.URL, "PATCH", fmt.Sprintf("/api/v4/jobs/%d/trace", job.ID), "xx",
 		"JOB-TOKEN", "glcbt-wrong", "Content-Range", "12-13")
-	wantJSONError(t, resp, b, http.StatusForbidden)
+	jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
 
 	// The stored log, as text.
 	resp, b = inst.Do(t, "GET", tracePath, nil)
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
 		t.Errorf("trace Content-Type %q, want text/plain", ct)
 	}
@@ -75,7 +75,7 @@ func TestPatchTrace(t *testing.T) {
 
 	// Someone read the log: the runner is asked to send every 3 s.
 	resp, b = patchTrace(t, inst.URL, job.ID, job.Token, 12, []byte("!"))
-	wantStatus(t, resp, b, http.StatusAccepted)
+	jobapitest.WantStatus(t, resp, b, http.StatusAccepted)
 	if got := resp.Header.Get("X-GitLab-Trace-Update-Interval"); got != "3" {
 		t.Errorf("X-GitLab-Trace-Update-Interval %q after a read, want 3", got)
 	}
@@ -87,14 +87,14 @@ func TestPatchTrace(t *testing.T) {
 		t.Errorf("empty patch: %d Range %q %s, want 202 0-13", resp.StatusCode, resp.Header.Get("Range"), b)
 	}
 	resp, b = patchTrace(t, inst.URL, job.ID, job.Token, 13, []byte("?\n"))
-	wantStatus(t, resp, b, http.StatusAccepted)
+	jobapitest.WantStatus(t, resp, b, http.StatusAccepted)
 	if got := resp.Header.Get("Range"); got != "0-15" {
 		t.Errorf("Range %q after the empty patch, want 0-15", got)
 	}
 
 	finishJob(t, inst.URL, job, "success", "", 0)
 	resp, b = inst.Do(t, "GET", tracePath, nil)
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	if string(b) != "hello\nworld\n!?\n" {
 		t.Errorf("final trace %q", b)
 	}
@@ -117,10 +117,10 @@ func TestTraceLimit(t *testing.T) {
 	p, job := legacyJob(t, inst, nil)
 
 	resp, b := patchTrace(t, inst.URL, job.ID, job.Token, 0, bytes.Repeat([]byte("a"), 1000))
-	wantStatus(t, resp, b, http.StatusAccepted)
+	jobapitest.WantStatus(t, resp, b, http.StatusAccepted)
 	big := bytes.Repeat([]byte("b"), 100<<10) // far past 1 KiB and any slack
 	resp, b = patchTrace(t, inst.URL, job.ID, job.Token, 1000, big)
-	wantJSONError(t, resp, b, http.StatusForbidden)
+	jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
 	wantJobStatus(t, resp, "failed")
 
 	d := inst.Job(t, 7, job.ID)
@@ -138,9 +138,9 @@ func TestTraceLimit(t *testing.T) {
 	}
 	// The runner's next calls are refused with Job-Status failed: it aborts.
 	resp, b = patchTrace(t, inst.URL, job.ID, job.Token, 1000, []byte("more"))
-	wantJSONError(t, resp, b, http.StatusForbidden)
+	jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
 	wantJobStatus(t, resp, "failed")
 	resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "success"})
-	wantJSONError(t, resp, b, http.StatusForbidden)
+	jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
 	wantJobStatus(t, resp, "failed")
 }

@@ -35,16 +35,16 @@ func TestUpdateJobLegacy(t *testing.T) {
 		for range 3 {
 			resp, b := updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "running",
 				"output": map[string]any{"checksum": "crc32:00000000", "bytesize": 0}})
-			wantStatus(t, resp, b, http.StatusOK)
+			jobapitest.WantStatus(t, resp, b, http.StatusOK)
 			wantJobStatus(t, resp, "running")
 		}
 		// state=pending on a running job is a touch too.
 		resp, b := updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "pending"})
-		wantStatus(t, resp, b, http.StatusOK)
+		jobapitest.WantStatus(t, resp, b, http.StatusOK)
 		wantJobStatus(t, resp, "running")
 
 		resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "success"})
-		wantStatus(t, resp, b, http.StatusOK)
+		jobapitest.WantStatus(t, resp, b, http.StatusOK)
 		wantJobStatus(t, resp, "success")
 		d := inst.Job(t, 7, job.ID)
 		if d.Status != "success" || d.FailureReason != nil || d.FinishedAt == nil {
@@ -55,17 +55,17 @@ func TestUpdateJobLegacy(t *testing.T) {
 		}
 		// A retry of the final update after a lost answer: 200.
 		resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "success"})
-		wantStatus(t, resp, b, http.StatusOK)
+		jobapitest.WantStatus(t, resp, b, http.StatusOK)
 		wantJobStatus(t, resp, "success")
 		// Anything else on the finished job: 403 with Job-Status, so the runner aborts.
 		for _, state := range []string{"running", "failed", "pending"} {
 			resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": state, "failure_reason": ""})
-			wantJSONError(t, resp, b, http.StatusForbidden)
+			jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
 			wantJobStatus(t, resp, "success")
 		}
 		// Trace after the end: 403 with Job-Status too.
 		resp, b = patchTrace(t, inst.URL, job.ID, job.Token, 0, []byte("late"))
-		wantJSONError(t, resp, b, http.StatusForbidden)
+		jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
 		wantJobStatus(t, resp, "success")
 		if d := inst.Job(t, 7, job.ID); d.Status != "success" {
 			t.Errorf("rejected updates changed the job: %+v", d)
@@ -79,14 +79,14 @@ func TestUpdateJobLegacy(t *testing.T) {
 		// The runner says its log is 12 bytes, the server has none: 412, send it again
 		// (gitlab-runner rewinds its trace and PATCHes it), the job still runs.
 		resp, b := updateJob(t, inst.URL, job.ID, job.Token, final)
-		wantJSONError(t, resp, b, http.StatusPreconditionFailed)
+		jobapitest.WantJSONError(t, resp, b, http.StatusPreconditionFailed)
 		if d := inst.Job(t, 7, job.ID); d.Status != "running" {
 			t.Fatalf("job after a 412: %s, want running", d.Status)
 		}
 		resp, b = patchTrace(t, inst.URL, job.ID, job.Token, 0, []byte("hello world\n"))
-		wantStatus(t, resp, b, http.StatusAccepted)
+		jobapitest.WantStatus(t, resp, b, http.StatusAccepted)
 		resp, b = updateJob(t, inst.URL, job.ID, job.Token, final)
-		wantStatus(t, resp, b, http.StatusOK)
+		jobapitest.WantStatus(t, resp, b, http.StatusOK)
 		wantJobStatus(t, resp, "failed")
 		d := inst.Job(t, 7, job.ID)
 		if d.Status != "failed" || d.FailureReason == nil || *d.FailureReason != "script_failure" ||
@@ -102,10 +102,10 @@ func TestUpdateJobLegacy(t *testing.T) {
 		}
 		resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "failed",
 			"failure_reason": "script_failure", "exit_code": 3})
-		wantStatus(t, resp, b, http.StatusOK)
+		jobapitest.WantStatus(t, resp, b, http.StatusOK)
 		wantJobStatus(t, resp, "failed")
 		resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "success"})
-		wantJSONError(t, resp, b, http.StatusForbidden)
+		jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
 		wantJobStatus(t, resp, "failed")
 	})
 
@@ -121,9 +121,9 @@ func TestUpdateJobLegacy(t *testing.T) {
 	t.Run("token in body only, or header only", func(t *testing.T) {
 		_, job := legacyJob(t, inst, nil)
 		resp, b := jobapitest.Send(t, inst.URL, "PUT", fmt.Sprintf("/api/v4/jobs/%d", job.ID), map[string]any{"token": job.Token, "state": "running"})
-		wantStatus(t, resp, b, http.StatusOK)
+		jobapitest.WantStatus(t, resp, b, http.StatusOK)
 		resp, b = jobapitest.Send(t, inst.URL, "PUT", fmt.Sprintf("/api/v4/jobs/%d", job.ID), map[string]any{"state": "running"}, "JOB-TOKEN", job.Token)
-		wantStatus(t, resp, b, http.StatusOK)
+		jobapitest.WantStatus(t, resp, b, http.StatusOK)
 		wantJobStatus(t, resp, "running")
 	})
 
@@ -140,14 +140,14 @@ func TestUpdateJobLegacy(t *testing.T) {
 		}
 		// A job that does not exist: 403 too (the runner must abort, and ids are not probed).
 		resp, b := updateJob(t, inst.URL, 987654321, job.Token, map[string]any{"state": "running"})
-		wantJSONError(t, resp, b, http.StatusForbidden)
+		jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
 
 		for _, state := range []string{"done", "", "RUNNING", "canceled", "waiting_for_runner_ack"} {
 			resp, b := updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": state})
-			wantJSONError(t, resp, b, http.StatusBadRequest)
+			jobapitest.WantJSONError(t, resp, b, http.StatusBadRequest)
 		}
 		resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "failed", "failure_reason": "bogus_reason"})
-		wantJSONError(t, resp, b, http.StatusBadRequest)
+		jobapitest.WantJSONError(t, resp, b, http.StatusBadRequest)
 		if after := rowCounts(t, inst); !sameCounts(before, after) {
 			t.Errorf("rejected updates wrote rows: %v → %v", before, after)
 		}
@@ -167,10 +167,10 @@ func TestUpdateJobLargeExitCode(t *testing.T) {
 		_, job := legacyJob(t, inst, nil)
 		resp, b := updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "failed",
 			"failure_reason": "script_failure", "exit_code": code})
-		wantStatus(t, resp, b, http.StatusOK)
+		jobapitest.WantStatus(t, resp, b, http.StatusOK)
 		wantJobStatus(t, resp, "failed")
 		resp, b = inst.Do(t, "GET", fmt.Sprintf("/api/v4/projects/7/jobs/%d", job.ID), nil)
-		wantStatus(t, resp, b, http.StatusOK)
+		jobapitest.WantStatus(t, resp, b, http.StatusOK)
 		d := decode[struct {
 			Status   string `json:"status"`
 			ExitCode *int64 `json:"exit_code"`

@@ -42,7 +42,7 @@ func TestArtifactsAccess(t *testing.T) {
 	t.Parallel()
 	inst := start(t, jobapitest.Options{})
 	r := inst.NewRunner(t)
-	createYAML(t, inst, accessYAML)
+	inst.CreateYAML(t, 1, "", accessYAML)
 	secret, private := r.TakeNamed(t, "secret"), r.TakeNamed(t, "private")
 	zip := makeZip(t, 1000)
 	wantUpload(t, "secret uploads", upload(t, r, secret, zip.content(), zipArchive), http.StatusCreated, runnerclient.UploadSucceeded)

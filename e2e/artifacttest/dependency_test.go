@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/e2e/jobapitest"
 	"github.com/jobapi/jobapi/runnerclient"
 )
@@ -50,18 +49,6 @@ elsewhere:
     paths: [x]
 `
 
-// createYAML posts a .gitlab-ci.yml for project 1 on main.
-func createYAML(t *testing.T, inst *jobapitest.Instance, yaml string) api.Pipeline {
-	t.Helper()
-	var p api.Pipeline
-	resp, b := inst.Do(t, "POST", "/api/v4/projects/1/pipeline?ref=main", yaml, "Content-Type", "application/yaml")
-	wantStatus(t, resp, b, http.StatusCreated)
-	if err := jsonDecode(b, &p); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // dependency returns the payload's entry for the named job.
 func dependency(t *testing.T, job *runnerclient.Job, name string) runnerclient.Dependency {
 	t.Helper()
@@ -101,8 +88,8 @@ func TestDependencyDownload(t *testing.T) {
 			inst := start(t, jobapitest.Options{Configure: b.configure(t)})
 			r := inst.NewRunner(t)
 			other := inst.NewRunner(t, "other")
-			createYAML(t, inst, ciYAML)
-			createYAML(t, inst, otherYAML)
+			inst.CreateYAML(t, 1, "", ciYAML)
+			inst.CreateYAML(t, 1, "", otherYAML)
 
 			compile := r.TakeNamed(t, "compile")
 			lint := r.TakeNamed(t, "lint")

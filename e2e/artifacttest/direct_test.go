@@ -28,7 +28,7 @@ func TestDirectDownload(t *testing.T) {
 			t.Parallel()
 			inst := start(t, jobapitest.Options{Configure: b.configure(t)})
 			r := inst.NewRunner(t)
-			createYAML(t, inst, ciYAML)
+			inst.CreateYAML(t, 1, "", ciYAML)
 			compile := r.TakeNamed(t, "compile")
 			lint := r.TakeNamed(t, "lint")
 			zip := makeZip(t, 3<<20)

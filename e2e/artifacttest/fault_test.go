@@ -35,7 +35,7 @@ func TestObjectStoreDownDuringUpload(t *testing.T) {
 	inst := start(t, jobapitest.Options{Configure: onS3(srv)})
 	r := inst.NewRunner(t)
 	r.MaxWait = 200 * time.Millisecond // the runner waits 1 s before its second try
-	createYAML(t, inst, "stages: [build, test]\na:\n  stage: build\n  script: make\n  artifacts:\n    paths: [out/]\n"+
+	inst.CreateYAML(t, 1, "", "stages: [build, test]\na:\n  stage: build\n  script: make\n  artifacts:\n    paths: [out/]\n"+
 		"b:\n  stage: test\n  script: make test\n")
 	job := r.TakeNamed(t, "a")
 	zip := makeZip(t, 40<<20)
@@ -113,7 +113,7 @@ func TestObjectStoreDownDuringDownload(t *testing.T) {
 	srv := testenv.S3(t)
 	inst := start(t, jobapitest.Options{Configure: onS3(srv)})
 	r := inst.NewRunner(t)
-	createYAML(t, inst, "stages: [build, test]\na:\n  stage: build\n  script: make\n  artifacts:\n    paths: [out/]\n"+
+	inst.CreateYAML(t, 1, "", "stages: [build, test]\na:\n  stage: build\n  script: make\n  artifacts:\n    paths: [out/]\n"+
 		"b:\n  stage: test\n  script: make test\n")
 	a := r.TakeNamed(t, "a")
 	zip := makeZip(t, 5<<20)
@@ -189,7 +189,7 @@ func TestReplicaKilledMidUpload(t *testing.T) {
 			inst := start(t, jobapitest.Options{Now: now, Configure: then(b.configure(t),
 				func(c *server.Config) { c.ArtifactUploadTimeout = 10 * time.Minute })})
 			victim, logs := jobapitest.StartServe(t, bin, inst.Config, nil)
-			victimURL := serveURL(t, logs.String())
+			victimURL := jobapitest.ServeURL(t, logs.String())
 			r := inst.NewRunner(t)
 			inst.CreatePipeline(t, 1, []string{"build"}, jobapitest.Job{"name": "a", "stage": "build", "script": "make"})
 			job := r.TakeNamed(t, "a")
@@ -290,17 +290,4 @@ func s3Of(t *testing.T, inst *jobapitest.Instance) *testenv.S3Server {
 		t.Fatalf("no S3 server for %s", inst.Config.ObjectStore)
 	}
 	return srv.(*testenv.S3Server)
-}
-
-// serveURL reads the address a `jobapi serve` logged.
-func serveURL(t *testing.T, log string) string {
-	t.Helper()
-	for _, line := range strings.Split(log, "\n") {
-		if i := strings.Index(line, `"addr":"`); i >= 0 && strings.Contains(line, "jobapi listening") {
-			addr := line[i+len(`"addr":"`):]
-			return "http://" + addr[:strings.IndexByte(addr, '"')]
-		}
-	}
-	t.Fatalf("no listen address in the log:\n%s", log)
-	return ""
 }

@@ -74,9 +74,9 @@ func TestJUnitBombBoundedMemory(t *testing.T) {
 	bin := jobapitest.BuildJobapi(t)
 	inst := start(t, jobapitest.Options{})
 	child, logs := jobapitest.StartServe(t, bin, inst.Config, nil)
-	base := serveURL(t, logs.String())
+	base := jobapitest.ServeURL(t, logs.String())
 	r := inst.NewRunner(t)
-	p := createYAML(t, inst, "unit:\n  script: make test\n  artifacts:\n    reports:\n      junit: report.xml\n")
+	p := inst.CreateYAML(t, 1, "", "unit:\n  script: make test\n  artifacts:\n    reports:\n      junit: report.xml\n")
 	job := r.TakeNamed(t, "unit")
 	bomb := junitBomb(t, 10_000_000)
 	t.Logf("the report: %d bytes of gzip, 10,000,000 nested elements", len(bomb))
@@ -107,7 +107,7 @@ func TestJUnitBombBoundedMemory(t *testing.T) {
 		start := time.Now()
 		resp, body := jobapitest.Send(t, base, "GET", reportPath, nil, "PRIVATE-TOKEN", jobapitest.AdminToken)
 		took := time.Since(start)
-		wantStatus(t, resp, body, http.StatusOK)
+		jobapitest.WantStatus(t, resp, body, http.StatusOK)
 		var rep api.TestReport
 		if err := json.Unmarshal(body, &rep); err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-// Package artifacttest_test checks job artifacts end to end (issue 14): gitlab-runner's
+// Package artifacttest_test checks job artifacts end to end: gitlab-runner's
 // upload and download (runnerclient mirrors network/gitlab.go of v17.9.3), the operator's
 // download, file and delete calls, expiry, and the faults that must leave no artifact and no
 // orphaned object: an upload cut off, the object store down mid-upload, a replica SIGKILLed
@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -191,11 +190,4 @@ func objects(t *testing.T, inst *jobapitest.Instance) []string {
 		t.Fatal(err)
 	}
 	return keys
-}
-
-func wantStatus(t *testing.T, resp *http.Response, body []byte, code int) {
-	t.Helper()
-	if resp.StatusCode != code {
-		t.Fatalf("%s %s: %d %s, want %d", resp.Request.Method, resp.Request.URL.Path, resp.StatusCode, body, code)
-	}
 }

@@ -38,7 +38,7 @@ func TestOperatorArtifacts(t *testing.T) {
 			base := fmt.Sprintf("/api/v4/projects/3/jobs/%d/artifacts", job.ID)
 
 			resp, body := inst.Do(t, "GET", base, nil)
-			wantStatus(t, resp, body, http.StatusOK)
+			jobapitest.WantStatus(t, resp, body, http.StatusOK)
 			if !bytes.Equal(body, whole) || resp.Header.Get("Content-Type") != "application/zip" ||
 				!strings.Contains(resp.Header.Get("Content-Disposition"), `filename=artifacts.zip`) {
 				t.Fatalf("archive: %d bytes, %s, %s", len(body), resp.Header.Get("Content-Type"), resp.Header.Get("Content-Disposition"))
@@ -48,25 +48,25 @@ func TestOperatorArtifacts(t *testing.T) {
 				t.Errorf("ETag %s, want the SHA-256", etag)
 			}
 			resp, body = inst.Do(t, "GET", base, nil, "Range", "bytes=1000-1999")
-			wantStatus(t, resp, body, http.StatusPartialContent)
+			jobapitest.WantStatus(t, resp, body, http.StatusPartialContent)
 			if !bytes.Equal(body, whole[1000:2000]) {
 				t.Error("range 1000-1999 differs from the archive's bytes")
 			}
 			resp, body = inst.Do(t, "GET", base, nil, "Range", fmt.Sprintf("bytes=%d-", len(whole)-10))
-			wantStatus(t, resp, body, http.StatusPartialContent)
+			jobapitest.WantStatus(t, resp, body, http.StatusPartialContent)
 			if !bytes.Equal(body, whole[len(whole)-10:]) {
 				t.Error("the last 10 bytes differ")
 			}
 			resp, body = inst.Do(t, "GET", base, nil, "If-None-Match", etag)
-			wantStatus(t, resp, body, http.StatusNotModified)
+			jobapitest.WantStatus(t, resp, body, http.StatusNotModified)
 
 			resp, body = inst.Do(t, "GET", base+"/build/VERSION", nil)
-			wantStatus(t, resp, body, http.StatusOK)
+			jobapitest.WantStatus(t, resp, body, http.StatusOK)
 			if string(body) != "1.2.3\n" {
 				t.Errorf("build/VERSION from the archive: %q", body)
 			}
 			resp, body = inst.Do(t, "GET", base+"/build/app.bin", nil)
-			wantStatus(t, resp, body, http.StatusOK)
+			jobapitest.WantStatus(t, resp, body, http.StatusOK)
 			if len(body) != 3<<20 {
 				t.Errorf("build/app.bin: %d bytes, want %d", len(body), 3<<20)
 			}
@@ -78,13 +78,13 @@ func TestOperatorArtifacts(t *testing.T) {
 				fmt.Sprintf("/api/v4/projects/4/jobs/%d/artifacts", job.ID):  404, // another project
 			} {
 				resp, body := inst.Do(t, "GET", path, nil)
-				wantJSONError(t, resp, body, code)
+				jobapitest.WantJSONError(t, resp, body, code)
 			}
 
 			resp, body = inst.Do(t, "DELETE", base, nil)
-			wantStatus(t, resp, body, http.StatusNoContent)
+			jobapitest.WantStatus(t, resp, body, http.StatusNoContent)
 			resp, body = inst.Do(t, "GET", base, nil)
-			wantJSONError(t, resp, body, http.StatusNotFound)
+			jobapitest.WantJSONError(t, resp, body, http.StatusNotFound)
 			if d := inst.Job(t, 3, job.ID); len(d.Artifacts) != 0 || d.ArtifactsFile != nil {
 				t.Errorf("job view after delete: %+v %+v", d.Artifacts, d.ArtifactsFile)
 			}
@@ -102,15 +102,6 @@ func TestOperatorArtifacts(t *testing.T) {
 			// The job may upload again (GitLab erases and lets a retry upload anew).
 			wantUpload(t, "upload after delete", upload(t, r, job, zip.content(), zipArchive), 201, runnerclient.UploadSucceeded)
 		})
-	}
-}
-
-func wantJSONError(t *testing.T, resp *http.Response, body []byte, code int) {
-	t.Helper()
-	if resp.StatusCode != code || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") ||
-		!bytes.Contains(body, []byte(`"message"`)) {
-		t.Errorf("%s %s: %d %s %s, want %d with a JSON message", resp.Request.Method, resp.Request.URL.Path,
-			resp.StatusCode, resp.Header.Get("Content-Type"), body, code)
 	}
 }
 

@@ -77,7 +77,7 @@ func TestPipelineTestReport(t *testing.T) {
 			t.Parallel()
 			inst := start(t, jobapitest.Options{Configure: b.configure(t)})
 			r := inst.NewRunner(t)
-			p := createYAML(t, inst, testReportYAML)
+			p := inst.CreateYAML(t, 1, "", testReportYAML)
 			jobs := r.TakeAll(t, 6)
 			send := func(name string, c runnerclient.Content, state string) *runnerclient.Job {
 				t.Helper()
@@ -163,19 +163,19 @@ func TestPipelineTestReport(t *testing.T) {
 			}
 
 			// No reports: GitLab's empty report, not a 404.
-			empty := createYAML(t, inst, "plain:\n  script: \"true\"\n")
+			empty := inst.CreateYAML(t, 1, "", "plain:\n  script: \"true\"\n")
 			resp, body := inst.Do(t, "GET", fmt.Sprintf("/api/v4/projects/1/pipelines/%d/test_report", empty.ID), nil)
-			wantStatus(t, resp, body, http.StatusOK)
+			jobapitest.WantStatus(t, resp, body, http.StatusOK)
 			if got := strings.TrimSpace(string(body)); got != `{"total_time":0,"total_count":0,"success_count":0,"failed_count":0,"skipped_count":0,"error_count":0,"test_suites":[]}` {
 				t.Errorf("report of a pipeline without reports: %s", got)
 			}
 			resp, body = inst.Do(t, "GET", fmt.Sprintf("/api/v4/projects/1/pipelines/%d/test_report_summary", empty.ID), nil)
-			wantStatus(t, resp, body, http.StatusOK)
+			jobapitest.WantStatus(t, resp, body, http.StatusOK)
 			if got := strings.TrimSpace(string(body)); got != `{"total":{"time":0,"count":0,"success":0,"failed":0,"skipped":0,"error":0,"suite_error":null},"test_suites":[]}` {
 				t.Errorf("summary of a pipeline without reports: %s", got)
 			}
 			resp, body = inst.Do(t, "GET", fmt.Sprintf("/api/v4/projects/2/pipelines/%d/test_report", p.ID), nil)
-			wantJSONError(t, resp, body, http.StatusNotFound) // another project's pipeline
+			jobapitest.WantJSONError(t, resp, body, http.StatusNotFound) // another project's pipeline
 		})
 	}
 }
@@ -190,7 +190,7 @@ func TestPipelineTestReportStoreDown(t *testing.T) {
 	srv := testenv.S3(t)
 	inst := start(t, jobapitest.Options{Configure: onS3(srv)})
 	r := inst.NewRunner(t)
-	p := createYAML(t, inst, "unit:\n  script: make test\n  artifacts:\n    reports:\n      junit: report.xml\n")
+	p := inst.CreateYAML(t, 1, "", "unit:\n  script: make test\n  artifacts:\n    reports:\n      junit: report.xml\n")
 	job := r.TakeNamed(t, "unit")
 	wantUpload(t, "report", upload(t, r, job, gzipMembers(t, `<testsuite><testcase name="t"/></testsuite>`), junitGzip),
 		http.StatusCreated, runnerclient.UploadSucceeded)
@@ -199,7 +199,7 @@ func TestPipelineTestReportStoreDown(t *testing.T) {
 
 	srv.Proxy.Stop()
 	resp, body := inst.Do(t, "GET", path, nil)
-	wantJSONError(t, resp, body, http.StatusServiceUnavailable)
+	jobapitest.WantJSONError(t, resp, body, http.StatusServiceUnavailable)
 	if resp.Header.Get("Retry-After") == "" {
 		t.Error("503 without Retry-After")
 	}

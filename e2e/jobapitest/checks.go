@@ -40,6 +40,17 @@ func Latest(p api.Pipeline) map[string]api.PipelineJob {
 	return out
 }
 
+// JobID returns the id of the latest attempt of a pipeline's named job, failing the test
+// if it has none.
+func JobID(t testing.TB, p api.Pipeline, name string) int64 {
+	t.Helper()
+	j, ok := Latest(p)[name]
+	if !ok {
+		t.Fatalf("pipeline %d has no job %q", p.ID, name)
+	}
+	return j.ID
+}
+
 // EventsOf returns the events of one type, oldest first.
 func EventsOf(ev []api.Event, typ string) []api.Event {
 	var out []api.Event

@@ -81,3 +81,32 @@ func (i *Instance) MustDo(t testing.TB, want int, method, path string, body, out
 		}
 	}
 }
+
+// WantStatus fails the test unless resp (with its body, from Send or Do) has the status want.
+func WantStatus(t testing.TB, resp *http.Response, body []byte, want int) {
+	t.Helper()
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s: status %d, want %d; body: %.500s", resp.Request.Method, resp.Request.URL.Path,
+			resp.StatusCode, want, body)
+	}
+}
+
+// WantJSONError checks an error answer as every bad input must get one: the status want,
+// Content-Type application/json and a {"message": "..."} body with a non-empty message. It
+// returns the message.
+func WantJSONError(t testing.TB, resp *http.Response, body []byte, want int) string {
+	t.Helper()
+	WantStatus(t, resp, body, want)
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Errorf("%s %s: Content-Type %q, want application/json", resp.Request.Method, resp.Request.URL.Path, ct)
+	}
+	var e map[string]any
+	if err := json.Unmarshal(body, &e); err != nil {
+		t.Fatalf("%s %s: error body is not JSON: %.300s", resp.Request.Method, resp.Request.URL.Path, body)
+	}
+	msg, ok := e["message"].(string)
+	if !ok || msg == "" {
+		t.Errorf("%s %s: error body %.300s has no message string", resp.Request.Method, resp.Request.URL.Path, body)
+	}
+	return msg
+}

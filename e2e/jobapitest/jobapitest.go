@@ -4,6 +4,7 @@ package jobapitest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -137,6 +138,23 @@ func (i *Instance) CreatePipeline(t testing.TB, projectID int64, stages []string
 	var p api.Pipeline
 	i.MustDo(t, http.StatusCreated, "POST", fmt.Sprintf("/api/v4/projects/%d/pipeline", projectID),
 		map[string]any{"stages": stages, "jobs": jobs}, &p)
+	return p
+}
+
+// CreateYAML posts a .gitlab-ci.yml for a project on ref main, at sha unless it is "" (no
+// sha: auto-cancel leaves the older pipelines alone), and requires a 201.
+func (i *Instance) CreateYAML(t testing.TB, projectID int64, sha, yaml string) api.Pipeline {
+	t.Helper()
+	path := fmt.Sprintf("/api/v4/projects/%d/pipeline?ref=main", projectID)
+	if sha != "" {
+		path += "&sha=" + url.QueryEscape(sha)
+	}
+	resp, body := i.Do(t, "POST", path, yaml, "Content-Type", "application/yaml")
+	WantStatus(t, resp, body, http.StatusCreated)
+	var p api.Pipeline
+	if err := json.Unmarshal(body, &p); err != nil {
+		t.Fatalf("create pipeline: decode %.300s: %v", body, err)
+	}
 	return p
 }
 

@@ -108,3 +108,16 @@ func StartServe(t *testing.T, bin string, cfg server.Config, env map[string]stri
 	}
 	return cmd, logs
 }
+
+// ServeURL reads the address a `jobapi serve` logged (its log from StartServe).
+func ServeURL(t testing.TB, log string) string {
+	t.Helper()
+	for _, line := range strings.Split(log, "\n") {
+		if i := strings.Index(line, `"addr":"`); i >= 0 && strings.Contains(line, "jobapi listening") {
+			addr := line[i+len(`"addr":"`):]
+			return "http://" + addr[:strings.IndexByte(addr, '"')]
+		}
+	}
+	t.Fatalf("no listen address in the log:\n%s", log)
+	return ""
+}

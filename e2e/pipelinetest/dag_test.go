@@ -144,12 +144,12 @@ func TestManualJobsOverHTTP(t *testing.T) {
 	}
 	checkWaitAnswer(t, inst, p.ID, w.res)
 
-	resp, body := inst.Do(t, "POST", playPath(p.ProjectID, jobID(t, got, "smoke")), nil)
+	resp, body := inst.Do(t, "POST", playPath(p.ProjectID, jobapitest.JobID(t, got, "smoke")), nil)
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "Unplayable Job") {
 		t.Fatalf("play of a created job: %d %s, want 400 Unplayable Job", resp.StatusCode, body)
 	}
 	var played api.JobDetail
-	inst.MustDo(t, http.StatusOK, "POST", playPath(p.ProjectID, jobID(t, got, "production")), nil, &played)
+	inst.MustDo(t, http.StatusOK, "POST", playPath(p.ProjectID, jobapitest.JobID(t, got, "production")), nil, &played)
 	if played.Status != "pending" || played.When != "manual" || played.Name != "production" {
 		t.Fatalf("play answered %+v", played)
 	}
@@ -164,11 +164,11 @@ func TestManualJobsOverHTTP(t *testing.T) {
 	checkWaitAnswer(t, inst, p.ID, w.res)
 
 	// The optional job, played after the end, runs; the pipeline runs and ends again.
-	inst.MustDo(t, http.StatusOK, "POST", playPath(p.ProjectID, jobID(t, got, "review")), nil, &played)
+	inst.MustDo(t, http.StatusOK, "POST", playPath(p.ProjectID, jobapitest.JobID(t, got, "review")), nil, &played)
 	expect(t, inst, p, "running", map[string]string{"review": "pending"})
 	r.Finish(t, r.TakeNamed(t, "review"), runnerclient.StateSuccess, "")
 	expect(t, inst, p, "success", map[string]string{"review": "success"})
-	resp, body = inst.Do(t, "POST", playPath(p.ProjectID, jobID(t, got, "review")), nil)
+	resp, body = inst.Do(t, "POST", playPath(p.ProjectID, jobapitest.JobID(t, got, "review")), nil)
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "success") {
 		t.Fatalf("second play: %d %s, want 400 naming the job's status", resp.StatusCode, body)
 	}
@@ -194,7 +194,7 @@ func TestDelayedJobAfterRestart(t *testing.T) {
 		job{"name": "rollout", "stage": "deploy", "script": "x", "when": "delayed", "start_in": "2 seconds", "needs": []string{}},
 		job{"name": "verify", "stage": "deploy", "script": "x", "needs": []string{"rollout"}})
 	got := expect(t, first, p, "scheduled", map[string]string{"rollout": "scheduled", "verify": "created"})
-	d := first.Job(t, p.ProjectID, jobID(t, got, "rollout"))
+	d := first.Job(t, p.ProjectID, jobapitest.JobID(t, got, "rollout"))
 	if d.ScheduledAt == nil || d.ScheduledAt.Sub(d.CreatedAt).Round(time.Millisecond) != 2*time.Second {
 		t.Fatalf("rollout scheduled at %v, created at %v; want 2 s later", d.ScheduledAt, d.CreatedAt)
 	}
@@ -222,7 +222,7 @@ func TestDelayedJobAfterRestart(t *testing.T) {
 // long start_in is against the stuck timeout.
 func TestDelayedJobWaitsForItsTime(t *testing.T) {
 	t.Parallel()
-	clock := newClock()
+	clock := jobapitest.NewClock(time.Time{})
 	inst := jobapitest.Start(t, jobapitest.Options{Now: clock.Now, Configure: func(c *server.Config) {
 		c.StuckStageTimeout = time.Hour
 	}})
@@ -231,11 +231,11 @@ func TestDelayedJobWaitsForItsTime(t *testing.T) {
 	p := createPipeline(t, inst, 44, "", []string{"build", "deploy"},
 		job{"name": "compile", "stage": "build", "script": "x"},
 		job{"name": "nightly", "stage": "deploy", "script": "x", "when": "delayed", "start_in": "1 day"})
-	clock.Set(t0, time.Minute)
+	clock.Set(t0.Add(time.Minute))
 	r.Finish(t, r.TakeNamed(t, "compile"), runnerclient.StateSuccess, "")
 	expect(t, inst, p, "scheduled", map[string]string{"nightly": "scheduled"})
 	for _, after := range []time.Duration{2 * time.Hour, 24 * time.Hour} {
-		clock.Set(t0, after)
+		clock.Set(t0.Add(after))
 		if n, err := inst.Due.EnqueueOnce(t.Context()); err != nil || n != 0 {
 			t.Fatalf("due pass at +%v: %d, %v; want nothing yet", after, n, err)
 		}
@@ -244,7 +244,7 @@ func TestDelayedJobWaitsForItsTime(t *testing.T) {
 		}
 		r.NoJob(t)
 	}
-	clock.Set(t0, 24*time.Hour+time.Minute)
+	clock.Set(t0.Add(24*time.Hour + time.Minute))
 	if n, err := inst.Due.EnqueueOnce(t.Context()); err != nil || n != 1 {
 		t.Fatalf("due pass after start_in: %d, %v; want 1", n, err)
 	}
@@ -257,7 +257,7 @@ func TestDelayedJobWaitsForItsTime(t *testing.T) {
 // pipeline blocked on a manual job beside it is no candidate.
 func TestStuckCheckWithDAG(t *testing.T) {
 	t.Parallel()
-	clock := newClock()
+	clock := jobapitest.NewClock(time.Time{})
 	logs := &logBuffer{}
 	inst := jobapitest.Start(t, jobapitest.Options{Now: clock.Now, Log: logs, Configure: func(c *server.Config) {
 		c.StuckStageTimeout = 2 * time.Hour
@@ -275,11 +275,11 @@ func TestStuckCheckWithDAG(t *testing.T) {
 	r.Finish(t, build["compile"], runnerclient.StateSuccess, "")
 	unit := r.TakeNamed(t, "unit") // test stage runs while fetch of the build stage still runs
 
-	clock.Set(t0, time.Hour)
+	clock.Set(t0.Add(time.Hour))
 	if res := checkStuck(t, inst); len(res.Stuck) != 0 {
 		t.Fatalf("stuck within the timeout: %+v", res.Stuck)
 	}
-	clock.Set(t0, 3*time.Hour)
+	clock.Set(t0.Add(3 * time.Hour))
 	res := checkStuck(t, inst)
 	if len(res.Stuck) != 1 || res.Stuck[0].PipelineID != p.ID {
 		t.Fatalf("stuck check found %+v, want pipeline %d only (not the one blocked on a manual job)", res.Stuck, p.ID)
@@ -326,7 +326,7 @@ func TestDependentReleasedOnceAcrossReplicas(t *testing.T) {
 		}
 		wg.Wait()
 		got := expect(t, a, p, "running", map[string]string{"left": "success", "right": "success", "join": "pending"})
-		if ev := eventsOf(t, a, p.ProjectID, jobID(t, got, "join"), builds.EventQueued); len(ev) != 1 {
+		if ev := eventsOf(t, a, p.ProjectID, jobapitest.JobID(t, got, "join"), builds.EventQueued); len(ev) != 1 {
 			t.Fatalf("round %d: join queued %d times, want once", round, len(ev))
 		}
 		ra.Finish(t, ra.TakeNamed(t, "join"), runnerclient.StateSuccess, "")

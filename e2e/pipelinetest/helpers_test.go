@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,35 +32,6 @@ func TestMain(m *testing.M) {
 type quietRedis struct{}
 
 func (quietRedis) Printf(context.Context, string, ...any) {}
-
-// --- clock -------------------------------------------------------------------------------
-
-// fakeClock is the replica's clock in time-driven tests; only the test moves it.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-// newClock starts at the real time (microseconds, as Postgres keeps them), so that the
-// database's own now() defaults agree with it to within the test's runtime.
-func newClock() *fakeClock { return &fakeClock{now: time.Now().UTC().Truncate(time.Microsecond)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Set moves the clock to t0+d.
-func (c *fakeClock) Set(t0 time.Time, d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if n := t0.Add(d); n.After(c.now) {
-		c.now = n
-	} else if n.Before(c.now) {
-		panic(fmt.Sprintf("fake clock moved backwards: %s → %s", c.now, n))
-	}
-}
 
 // --- server log --------------------------------------------------------------------------
 
@@ -118,16 +88,6 @@ func createPipeline(t testing.TB, inst *jobapitest.Instance, projectID int64, st
 	var p api.Pipeline
 	inst.MustDo(t, http.StatusCreated, "POST", fmt.Sprintf("/api/v4/projects/%d/pipeline", projectID), body, &p)
 	return p
-}
-
-// jobID returns the id of the latest attempt of a named job.
-func jobID(t testing.TB, p api.Pipeline, name string) int64 {
-	t.Helper()
-	j, ok := jobapitest.Latest(p)[name]
-	if !ok {
-		t.Fatalf("pipeline %d has no job %q", p.ID, name)
-	}
-	return j.ID
 }
 
 var pipelineStatuses = []string{"created", "pending", "running", "manual", "scheduled", "success", "failed", "canceled"}

@@ -25,7 +25,7 @@ func reapCounts(r builds.ReapResult) string {
 // to one write per minute: a touch protects its build for the threshold minus at most that.
 func TestReapers(t *testing.T) {
 	t.Parallel()
-	clock := newClock()
+	clock := jobapitest.NewClock(time.Time{})
 	inst := jobapitest.Start(t, jobapitest.Options{Now: clock.Now, Configure: func(c *server.Config) {
 		c.NoUpdatesTimeout = time.Hour
 		c.ExecutionGrace = 15 * time.Minute
@@ -54,7 +54,7 @@ func TestReapers(t *testing.T) {
 
 	reap := func(at time.Duration, want builds.ReapResult) {
 		t.Helper()
-		clock.Set(t0, at)
+		clock.Set(t0.Add(at))
 		got, err := inst.Server.Reaper.ReapOnce(t.Context())
 		if err != nil {
 			t.Fatalf("reap at t0+%v: %v", at, err)
@@ -72,18 +72,18 @@ func TestReapers(t *testing.T) {
 	}
 	wantReason := func(name, status, why string) {
 		t.Helper()
-		d := inst.Job(t, 40, jobID(t, p, name))
+		d := inst.Job(t, 40, jobapitest.JobID(t, p, name))
 		if d.Status != status || jobapitest.Reason(d) != why {
 			t.Errorf("%s: %s/%q, want %s/%q", name, d.Status, jobapitest.Reason(d), status, why)
 		}
-		ev := eventsOf(t, inst, 40, jobID(t, p, name), builds.EventDroppedStuck)
+		ev := eventsOf(t, inst, 40, jobapitest.JobID(t, p, name), builds.EventDroppedStuck)
 		if len(ev) != 1 {
 			t.Errorf("%s: %d dropped_stuck events, want 1", name, len(ev))
 		}
 	}
 
 	// Execution timeout: ex1 (60 s job) was touched, so only its deadline + 15 min counts.
-	clock.Set(t0, 10*time.Minute)
+	clock.Set(t0.Add(10 * time.Minute))
 	touch("ex1")
 	reap(16*time.Minute, builds.ReapResult{}) // deadline t0+1m, cutoff t0+1m: not past it yet
 	reap(16*time.Minute+time.Second, builds.ReapResult{ExecutionTimeout: 1})
@@ -97,12 +97,12 @@ func TestReapers(t *testing.T) {
 	wantAborted(t, r, j["cn1"], "canceled")
 
 	// No updates for an hour. nu2 is touched by PUT running, nu3 by a trace patch.
-	clock.Set(t0, 50*time.Minute)
+	clock.Set(t0.Add(50 * time.Minute))
 	touch("nu2")
 	if pr, err := r.PatchTrace(t.Context(), j["nu3"], 0, []byte("still alive\n")); err != nil || pr.Code != http.StatusAccepted {
 		t.Fatalf("patch nu3: %d %v", pr.Code, err)
 	}
-	clock.Set(t0, 50*time.Minute+30*time.Second)
+	clock.Set(t0.Add(50*time.Minute + 30*time.Second))
 	touch("nu2") // within a minute of the last write: not written
 	reap(time.Hour, builds.ReapResult{})
 	reap(time.Hour+time.Second, builds.ReapResult{NoUpdates: 2, Retried: 1}) // nu1, nu4 (retry: 1)
@@ -159,7 +159,7 @@ func TestReapersOnTwoReplicas(t *testing.T) {
 		perStage  = 30
 		total     = pipelines * perStage
 	)
-	clock := newClock()
+	clock := jobapitest.NewClock(time.Time{})
 	a := jobapitest.Start(t, jobapitest.Options{Now: clock.Now, Configure: func(c *server.Config) { c.NoUpdatesTimeout = time.Hour }})
 	b := a.Replica(t, jobapitest.Options{Now: clock.Now})
 	t0 := clock.Now()
@@ -204,7 +204,7 @@ FROM o WHERE b.id = o.id`, t0, pipelines)
 	if err != nil || tag.RowsAffected() != total {
 		t.Fatalf("spread updated_at: %v rows, %v", tag.RowsAffected(), err)
 	}
-	clock.Set(t0, 2*time.Hour)
+	clock.Set(t0.Add(2 * time.Hour))
 	for _, inst := range []*jobapitest.Instance{a, b} {
 		inst.Server.Reaper.Params.Batch = pipelines
 	}

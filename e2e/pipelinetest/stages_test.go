@@ -108,7 +108,7 @@ func TestStageFailureAndOperatorRetry(t *testing.T) {
 	r.Finish(t, vet, runnerclient.StateSuccess, "")
 	failed := step("failed", map[string]string{"compile": "failed", "vet": "success", "unit": "skipped", "ship": "skipped"})
 	for _, name := range []string{"unit", "ship"} {
-		if ev := eventsOf(t, inst, p.ProjectID, jobID(t, failed, name), "skipped"); len(ev) != 1 {
+		if ev := eventsOf(t, inst, p.ProjectID, jobapitest.JobID(t, failed, name), "skipped"); len(ev) != 1 {
 			t.Errorf("job %s: %d skipped events, want 1", name, len(ev))
 		}
 	}
@@ -133,7 +133,7 @@ func TestStageFailureAndOperatorRetry(t *testing.T) {
 		t.Errorf("reopened pipeline keeps finished_at %v", reopened.FinishedAt)
 	}
 	for _, name := range []string{"unit", "ship"} {
-		if ev := eventsOf(t, inst, p.ProjectID, jobID(t, reopened, name), "reopened"); len(ev) != 1 {
+		if ev := eventsOf(t, inst, p.ProjectID, jobapitest.JobID(t, reopened, name), "reopened"); len(ev) != 1 {
 			t.Errorf("job %s: %d reopened events, want 1", name, len(ev))
 		}
 	}

@@ -63,7 +63,7 @@ func checkStuck(t *testing.T, inst *jobapitest.Instance) builds.StuckResult {
 // through an assignment) are left alone.
 func TestStuckStagePessimistic(t *testing.T) {
 	t.Parallel()
-	clock := newClock()
+	clock := jobapitest.NewClock(time.Time{})
 	logs := &logBuffer{}
 	inst := jobapitest.Start(t, jobapitest.Options{Now: clock.Now, Log: logs, Configure: func(c *server.Config) {
 		c.StuckStageTimeout = 2 * time.Hour
@@ -86,17 +86,17 @@ func TestStuckStagePessimistic(t *testing.T) {
 	if taken["a"] == nil || taken["c"] == nil || taken["x"] == nil {
 		t.Fatalf("took %v", taken)
 	}
-	clock.Set(t0, time.Minute)
+	clock.Set(t0.Add(time.Minute))
 	r.Finish(t, taken["c"], runnerclient.StateSuccess, "")
-	clock.Set(t0, time.Hour)
+	clock.Set(t0.Add(time.Hour))
 	z := late.TakeNamed(t, "z") // an assignment is progress, though advance does not run
-	clock.Set(t0, 90*time.Minute)
+	clock.Set(t0.Add(90 * time.Minute))
 	r.Finish(t, taken["x"], runnerclient.StateSuccess, "")
 
 	// Just under the timeout since the last progress of the stuck pipeline (c at t0+1m):
 	// only the pipeline whose recorded progress lags its assignment is looked at, and its
 	// progress is caught up.
-	clock.Set(t0, 2*time.Hour+time.Minute)
+	clock.Set(t0.Add(2*time.Hour + time.Minute))
 	if res := checkStuck(t, inst); res.Checked != 1 || res.Progress != 1 || len(res.Stuck) != 0 {
 		t.Fatalf("check at t0+2h1m: %+v, want 1 checked with progress", res)
 	}
@@ -105,10 +105,10 @@ func TestStuckStagePessimistic(t *testing.T) {
 	go func() { waited <- callWait(inst.URL, stuck.ProjectID, stuck.ID, 30) }()
 	time.Sleep(200 * time.Millisecond)
 
-	clock.Set(t0, 2*time.Hour+2*time.Minute)
+	clock.Set(t0.Add(2*time.Hour + 2*time.Minute))
 	checked := time.Now()
 	res := checkStuck(t, inst)
-	bID := jobID(t, stuck, "b")
+	bID := jobapitest.JobID(t, stuck, "b")
 	want := builds.StuckPipeline{PipelineID: stuck.ID, ProjectID: 30, Stage: "build", Strategy: "pessimistic",
 		Builds: []builds.StuckBuild{{ID: taken["a"].ID, Name: "a", Status: builds.StatusRunning}, {ID: bID, Name: "b", Status: builds.StatusPending}}}
 	if res.Checked != 1 || res.Progress != 0 || len(res.Stuck) != 1 || !stuckEqual(res.Stuck[0], want) {
@@ -126,7 +126,7 @@ func TestStuckStagePessimistic(t *testing.T) {
 
 	got := expect(t, inst, stuck, "failed", map[string]string{"a": "failed", "b": "failed", "c": "success", "d": "skipped", "e": "skipped"})
 	for _, name := range []string{"a", "b"} {
-		id := jobID(t, got, name)
+		id := jobapitest.JobID(t, got, name)
 		if d := inst.Job(t, 30, id); jobapitest.Reason(d) != builds.ReasonStuckOrTimeoutFailure || d.RetriedBy != nil {
 			t.Errorf("job %s: reason %q retried_by %v", name, jobapitest.Reason(d), d.RetriedBy)
 		}
@@ -146,7 +146,7 @@ func TestStuckStagePessimistic(t *testing.T) {
 	if res := checkStuck(t, inst); res.Checked != 0 || len(res.Stuck) != 0 {
 		t.Fatalf("second check at t0+2h2m: %+v", res)
 	}
-	clock.Set(t0, 3*time.Hour+2*time.Minute)
+	clock.Set(t0.Add(3*time.Hour + 2*time.Minute))
 	res = checkStuck(t, inst)
 	if res.Checked != 1 || len(res.Stuck) != 1 || res.Stuck[0].PipelineID != assigned.ID ||
 		!slices.Equal(res.Stuck[0].Builds, []builds.StuckBuild{{ID: z.ID, Name: "z", Status: builds.StatusRunning}}) {
@@ -168,7 +168,7 @@ func stuckEqual(a, b builds.StuckPipeline) bool {
 // blocking failure does not let later stages run, stuck or not.
 func TestStuckStageOptimistic(t *testing.T) {
 	t.Parallel()
-	clock := newClock()
+	clock := jobapitest.NewClock(time.Time{})
 	logs := &logBuffer{}
 	inst := jobapitest.Start(t, jobapitest.Options{Now: clock.Now, Log: logs, Configure: func(c *server.Config) {
 		c.StuckStageTimeout = 2 * time.Hour
@@ -187,11 +187,11 @@ func TestStuckStageOptimistic(t *testing.T) {
 		job{"name": "h", "stage": "test", "script": "x"},
 		job{"name": "k", "stage": "deploy", "script": "x"})
 	taken := r.TakeAll(t, 4) // a, c, f, g
-	clock.Set(t0, time.Minute)
+	clock.Set(t0.Add(time.Minute))
 	r.Finish(t, taken["c"], runnerclient.StateSuccess, "")
 	r.Finish(t, taken["f"], runnerclient.StateFailed, runnerclient.ReasonScriptFailure)
 
-	clock.Set(t0, 2*time.Hour+2*time.Minute)
+	clock.Set(t0.Add(2*time.Hour + 2*time.Minute))
 	res := checkStuck(t, inst)
 	if res.Checked != 2 || len(res.Stuck) != 2 || !res.Queued {
 		t.Fatalf("check: %+v", res)
@@ -233,20 +233,20 @@ func TestStuckStageOptimistic(t *testing.T) {
 	}
 	checkWaitAnswer(t, inst, p.ID, w.res)
 	// Moving on is done once: later checks do not report the stage again.
-	clock.Set(t0, 4*time.Hour+5*time.Minute)
+	clock.Set(t0.Add(4*time.Hour + 5*time.Minute))
 	if res := checkStuck(t, inst); len(res.Stuck) != 0 {
 		t.Fatalf("second check: %+v", res)
 	}
 
 	// The no-updates reaper fails the stuck builds (a was touched at t0+2h2m), and with them
 	// the pipelines.
-	clock.Set(t0, 5*time.Hour+3*time.Minute)
+	clock.Set(t0.Add(5*time.Hour + 3*time.Minute))
 	rr, err := inst.Server.Reaper.ReapOnce(t.Context())
 	if err != nil || rr.NoUpdates != 2 || rr.ExecutionTimeout+rr.StuckPending+rr.Canceled+rr.Retried != 0 {
 		t.Fatalf("reap: %+v, %v", rr, err)
 	}
 	expect(t, inst, p, "failed", map[string]string{"a": "failed", "c": "success", "d": "success", "e": "success"})
-	if dd := inst.Job(t, 31, jobID(t, got, "a")); jobapitest.Reason(dd) != builds.ReasonNoUpdatesRunning {
+	if dd := inst.Job(t, 31, jobapitest.JobID(t, got, "a")); jobapitest.Reason(dd) != builds.ReasonNoUpdatesRunning {
 		t.Errorf("a: reason %q", jobapitest.Reason(dd))
 	}
 	wantAborted(t, r, taken["a"], "failed")
@@ -257,7 +257,7 @@ func TestStuckStageOptimistic(t *testing.T) {
 // zero threshold turns a reaper off, instead of finding every pipeline stuck at once.
 func TestStuckStageTimeoutZeroIsOff(t *testing.T) {
 	t.Parallel()
-	clock := newClock()
+	clock := jobapitest.NewClock(time.Time{})
 	inst := jobapitest.Start(t, jobapitest.Options{Now: clock.Now, Configure: func(c *server.Config) {
 		c.StuckStageTimeout = 0
 		c.NoUpdatesTimeout = 0
@@ -268,7 +268,7 @@ func TestStuckStageTimeoutZeroIsOff(t *testing.T) {
 		job{"name": "a", "stage": "build", "script": "x", "timeout": "10h"},
 		job{"name": "b", "stage": "test", "script": "x"})
 	r.TakeNamed(t, "a")
-	clock.Set(t0, 3*time.Hour)
+	clock.Set(t0.Add(3 * time.Hour))
 	if res := checkStuck(t, inst); res.Checked != 0 || len(res.Stuck) != 0 {
 		t.Fatalf("check with timeout 0: %+v", res)
 	}

@@ -90,7 +90,7 @@ func TestDynamicChildPipeline(t *testing.T) {
 			inst, _ := startOn(t, backend)
 			var project api.Project
 			inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "dyn", "repo_url": "file://" + bare}, &project)
-			parent := createYAML(t, inst, project.ID, sha, `
+			parent := inst.CreateYAML(t, project.ID, sha, `
 stages: [generate, children]
 generate:
   stage: generate
@@ -142,7 +142,7 @@ func TestDynamicChildPipelineFailures(t *testing.T) {
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	var project api.Project
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "dynf", "repo_url": "file://" + bare}, &project)
-	parent := createYAML(t, inst, project.ID, sha, `
+	parent := inst.CreateYAML(t, project.ID, sha, `
 stages: [generate, children]
 generate: {stage: generate, script: ./gen}
 bare: {stage: generate, script: "true"}
@@ -190,7 +190,7 @@ func TestDynamicChildPipelineStoreDown(t *testing.T) {
 	inst, s3 := startOn(t, "s3")
 	var project api.Project
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "dyns", "repo_url": "file://" + bare}, &project)
-	parent := createYAML(t, inst, project.ID, sha, `
+	parent := inst.CreateYAML(t, project.ID, sha, `
 stages: [generate, children]
 generate: {stage: generate, script: ./gen}
 child: {stage: children, trigger: {include: [{artifact: child.yml, job: generate}]}}
@@ -230,7 +230,7 @@ func TestBridgeWaitsOutAnUnreachableRepository(t *testing.T) {
 	inst := jobapitest.Start(t, jobapitest.Options{Now: now})
 	var project api.Project
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "gone", "repo_url": "http://127.0.0.1:1/app.git"}, &project)
-	parent := createYAML(t, inst, project.ID, strings.Repeat("a", 40), "child:\n  trigger: {include: ci/child.yml}\n")
+	parent := inst.CreateYAML(t, project.ID, strings.Repeat("a", 40), "child:\n  trigger: {include: ci/child.yml}\n")
 	if n, err := inst.Server.Bridges.CreateOnce(context.Background()); err == nil || n != 0 {
 		t.Fatalf("bridge pass with git unreachable: %d, %v; want nothing moved and an error", n, err)
 	}

@@ -2,7 +2,6 @@ package sourcetest_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -80,20 +79,6 @@ func bridgeNamed(t *testing.T, list []api.Bridge, name string) api.Bridge {
 	return api.Bridge{}
 }
 
-func createYAML(t *testing.T, inst *jobapitest.Instance, projectID int64, sha, ci string) api.Pipeline {
-	t.Helper()
-	resp, b := inst.Do(t, "POST", fmt.Sprintf("/api/v4/projects/%d/pipeline?ref=main&sha=%s", projectID, sha), ci,
-		"Content-Type", "application/yaml")
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("create pipeline: %d %s", resp.StatusCode, b)
-	}
-	var p api.Pipeline
-	if err := json.Unmarshal(b, &p); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func bridgePass(t *testing.T, inst *jobapitest.Instance) int {
 	t.Helper()
 	n, err := inst.Server.Bridges.CreateOnce(context.Background())
@@ -120,7 +105,7 @@ func TestChildPipelineWithDepend(t *testing.T) {
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	var project api.Project
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "mono", "repo_url": "file://" + bare}, &project)
-	parent := createYAML(t, inst, project.ID, sha, parentCI)
+	parent := inst.CreateYAML(t, project.ID, sha, parentCI)
 	r := inst.NewRunner(t)
 	r.Finish(t, r.TakeNamed(t, "build"), "success", "")
 	if n := bridgePass(t, inst); n != 2 {
@@ -193,7 +178,7 @@ func TestChildPipelineFailures(t *testing.T) {
 	r := inst.NewRunner(t)
 
 	// Failure propagates up.
-	parent := createYAML(t, inst, project.ID, sha, `
+	parent := inst.CreateYAML(t, project.ID, sha, `
 stages: [children, deploy]
 api:
   stage: children
@@ -237,7 +222,7 @@ deploy:
 	r.NoJob(t)
 
 	// An invalid child configuration, a missing file.
-	parent = createYAML(t, inst, project.ID, sha, `
+	parent = inst.CreateYAML(t, project.ID, sha, `
 broken:
   trigger: {include: broken.yml, strategy: depend}
 missing:
@@ -255,7 +240,7 @@ missing:
 	}
 
 	// Nesting: parent → child → grandchild is allowed; the grandchild's own bridge fails.
-	parent = createYAML(t, inst, project.ID, sha, "nest:\n  trigger: {include: nested/child.yml, strategy: depend}\n")
+	parent = inst.CreateYAML(t, project.ID, sha, "nest:\n  trigger: {include: nested/child.yml, strategy: depend}\n")
 	bridgePass(t, inst) // the child
 	bridgePass(t, inst) // the grandchild
 	bridgePass(t, inst) // the third level: refused
@@ -293,7 +278,7 @@ func TestBridgeRaceAcrossReplicas(t *testing.T) {
 	}
 	var parents []api.Pipeline
 	for range 3 {
-		parents = append(parents, createYAML(t, inst, project.ID, sha, ci.String()))
+		parents = append(parents, inst.CreateYAML(t, project.ID, sha, ci.String()))
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex

@@ -27,7 +27,7 @@ func TestReplicaKilledAroundArchive(t *testing.T) {
 	var clock atomic.Int64 // how far the survivor's clock is ahead
 	inst := start(t, jobapitest.Options{Now: func() time.Time { return time.Now().Add(time.Duration(clock.Load())) }}, nil)
 	victim, logs := jobapitest.StartServe(t, bin, inst.Config, nil)
-	victimURL := serveURL(t, logs.String())
+	victimURL := jobapitest.ServeURL(t, logs.String())
 	_, token := inst.CreateRunner(t)
 	r := jobapitest.NewRunner(t, victimURL, token, "s_victim00001")
 	inst.CreatePipeline(t, 1, []string{"build"}, jobapitest.Job{"name": "build", "stage": "build", "script": "make"})
@@ -93,17 +93,4 @@ func tempFiles(t *testing.T, inst *jobapitest.Instance) []string {
 		return nil
 	})
 	return out
-}
-
-// serveURL reads the address a `jobapi serve` logged.
-func serveURL(t *testing.T, log string) string {
-	t.Helper()
-	for _, line := range strings.Split(log, "\n") {
-		if i := strings.Index(line, `"addr":"`); i >= 0 && strings.Contains(line, "jobapi listening") {
-			addr := line[i+len(`"addr":"`):]
-			return "http://" + addr[:strings.IndexByte(addr, '"')]
-		}
-	}
-	t.Fatalf("no listen address in the log:\n%s", log)
-	return ""
 }

@@ -1,4 +1,4 @@
-// Package tracetest_test checks job logs end to end (issue 14, part 5): every way a build
+// Package tracetest_test checks job logs end to end: every way a build
 // finishes archives its log into the object store as its trace artifact and drops the live
 // chunks; the trace API serves the archive or the live log with HTTP ranges; an object
 // store outage or a replica SIGKILLed around the finish delays an archive and loses no

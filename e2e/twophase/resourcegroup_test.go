@@ -2,7 +2,6 @@ package twophase_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/e2e/jobapitest"
 	"github.com/jobapi/jobapi/runnerclient"
 	"github.com/jobapi/jobapi/server"
@@ -40,21 +38,6 @@ deploy-staging:
   resource_group: deploy-$TARGET
   retry: 1
 `
-
-// createYAMLPipeline posts a .gitlab-ci.yml for project 1 on main (no sha: auto-cancel
-// leaves the older pipelines alone).
-func createYAMLPipeline(t testing.TB, inst *jobapitest.Instance, yaml string) api.Pipeline {
-	t.Helper()
-	resp, body := inst.Do(t, "POST", "/api/v4/projects/1/pipeline?ref=main", yaml, "Content-Type", "application/yaml")
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("create pipeline: %d %s", resp.StatusCode, body)
-	}
-	var p api.Pipeline
-	if err := json.Unmarshal(body, &p); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // hold is one job of a group as its runner saw it: from the job's 201 until just before
 // its final PUT. The server's hold (from its assignment to the commit of its end) contains
@@ -101,7 +84,7 @@ func TestResourceGroupRace(t *testing.T) {
 	defer db.Close()
 
 	for i := range pipes {
-		createYAMLPipeline(t, replicas[i%len(replicas)], resourceYAML)
+		replicas[i%len(replicas)].CreateYAML(t, 1, "", resourceYAML)
 	}
 	inst.MustDo(t, http.StatusOK, "PUT", "/api/v4/projects/1/resource_groups/deploy-staging",
 		map[string]any{"process_mode": "oldest_first"}, nil)
@@ -237,7 +220,7 @@ func TestResourceGroupRace(t *testing.T) {
 			}
 			t.Logf("batch %d ended with runs per group %v: another batch", batches, runs)
 			for i := range pipes {
-				createYAMLPipeline(t, replicas[i%len(replicas)], resourceYAML)
+				replicas[i%len(replicas)].CreateYAML(t, 1, "", resourceYAML)
 			}
 			batches++
 			batchEnd = time.Now().Add(hardStop)
@@ -308,9 +291,9 @@ func TestResourceGroupReleasedByTimeoutAndCancel(t *testing.T) {
 	inst.WaitFlags(t)
 	r := newRunner(t, inst.URL, runnerToken(t, inst), "s_rg", true)
 	yaml := "deploy:\n  script: ./deploy.sh\n  resource_group: production\n"
-	p1 := createYAMLPipeline(t, inst, yaml)
-	p2 := createYAMLPipeline(t, inst, yaml)
-	p3 := createYAMLPipeline(t, inst, yaml)
+	p1 := inst.CreateYAML(t, 1, "", yaml)
+	p2 := inst.CreateYAML(t, 1, "", yaml)
+	p3 := inst.CreateYAML(t, 1, "", yaml)
 	j2 := jobapitest.Latest(inst.Pipeline(t, p2))["deploy"]
 	if j2.Status != "waiting_for_resource" {
 		t.Fatalf("second pipeline's deploy: %s; want waiting_for_resource", j2.Status)

@@ -2,7 +2,6 @@ package webtest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/e2e/jobapitest"
 	"github.com/jobapi/jobapi/runnerclient"
 	"github.com/jobapi/jobapi/server"
@@ -145,31 +143,6 @@ func requireNoReload(t testing.TB, ctx context.Context) {
 	}
 }
 
-// createYAMLPipeline posts a .gitlab-ci.yml through the API.
-func createYAMLPipeline(t testing.TB, inst *jobapitest.Instance, project int64, yaml string) api.Pipeline {
-	t.Helper()
-	resp, body := inst.Do(t, "POST", fmt.Sprintf("/api/v4/projects/%d/pipeline?ref=main", project), yaml, "Content-Type", "application/yaml")
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("create pipeline: %d %s", resp.StatusCode, body)
-	}
-	var p api.Pipeline
-	if err := json.Unmarshal(body, &p); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-func jobID(t testing.TB, p api.Pipeline, name string) int64 {
-	t.Helper()
-	for _, j := range p.Jobs {
-		if j.Name == name {
-			return j.ID
-		}
-	}
-	t.Fatalf("pipeline %d has no job %q", p.ID, name)
-	return 0
-}
-
 const dagYAML = `
 stages: [build, test, deploy]
 compile:
@@ -210,8 +183,8 @@ func TestBrowserJobLifecycleLive(t *testing.T) {
 	inst.EnableTwoPhase(t, 1)
 	runner := inst.NewRunner(t)
 	runner.Info.Features.TwoPhaseJobCommit = true
-	p := createYAMLPipeline(t, inst, 1, dagYAML)
-	compile := jobID(t, p, "compile")
+	p := inst.CreateYAML(t, 1, "", dagYAML)
+	compile := jobapitest.JobID(t, p, "compile")
 	ctx := newChrome(t)
 	signInBrowser(t, ctx, inst.URL)
 
@@ -344,7 +317,7 @@ func TestBrowserActionsAndFlag(t *testing.T) {
 	runner := inst.NewRunner(t)
 	runner.Info.Version, runner.Info.Executor = "19.4.0", "docker-autoscaler"
 	runner.NoJob(t) // registers the manager
-	p := createYAMLPipeline(t, inst, 3, dagYAML)
+	p := inst.CreateYAML(t, 3, "", dagYAML)
 	ctx := newChrome(t)
 	signInBrowser(t, ctx, inst.URL)
 
@@ -372,7 +345,7 @@ func TestBrowserActionsAndFlag(t *testing.T) {
 		t.Errorf("first Tab focuses %q, want the skip link", focused)
 	}
 
-	unit := jobID(t, p, "unit")
+	unit := jobapitest.JobID(t, p, "unit")
 	run(t, ctx, "cancel a job from the pipeline page",
 		chromedp.Navigate(fmt.Sprintf("%s/projects/3/pipelines/%d", inst.URL, p.ID)),
 		chromedp.WaitVisible(css(`li.card[data-job="%d"]`, unit)),
@@ -391,8 +364,8 @@ func TestBrowserActionsAndFlag(t *testing.T) {
 	)
 
 	// A manual job is played from the pipeline page.
-	manual := createYAMLPipeline(t, inst, 3, "release:\n  stage: deploy\n  when: manual\n  script: [make release]\n")
-	release := jobID(t, manual, "release")
+	manual := inst.CreateYAML(t, 3, "", "release:\n  stage: deploy\n  when: manual\n  script: [make release]\n")
+	release := jobapitest.JobID(t, manual, "release")
 	run(t, ctx, "play a manual job",
 		chromedp.Navigate(fmt.Sprintf("%s/projects/3/pipelines/%d", inst.URL, manual.ID)),
 		chromedp.WaitVisible(css(`li.card[data-job="%d"][data-status="manual"]`, release)),
