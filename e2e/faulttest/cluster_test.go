@@ -236,7 +236,7 @@ func TestThreeReplicasOnRedisCluster(t *testing.T) {
 		statusLine(byStatus), exhausted, handed, len(f.dropped), f.lateAcks)
 	for _, inst := range []*jobapitest.Instance{a, b, c} {
 		t.Logf("replica %s: timed out %v builds, redis errors: %s", inst.URL,
-			inst.Metric(t, "jobapi_ack_timeouts_total"), redisErrorKinds(t, inst))
+			inst.Metric(t, "jobapi_ack_timeouts_total"), inst.RedisErrorKinds(t))
 	}
 }
 

@@ -58,17 +58,6 @@ func onCluster(c *localserver.RedisCluster, more func(*server.Config)) func(*ser
 	}
 }
 
-// onRedis points a replica at a Redis server of the test's own.
-func onRedis(r *localserver.Redis, more func(*server.Config)) func(*server.Config) {
-	return func(cfg *server.Config) {
-		cfg.RedisURL = r.URL
-		cfg.RedisClusterAddrs = nil
-		if more != nil {
-			more(cfg)
-		}
-	}
-}
-
 // leasesOf is the ack-key store of a replica, for tests that grant keys themselves.
 func leasesOf(inst *jobapitest.Instance) *redisstore.Store {
 	return redisstore.New(inst.Redis, inst.Config.RedisKeyPrefix)
@@ -256,21 +245,4 @@ func ready(baseURL string) bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
-}
-
-// redisErrorKinds is every jobapi_redis_errors_total sample of a replica, for the log.
-func redisErrorKinds(t *testing.T, inst *jobapitest.Instance) string {
-	t.Helper()
-	var parts []string
-	for _, k := range []string{redisstore.KindLoading, redisstore.KindClusterDown, redisstore.KindFailover,
-		redisstore.KindRefused, redisstore.KindReset, redisstore.KindTimeout, redisstore.KindCanceled,
-		redisstore.KindClosed, redisstore.KindOther} {
-		if v := inst.Metric(t, `jobapi_redis_errors_total{kind="`+k+`"}`); v > 0 {
-			parts = append(parts, fmt.Sprintf("%s=%v", k, v))
-		}
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, " ")
 }

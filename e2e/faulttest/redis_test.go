@@ -35,7 +35,7 @@ func TestRedisRestartMidSweep(t *testing.T) {
 	)
 	own := testenv.OwnRedis(t)
 	fillForLoading(t, own)
-	a := jobapitest.Start(t, jobapitest.Options{Configure: onRedis(own, func(c *server.Config) { c.AckTTL = ttl })})
+	a := jobapitest.Start(t, jobapitest.Options{Configure: jobapitest.OnRedis(own, func(c *server.Config) { c.AckTTL = ttl })})
 	ids := makeWaiting(t, a, n, 100, ttl)
 	time.Sleep(ttl + 50*time.Millisecond) // every key expired, every deadline of record passed
 
@@ -131,7 +131,7 @@ func TestRedisRestartMidSweep(t *testing.T) {
 	t.Logf("%d expired acks: %d processed when Redis restarted; LOADING held for %v (driven sweep: %+v); all %d processed %v after the restart",
 		n, atRestart, outage.Round(time.Millisecond), driven, n, finished.Round(time.Millisecond))
 	t.Logf("failed sweeps: driven replica %d (%s), background replica %v; Redis errors seen by the replicas: %s | %s",
-		len(sweepErr), strings.Join(sweepErr, ","), bErrors, redisErrorKinds(t, a), redisErrorKinds(t, b))
+		len(sweepErr), strings.Join(sweepErr, ","), bErrors, a.RedisErrorKinds(t), b.RedisErrorKinds(t))
 	t.Logf("builds: %s", statusLine(byStatus))
 }
 
@@ -152,7 +152,7 @@ func TestRedisRestartUnderLoad(t *testing.T) {
 	own := testenv.OwnRedis(t)
 	fillForLoading(t, own)
 	a := jobapitest.Start(t, jobapitest.Options{Sweeper: true,
-		Configure: onRedis(own, func(c *server.Config) { c.AckTTL = 10 * time.Second })})
+		Configure: jobapitest.OnRedis(own, func(c *server.Config) { c.AckTTL = 10 * time.Second })})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	f := underLoad(ctx, t, a, jobs, 0.5)
@@ -194,7 +194,7 @@ func TestRedisRestartUnderLoad(t *testing.T) {
 	t.Logf("Redis restarted and was held LOADING for %v; readiness was 503 for %v (from %v to %v after the restart began)",
 		redisBack.Round(time.Millisecond), (readyAgain - notReady).Round(time.Millisecond), notReady.Round(time.Millisecond), readyAgain.Round(time.Millisecond))
 	t.Logf("answers while Redis was down or recovering: %s", during)
-	t.Logf("all answers: %s; Redis errors: %s", &f.codes, redisErrorKinds(t, a))
+	t.Logf("all answers: %s; Redis errors: %s", &f.codes, a.RedisErrorKinds(t))
 }
 
 // readinessProbe polls a replica's readiness from the start of a fault on and remembers

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobapi/jobapi/api"
+	"github.com/jobapi/jobapi/builds/redisstore"
 )
 
 // PipelinePath is the operator API path of a pipeline.
@@ -85,6 +86,24 @@ func (i *Instance) WaitJobStatus(t testing.TB, projectID, id int64, status strin
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// RedisErrorKinds is every jobapi_redis_errors_total sample of the replica ("none" if it
+// counted none), for a fault test's log.
+func (i *Instance) RedisErrorKinds(t testing.TB) string {
+	t.Helper()
+	var parts []string
+	for _, k := range []string{redisstore.KindLoading, redisstore.KindClusterDown, redisstore.KindFailover,
+		redisstore.KindRefused, redisstore.KindReset, redisstore.KindTimeout, redisstore.KindCanceled,
+		redisstore.KindClosed, redisstore.KindOther} {
+		if v := i.Metric(t, `jobapi_redis_errors_total{kind="`+k+`"}`); v > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%v", k, v))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
 }
 
 // Metric reads one sample of the replica's /metrics, 0 when it is absent: the name with its

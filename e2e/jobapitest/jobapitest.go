@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobapi/jobapi/api"
+	"github.com/jobapi/jobapi/localserver"
 	"github.com/jobapi/jobapi/server"
 	"github.com/jobapi/jobapi/testenv"
 )
@@ -50,6 +51,19 @@ type Options struct {
 	RateLimitCallTimeout time.Duration
 	// Tracer observes every statement of the replica's Postgres pool (server.Options.Tracer).
 	Tracer pgx.QueryTracer
+}
+
+// OnRedis is a Configure that points a replica at a Redis server of the test's own
+// (testenv.OwnRedis: one the test restarts or breaks) instead of the shared one, then
+// applies more (nil: nothing more).
+func OnRedis(r *localserver.Redis, more func(*server.Config)) func(*server.Config) {
+	return func(cfg *server.Config) {
+		cfg.RedisURL = r.URL
+		cfg.RedisClusterAddrs = nil
+		if more != nil {
+			more(cfg)
+		}
+	}
 }
 
 // Start runs a replica on a fresh database and Redis key prefix.

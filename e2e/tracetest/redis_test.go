@@ -1,4 +1,4 @@
-package faulttest_test
+package tracetest_test
 
 import (
 	"bytes"
@@ -157,7 +157,7 @@ func checkLog(t *testing.T, a *jobapitest.Instance, job *runnerclient.Job, out r
 func TestTraceSurvivesRedisRestart(t *testing.T) {
 	t.Parallel()
 	own := testenv.OwnRedis(t)
-	a := jobapitest.Start(t, jobapitest.Options{Configure: onRedis(own, func(c *server.Config) { c.TraceChunkSize = 32 << 10 })})
+	a := jobapitest.Start(t, jobapitest.Options{Configure: jobapitest.OnRedis(own, func(c *server.Config) { c.TraceChunkSize = 32 << 10 })})
 	live := redisstore.New(a.Redis, a.Config.RedisKeyPrefix)
 	r, job := traceJob(t, a)
 	calls := countStatuses(r)
@@ -211,7 +211,7 @@ func TestTraceWhileRedisRefusesWrites(t *testing.T) {
 	// count of its chunks below (its archive would drop them).
 	store := testenv.S3(t)
 	store.Proxy.Stop()
-	a := jobapitest.Start(t, jobapitest.Options{Configure: onRedis(own, func(c *server.Config) {
+	a := jobapitest.Start(t, jobapitest.Options{Configure: jobapitest.OnRedis(own, func(c *server.Config) {
 		c.TraceChunkSize = 32 << 10
 		c.ObjectStore = store.URL()
 		c.ObjectStoreCredentials = objectstore.Credentials{AccessKeyID: store.AccessKeyID, SecretAccessKey: store.SecretAccessKey}
@@ -253,8 +253,8 @@ func TestTraceWhileRedisRefusesWrites(t *testing.T) {
 	if calls.get("PATCH 416") < 2 {
 		t.Errorf("answers %v: want a 416 when Redis refused (resend from the durable size) and one when it was back", calls.n)
 	}
-	if kinds := redisErrorKinds(t, a); kinds == "" {
+	if kinds := a.RedisErrorKinds(t); kinds == "" {
 		t.Errorf("no Redis error counted while it refused writes")
 	}
-	t.Logf("%d bytes in %d PATCHes; answers %v; Redis errors %s", len(out.Trace), out.Patches, calls.n, redisErrorKinds(t, a))
+	t.Logf("%d bytes in %d PATCHes; answers %v; Redis errors %s", len(out.Trace), out.Patches, calls.n, a.RedisErrorKinds(t))
 }

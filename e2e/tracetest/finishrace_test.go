@@ -1,4 +1,4 @@
-package faulttest_test
+package tracetest_test
 
 import (
 	"bytes"
