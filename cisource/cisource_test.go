@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -189,5 +190,53 @@ func TestGitCacheConcurrent(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// Remote includes connect to global unicast addresses only: each special-purpose range is
+// refused, as are the host's own addresses and IPv4 addresses written in IPv6; what held
+// before (loopback, private, link-local, metadata) still does.
+func TestRemoteAllowsOnlyGlobalUnicast(t *testing.T) {
+	t.Parallel()
+	own := ownAddresses()
+	for addr, want := range map[string]bool{
+		"93.184.215.14": true, "2606:2800:21f:cb07:6820:80da:af6b:8b2c": true, "8.8.8.8": true,
+		"127.0.0.1": false, "10.1.2.3": false, "172.16.0.1": false, "192.168.1.1": false, "169.254.169.254": false,
+		"::1": false, "fe80::1": false, "::ffff:127.0.0.1": false, "::ffff:169.254.169.254": false, "0.0.0.0": false,
+		"100.64.0.1": false, "100.127.255.254": false, "198.18.0.1": false, "198.19.255.1": false,
+		"192.0.0.8": false, "192.0.2.1": false, "198.51.100.7": false, "203.0.113.9": false, "240.0.0.1": false,
+		"255.255.255.255": false, "64:ff9b::7f00:1": false, "64:ff9b::a9fe:a9fe": false, "64:ff9b:1::1": false,
+		"2001::1": false, "2001:db8::1": false, "fc00::1": false, "fd12:3456::1": false, "::7f00:1": false,
+		"::a9fe:a9fe": false, "2002:7f00:1::1": false, "ff02::1": false, "224.0.0.1": false,
+	} {
+		if got := allowedRemote(netip.MustParseAddr(addr), own); got != want {
+			t.Errorf("%s: allowed %v, want %v", addr, got, want)
+		}
+	}
+	for _, a := range own {
+		if allowedRemote(a, own) {
+			t.Errorf("the host's own address %s is allowed", a)
+		}
+	}
+	// A global address the host has is refused because it is the host's.
+	if allowedRemote(netip.MustParseAddr("93.184.215.14"), []netip.Addr{netip.MustParseAddr("93.184.215.14")}) {
+		t.Error("an own global address allowed")
+	}
+
+	// At dial time: the production client refuses before it connects, whatever the URL
+	// names (an address, a name that resolves to one).
+	ctx := context.Background()
+	urls := []string{"https://100.64.0.1/ci.yml", "https://198.18.0.1/ci.yml", "https://[64:ff9b::7f00:1]/ci.yml",
+		"https://[::ffff:127.0.0.1]/ci.yml", "https://localhost/ci.yml", "https://169.254.169.254/ci.yml"}
+	for _, a := range own {
+		if a.Is4() {
+			urls = append(urls, "https://"+a.String()+"/ci.yml")
+		}
+	}
+	for _, u := range urls {
+		var ie *ciconfig.IncludeError
+		if _, err := NewRemote().Fetch(ctx, u); !errors.As(err, &ie) || !strings.Contains(ie.Message, "local or private network") {
+			t.Errorf("%s: %v, want the local network refused", u, err)
+		}
 	}
 }

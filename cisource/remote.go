@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"syscall"
 	"time"
@@ -26,17 +27,16 @@ type Remote struct {
 	Client *http.Client
 }
 
-// NewRemote returns a Remote that refuses loopback, private and link-local addresses, so
-// that a pipeline cannot make the server read its own network.
+// NewRemote returns a Remote that connects only to global unicast addresses (allowedRemote),
+// checked at dial time, so that a pipeline cannot make the server read its own network
+// through a name that resolves there, a DNS answer that changes, or a redirect.
 func NewRemote() *Remote {
 	dialer := &net.Dialer{Timeout: RemoteTimeout, Control: func(_, address string, _ syscall.RawConn) error {
-		host, _, err := net.SplitHostPort(address)
+		ap, err := netip.ParseAddrPort(address)
 		if err != nil {
 			return err
 		}
-		ip := net.ParseIP(host)
-		if ip == nil || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-			ip.IsUnspecified() || ip.IsMulticast() {
+		if !allowedRemote(ap.Addr(), ownAddresses()) {
 			return errLocalAddress
 		}
 		return nil
@@ -44,6 +44,70 @@ func NewRemote() *Remote {
 	transport := &http.Transport{DialContext: dialer.DialContext, TLSHandshakeTimeout: RemoteTimeout,
 		ResponseHeaderTimeout: RemoteTimeout, ForceAttemptHTTP2: true}
 	return &Remote{Client: &http.Client{Transport: transport}}
+}
+
+// notGlobal are the special-purpose ranges (IANA's registries) that netip's
+// IsGlobalUnicast and IsPrivate leave as global, though no public server is there: shared
+// address space (carrier NAT), IETF protocol assignments, documentation, benchmarking,
+// reserved, NAT64 (which reaches any IPv4 address through a translator, the host's own
+// network included), IPv6 protocol assignments (all of 2001::/23, some of it global: the
+// safe side), documentation, ULA.
+var notGlobal = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("100.64.0.0/10"),
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("192.0.2.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("198.51.100.0/24"),
+	netip.MustParsePrefix("203.0.113.0/24"),
+	netip.MustParsePrefix("240.0.0.0/4"),
+	netip.MustParsePrefix("64:ff9b::/96"),
+	netip.MustParsePrefix("64:ff9b:1::/48"),
+	netip.MustParsePrefix("100::/64"),
+	netip.MustParsePrefix("2001::/23"),
+	netip.MustParsePrefix("2001:db8::/32"),
+	netip.MustParsePrefix("2002::/16"), // 6to4: an IPv4 address inside
+	netip.MustParsePrefix("fc00::/7"),
+}
+
+// allowedRemote says whether a remote include may connect to ip: a global unicast address,
+// not private, not in a special-purpose range, and none of the host's own (own). An IPv4
+// address written in IPv6 (mapped ::ffff:a.b.c.d or compatible ::a.b.c.d) is judged as the
+// IPv4 address it is.
+func allowedRemote(ip netip.Addr, own []netip.Addr) bool {
+	ip = ip.WithZone("").Unmap()
+	if b := ip.As16(); ip.Is6() && [12]byte(b[:12]) == [12]byte{} {
+		ip = netip.AddrFrom4([4]byte(b[12:])) // IPv4-compatible (deprecated), ::/96
+	}
+	if !ip.IsValid() || !ip.IsGlobalUnicast() || ip.IsPrivate() {
+		return false
+	}
+	for _, p := range notGlobal {
+		if p.Contains(ip) {
+			return false
+		}
+	}
+	for _, a := range own {
+		if a.Unmap() == ip {
+			return false
+		}
+	}
+	return true
+}
+
+// ownAddresses lists the addresses of the host's interfaces, read at each dial (they change).
+func ownAddresses() []netip.Addr {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	out := make([]netip.Addr, 0, len(addrs))
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			out = append(out, p.Addr())
+		}
+	}
+	return out
 }
 
 // Fetch returns the body of an https URL of at most ciconfig.MaxConfigBytes, within
