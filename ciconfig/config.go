@@ -121,7 +121,8 @@ type rule struct {
 // load parses and checks the whole file with what it includes; only include:rules depend
 // on the pipeline (the Context's variables).
 func load(src []byte, c Context) (*config, error) {
-	tree, err := parseYAML(src)
+	spent := &budget{}
+	tree, err := parseYAML(src, spent)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +131,7 @@ func load(src []byte, c Context) (*config, error) {
 	}
 	vars := c.lookupTable()
 	repo := newRepoFacts(c, vars)
-	tree, included, err := resolveIncludes(tree, c.Includes, c.Artifacts, repo, func(name string) (string, bool) { v, ok := vars[name]; return v, ok })
+	tree, included, err := resolveIncludes(tree, spent, c.Includes, c.Artifacts, repo, func(name string) (string, bool) { v, ok := vars[name]; return v, ok })
 	if err != nil {
 		return nil, err
 	}

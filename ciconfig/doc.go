@@ -8,7 +8,8 @@
 //	                   merge keys applied, repeated keys (the last wins), !reference kept;
 //	                   size, depth and alias expansion bounded
 //	resolveIncludes    include: local and remote files through Context.Includes, nested
-//	                   (each file once, 150 files, 100 levels), deep-merged in order with
+//	                   (each file once, 150 files, 100 levels, 8 MiB and MaxNodes values
+//	                   in all, spent as each file is read), deep-merged in order with
 //	                   the including file on top (External::Processor)
 //	resolveExtends     extends: bases deep-merged in order, the entry on top (≤ 11 levels)
 //	resolveReferences  !reference [a, b] replaced by what it names, after extends

@@ -69,6 +69,7 @@ type includer struct {
 	artifacts ArtifactFiles // nil: not a child pipeline, include: artifact is refused
 	repo      *repoFacts    // what include:rules:exists and changes read
 	vars      expr.Lookup   // what include:rules see
+	spent     *budget       // the bytes and nodes of every file read, the including one's too
 	seen      map[string]bool
 	count     int
 	// included lists the files merged in, in the order they were read (lint's includes).
@@ -86,11 +87,11 @@ type IncludedFile struct {
 // resolveIncludes returns the tree with its includes merged in, GitLab's way
 // (External::Processor): the included files deep-merged in order, a later one over an
 // earlier one, then the including file over them all; `include` itself removed.
-func resolveIncludes(tree *val, files Includes, artifacts ArtifactFiles, repo *repoFacts, vars expr.Lookup) (*val, []IncludedFile, error) {
+func resolveIncludes(tree *val, spent *budget, files Includes, artifacts ArtifactFiles, repo *repoFacts, vars expr.Lookup) (*val, []IncludedFile, error) {
 	if tree.get("include") == nil {
 		return tree, nil, nil
 	}
-	x := &includer{files: files, artifacts: artifacts, repo: repo, vars: vars, seen: map[string]bool{}}
+	x := &includer{files: files, artifacts: artifacts, repo: repo, vars: vars, spent: spent, seen: map[string]bool{}}
 	out, err := x.expand(tree, 1)
 	return out, x.included, err
 }
@@ -316,7 +317,9 @@ func (x *includer) read(item *val, kind, loc, job string) (*val, error) {
 	case err != nil:
 		return nil, fmt.Errorf("include %s %s: %w", kind, loc, err)
 	}
-	sub, err := parseYAML(src)
+	// The budget is spent file by file as each is read, before it is parsed or merged:
+	// past it, the files not read yet are never fetched.
+	sub, err := parseYAML(src, x.spent)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {

@@ -223,3 +223,53 @@ func TestIncludeWildcard(t *testing.T) {
 		t.Errorf("a wildcard matching a text file: %v", err)
 	}
 }
+
+// bulkFile is a 1 MiB include: a hidden key holding a list of 262,000 short values (dense),
+// or one string of 1 MiB (sparse).
+func bulkFile(i int, dense bool) string {
+	head := fmt.Sprintf(".bulk-%d: ", i)
+	if dense {
+		return head + "[" + strings.Repeat("abc,", (MaxConfigBytes-len(head)-4)/4) + "x]\n"
+	}
+	return head + strings.Repeat("a", MaxConfigBytes-len(head)-1) + "\n"
+}
+
+// Thirty 1 MiB includes share one budget with the including file, spent as each is read:
+// their values are refused at the file that takes the configuration past MaxNodes, their
+// bytes at the one past MaxTotalBytes, with a 400 naming the limit and the file, and the files
+// after it are never read.
+func TestIncludeBudget(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		dense     bool
+		want      string
+		wantReads int
+	}{
+		{"values", true, "include:local `ci/bulk-1.yml`: the configuration expands to more than 500000 values", 2},
+		{"bytes", false, "include:local `ci/bulk-7.yml`: the configuration and its includes are more than 8388608 bytes (8 MiB) in all", 8},
+	} {
+		f := &files{local: map[string]string{}}
+		var src strings.Builder
+		src.WriteString("include:\n")
+		for i := range 30 {
+			name := fmt.Sprintf("ci/bulk-%d.yml", i)
+			f.local[name] = bulkFile(i, tc.dense)
+			fmt.Fprintf(&src, "  - local: %s\n", name)
+		}
+		src.WriteString("job: {script: x}\n")
+		_, err := Compile([]byte(src.String()), Context{Source: "push", Ref: "main", Includes: f})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
+		}
+		if len(f.reads) != tc.wantReads {
+			t.Errorf("%s: %d files read, want %d (none after the one past the budget)", tc.name, len(f.reads), tc.wantReads)
+		}
+	}
+	// Under the budget, files of both kinds are merged.
+	f := &files{local: map[string]string{"ci/dense.yml": bulkFile(0, true), "ci/sparse.yml": bulkFile(1, false)}}
+	res, err := Compile([]byte("include: [ci/dense.yml, ci/sparse.yml]\njob: {script: x}\n"), Context{Source: "push", Ref: "main", Includes: f})
+	if err != nil || len(res.Jobs) != 1 {
+		t.Errorf("a 1 MiB include of each kind: %v", err)
+	}
+}

@@ -21,8 +21,27 @@ const (
 	MaxDepth       = 100
 	// MaxNodes bounds the configuration expanded: every alias, extends and !reference
 	// counted as the copy it stands for. A 5,000-job file of 30 keys a job stays well below.
+	// The files a configuration includes share it with the configuration's own.
 	MaxNodes = 500_000
+	// MaxTotalBytes bounds the text of a configuration and every file it includes (local,
+	// remote, artifact, nested), counted as each is read and before it is parsed: eight
+	// files of the largest size. With MaxNodes it bounds what include fan-out can cost.
+	MaxTotalBytes = 8 << 20
 )
+
+// budget is what the files of one configuration may still cost, spent as each is read.
+type budget struct {
+	bytes, nodes int // spent
+}
+
+// spendBytes takes n bytes of text, or says what the limit is.
+func (b *budget) spendBytes(n int) error {
+	if b.bytes+n > MaxTotalBytes {
+		return fmt.Errorf("the configuration and its includes are more than %d bytes (8 MiB) in all; at most %d are accepted", MaxTotalBytes, MaxTotalBytes)
+	}
+	b.bytes += n
+	return nil
+}
 
 type vkind uint8
 
@@ -106,10 +125,14 @@ func (v *val) describe() string {
 }
 
 // parseYAML turns the text into a value tree, refusing what is too large, too deep or
-// not YAML; errors are *Error with the line.
-func parseYAML(src []byte) (*val, error) {
+// not YAML, or past what is left of spent (the configuration's files share it, the nodes
+// counted as they are built); errors are *Error with the line.
+func parseYAML(src []byte, spent *budget) (*val, error) {
 	if len(src) > MaxConfigBytes {
 		return nil, &Error{Message: fmt.Sprintf("the configuration is %d bytes; at most %d (1 MiB) are accepted", len(src), MaxConfigBytes)}
+	}
+	if err := spent.spendBytes(len(src)); err != nil {
+		return nil, &Error{Message: err.Error()}
 	}
 	dec := yaml.NewDecoder(strings.NewReader(string(src)))
 	var doc yaml.Node
@@ -131,11 +154,12 @@ func parseYAML(src []byte) (*val, error) {
 	if len(doc.Content) == 0 {
 		return nil, &Error{Message: "Please provide content of .gitlab-ci.yml"}
 	}
-	b := builder{anchors: map[*yaml.Node]built{}, busy: map[*yaml.Node]bool{}, merged: map[*val]built{}}
+	b := builder{anchors: map[*yaml.Node]built{}, busy: map[*yaml.Node]bool{}, merged: map[*val]built{}, total: spent.nodes}
 	root, err := b.build(doc.Content[0], 1)
 	if err != nil {
 		return nil, err
 	}
+	spent.nodes = b.total
 	return root.v, nil
 }
 
@@ -178,7 +202,7 @@ type builder struct {
 	anchors map[*yaml.Node]built
 	busy    map[*yaml.Node]bool // anchors being built: an alias to one is a loop
 	merged  map[*val]built      // sizes and depths of the values merge keys copy
-	total   int
+	total   int                 // nodes built, with those of the configuration's files read before
 }
 
 func tooLarge(line int) *Error {
