@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
@@ -47,12 +48,76 @@ type GitCache struct {
 	stripes [64]sync.Mutex
 	mu      sync.Mutex
 	repos   map[string]*repo // by directory name, under mu
+	lock    *os.File         // OpenReplicaCache's lock file, held until Close
 }
 
 type repo struct {
 	name, dir string
 	fetches   int
 	used      time.Time
+}
+
+// replicaDirPrefix names a replica's own cache directory (OpenReplicaCache) in its parent.
+const replicaDirPrefix = "jobapi-includes-"
+
+// OpenReplicaCache returns a cache in a directory of this replica's own under parent (the
+// temporary directory), which Close removes at shutdown. The directory holds a lock file
+// that the replica keeps locked (flock) while it runs, so that the kernel releases it when
+// the process ends however it ends: first the directories under parent whose lock is free,
+// left by replicas killed before their shutdown, are removed. A directory without a lock
+// file is not judged (an older version's, perhaps of a live process).
+func OpenReplicaCache(parent string) (*GitCache, error) {
+	sweepReplicaDirs(parent)
+	dir, err := os.MkdirTemp(parent, replicaDirPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("include cache: %w", err)
+	}
+	// Locked before it has its name, so that a sweep never finds it unlocked.
+	f, err := os.CreateTemp(dir, ".lock-")
+	if err == nil {
+		if err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+			err = os.Rename(f.Name(), filepath.Join(dir, ".lock"))
+		}
+	}
+	if err != nil {
+		if f != nil {
+			_ = f.Close()
+		}
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("include cache %s: lock: %w", dir, err)
+	}
+	g, err := NewGitCache(dir)
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	g.lock = f
+	return g, nil
+}
+
+// sweepReplicaDirs removes the replica directories under parent whose lock no process holds.
+func sweepReplicaDirs(parent string) {
+	dirs, _ := filepath.Glob(filepath.Join(parent, replicaDirPrefix+"*"))
+	for _, dir := range dirs {
+		f, err := os.Open(filepath.Join(dir, ".lock"))
+		if err != nil {
+			continue
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			_ = os.RemoveAll(dir)
+		}
+		_ = f.Close()
+	}
+}
+
+// Close removes the cache's directory (with the repositories it holds) and releases its
+// lock; call it once nothing reads through the cache any more.
+func (g *GitCache) Close() error {
+	err := os.RemoveAll(g.Dir)
+	if g.lock != nil {
+		_ = g.lock.Close()
+	}
+	return err
 }
 
 // NewGitCache returns a cache in dir, created if needed.

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -68,6 +69,9 @@ type Server struct {
 
 	cancel context.CancelFunc
 	group  *errgroup.Group
+	// includes is removed once every goroutine that reads through it has stopped.
+	includes  *cisource.GitCache
+	closeOnce sync.Once
 }
 
 // Options tune a replica beyond Config; zero values are right for production.
@@ -175,7 +179,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 			d.bridges.Run, d.failures.Run)
 	}
 	s := &Server{URL: "http://" + ln.Addr().String(), Service: d.svc, Sweeper: d.sweeper, Reaper: d.reaper,
-		Stuck: d.stuck, Due: d.due, Artifacts: d.artifacts, Bridges: d.bridges, Failures: d.failures, Objects: be.objects, Traces: d.traces, Pool: be.pool, Redis: be.rdb, Hub: hub}
+		Stuck: d.stuck, Due: d.due, Artifacts: d.artifacts, Bridges: d.bridges, Failures: d.failures, Objects: be.objects, Traces: d.traces, Pool: be.pool, Redis: be.rdb, Hub: hub,
+		includes: d.includes}
 	s.run(ctx, srv, ln, workers, func() {
 		// Rate-limit counts decided locally during the drain, sent before Redis closes.
 		fctx, fcancel := context.WithTimeout(context.Background(), time.Second)
@@ -343,6 +348,8 @@ type domain struct {
 	failures *reaper.FailureCancels
 	// traces archives finished builds' logs into the object store.
 	traces *reaper.TraceArchiver
+	// includes is the replica's cache of repositories for include: local.
+	includes *cisource.GitCache
 }
 
 // ServiceDeps is the Postgres half of a replica's builds.Deps: store in every role Postgres
@@ -393,15 +400,13 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 	hub *webui.Hub, idTokens *idtoken.Keyring, log *slog.Logger) (*http.Server, net.Listener, error) {
 	ui := webui.New(webui.Deps{Service: d.svc, AdminToken: cfg.AdminToken, Flags: fl.web, Revocations: d.rs,
 		Hub: hub, TraceWatch: d.rs, ExternalURL: cfg.ExternalURL, Log: log, Now: opts.Now})
-	// include: local fetches into a directory of this replica's own, removed at shutdown.
-	includeDir, err := os.MkdirTemp("", "jobapi-includes-")
-	if err != nil {
-		return nil, nil, fmt.Errorf("include cache: %w", err)
-	}
-	git, err := cisource.NewGitCache(includeDir)
+	// include: local fetches into a directory of this replica's own, removed once the
+	// replica stopped (Server.Wait); those of replicas killed before are removed here.
+	git, err := cisource.OpenReplicaCache(os.TempDir())
 	if err != nil {
 		return nil, nil, err
 	}
+	d.includes = git
 	sources := &cisource.Source{Git: git, Remote: cisource.NewRemote()}
 	d.bridges = &downstream.Bridges{Service: d.svc, Sources: sources, ServerURL: cfg.ExternalURL,
 		Namespace: handlers.ProjectNamespace, Interval: cfg.SweepInterval, Log: log, Now: opts.Now}
@@ -422,6 +427,7 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 	if ln == nil {
 		var err error
 		if ln, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
+			_ = git.Close()
 			return nil, nil, fmt.Errorf("JOBAPI_LISTEN_ADDR: %w", err)
 		}
 	}
@@ -433,7 +439,6 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 		// No WriteTimeout: long polls and waiters hold responses on purpose.
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	srv.RegisterOnShutdown(func() { _ = os.RemoveAll(includeDir) })
 	return srv, ln, nil
 }
 
@@ -465,13 +470,21 @@ func (s *Server) run(ctx context.Context, srv *http.Server, ln net.Listener, wor
 	})
 }
 
-// Wait blocks until the replica stopped.
-func (s *Server) Wait() error { return s.group.Wait() }
+// Wait blocks until the replica stopped, and removes its include cache.
+func (s *Server) Wait() error {
+	err := s.group.Wait()
+	s.closeOnce.Do(func() {
+		if s.includes != nil {
+			_ = s.includes.Close()
+		}
+	})
+	return err
+}
 
 // Close stops the replica gracefully and waits for it.
 func (s *Server) Close() error {
 	s.cancel()
-	return s.group.Wait()
+	return s.Wait()
 }
 
 type health struct {

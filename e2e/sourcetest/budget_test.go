@@ -32,19 +32,6 @@ func procStatus(t *testing.T, pid int, field string) int64 {
 	return 0
 }
 
-// serveURL is the address a `jobapi serve` logged it listens on.
-func serveURL(t *testing.T, log string) string {
-	t.Helper()
-	for _, line := range strings.Split(log, "\n") {
-		if i := strings.Index(line, `"addr":"`); i >= 0 && strings.Contains(line, "jobapi listening") {
-			addr := line[i+len(`"addr":"`):]
-			return "http://" + addr[:strings.IndexByte(addr, '"')]
-		}
-	}
-	t.Fatalf("no listen address in the log:\n%s", log)
-	return ""
-}
-
 // A .gitlab-ci.yml includes thirty 1 MiB files of a real repository, each of 262,000 values.
 // The configuration and its includes share one budget spent as each file is read: a real
 // `jobapi serve` refuses the pipeline with a 400 naming the limit at the second file, without
@@ -67,7 +54,7 @@ func TestIncludeFanOutRefusedEarly(t *testing.T) {
 	bin := jobapitest.BuildJobapi(t)
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	child, logs := jobapitest.StartServe(t, bin, inst.Config, nil)
-	base := serveURL(t, logs.String())
+	base := jobapitest.ServeURL(t, logs.String())
 	resp, body := jobapitest.Send(t, base, "POST", "/api/v4/projects", map[string]any{"name": "app", "repo_url": "file://" + m.bare},
 		"PRIVATE-TOKEN", jobapitest.AdminToken)
 	if resp.StatusCode != http.StatusCreated {
