@@ -8,7 +8,7 @@ import (
 // A pipeline's ref, sha and before_sha reach git (include: local, rules:changes and
 // rules:exists read the project's repository at them, and the runner fetches them), so they
 // are checked where they come in, before anything compiles or fetches: a ref that git could
-// read as an option (--upload-pack=<command>) ran that command on the server (issue 24).
+// read as an option (--upload-pack=<command>) ran that command on the server.
 
 // CheckRefName returns a *ValidationError naming field unless s is a ref name that git's
 // check-ref-format accepts (one level allowed, refs/heads/… and refs/tags/… too), with

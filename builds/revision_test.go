@@ -7,7 +7,7 @@ import (
 )
 
 // TestCheckRefName: git check-ref-format's rules, with a ref that git could take for an
-// option refused too (issue 24).
+// option refused too.
 func TestCheckRefName(t *testing.T) {
 	for _, s := range []string{"main", "feature/x", "refs/tags/v1.0", "refs/heads/main", "v1.2.3", "release-1.0",
 		"v1_2", "HEAD", "fix/ünïcode", "a-", "a@b", "x.locked", strings.Repeat("a", 255)} {

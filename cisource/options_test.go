@@ -12,7 +12,7 @@ import (
 )
 
 // TestGitCacheRefusesOptions: a revision or a path that starts with '-' never reaches git,
-// whatever the caller checked before (issue 24: --upload-pack=<command> ran on the server).
+// whatever the caller checked before (--upload-pack=<command> once ran on the server).
 func TestGitCacheRefusesOptions(t *testing.T) {
 	t.Parallel()
 	h := newHistory(t)

@@ -18,7 +18,7 @@ import (
 // TestRevisionOptionInjection: a ref or sha that git would read as an option
 // (--upload-pack=<command>) is a 400 naming the field on every path that reaches the
 // project's repository (lint, a pipeline from YAML or from JSON, rules:changes, rules:exists,
-// a child pipeline's trigger), and the command never runs on the server (issue 24, finding 1).
+// a child pipeline's trigger), and the command never runs on the server.
 func TestRevisionOptionInjection(t *testing.T) {
 	t.Parallel()
 	bare, sha := includeRepo(t)

@@ -20,7 +20,7 @@ import (
 
 // A keep-alive (PUT state=pending) and the ack sweeper race for one waiting build; the
 // interleaving is held by construction, not by timing, both ways round. Whichever commits
-// first wins in Postgres and the other sees it (issue 24: a keep-alive answered 200 after
+// first wins in Postgres and the other sees it (the bug: a keep-alive answered 200 after
 // the sweeper had failed the build, its event recorded after ack_timeout).
 
 // slowTTLs is the sweeper's Redis with a slow answer: TTLs reads the ack keys at once, then
