@@ -2,6 +2,7 @@ package pipelinetest_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"sync"
@@ -122,20 +123,62 @@ func TestWaitClientAcrossReplicaRestart(t *testing.T) {
 }
 
 // TestWaitClientShortPerCall: a per-call wait under a second must still hold each request
-// on the server (the endpoint counts whole seconds), not turn the loop into a busy poll.
+// on the server (the endpoint counts whole seconds), not turn the loop into a busy poll:
+// every request the loop sends asks the server to hold it (timeout=1, never 0), and the
+// loop asks again after each answer. The test stops the loop itself after its second
+// answer instead of giving it a wall-clock budget: a budget of 1.5 s for two 1 s holds
+// failed on a loaded machine before the first answer arrived.
 func TestWaitClientShortPerCall(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	lb := jobapitest.NewSwitchProxy(t, inst.URL)
 	p := createPipeline(t, inst, 61, "", []string{"build"}, job{"name": "a", "stage": "build", "script": "x"})
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	c := operatorclient.New(inst.URL, jobapitest.AdminToken)
+	rec := &waitRecorder{next: http.DefaultTransport}
+	c.HTTP = &http.Client{Transport: rec}
+	// The deadline only stops a hung loop; the test ends on its second answer.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	last, err := operatorclient.New(lb.URL, jobapitest.AdminToken).WaitPipeline(ctx, p.ProjectID, p.ID,
-		operatorclient.WaitOptions{PerCall: 300 * time.Millisecond})
-	if err == nil || last.JobsRemaining != 1 {
-		t.Fatalf("WaitPipeline on an unfinished pipeline: %+v, %v", last, err)
+	answers := 0
+	last, err := c.WaitPipeline(ctx, p.ProjectID, p.ID, operatorclient.WaitOptions{PerCall: 300 * time.Millisecond,
+		OnProgress: func(operatorclient.Progress) {
+			if answers++; answers == 2 {
+				cancel()
+			}
+		}})
+	if !errors.Is(err, context.Canceled) || answers != 2 || last.JobsRemaining != 1 {
+		t.Fatalf("WaitPipeline on an unfinished pipeline: %+v, %v after %d answers; want jobs_remaining 1 and the test's cancel after 2", last, err, answers)
 	}
-	if n := lb.Calls(); n > 3 {
-		t.Errorf("%d wait requests in 1.5 s with PerCall 300ms: the loop polls without waiting", n)
+	timeouts := rec.timeouts()
+	if len(timeouts) < 2 {
+		t.Fatalf("wait requests answered: %v, want at least 2", timeouts)
 	}
+	for _, v := range timeouts {
+		if v != "1" {
+			t.Errorf("wait requests asked the server to hold them for %v seconds, want 1 each (PerCall 300ms rounded up): a 0 polls without waiting", timeouts)
+			break
+		}
+	}
+}
+
+// waitRecorder records the timeout query of every wait request that got an answer.
+type waitRecorder struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	seen []string
+}
+
+func (w *waitRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := w.next.RoundTrip(r)
+	if err == nil {
+		w.mu.Lock()
+		w.seen = append(w.seen, r.URL.Query().Get("timeout"))
+		w.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (w *waitRecorder) timeouts() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.seen)
 }
