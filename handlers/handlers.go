@@ -32,6 +32,8 @@ type Health interface {
 type Deps struct {
 	Service    *builds.Service
 	AdminToken string
+	// AdminGuard checks AdminToken and throttles guessing (nil: checked without throttling).
+	AdminGuard *builds.AdminGuard
 	// RegistrationToken lets gitlab-runner register with POST /runners ("": off, 403).
 	RegistrationToken string
 	Logger            *slog.Logger
@@ -58,8 +60,8 @@ type Deps struct {
 
 // Handler carries the dependencies of every route.
 type Handler struct {
-	svc       *builds.Service
-	adminHash []byte
+	svc   *builds.Service
+	admin *builds.AdminGuard
 	// registrationHash is the registration token's hash (nil: registration is off).
 	registrationHash []byte
 	log              *slog.Logger
@@ -103,8 +105,9 @@ func New(d Deps) http.Handler {
 	if h.uploadTimeout <= 0 {
 		h.uploadTimeout = time.Hour
 	}
-	if d.AdminToken != "" {
-		h.adminHash = builds.HashToken(d.AdminToken)
+	h.admin = d.AdminGuard
+	if h.admin == nil {
+		h.admin = builds.NewAdminGuard(d.AdminToken, nil)
 	}
 	if d.RegistrationToken != "" {
 		h.registrationHash = builds.HashToken(d.RegistrationToken)

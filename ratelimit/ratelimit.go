@@ -175,6 +175,32 @@ func (l *Limiter) Allow(ctx context.Context, scope, key string, lim Limit) (Deci
 	return d, nil
 }
 
+// Exceeded reports, without counting a request, whether key's count in the current window
+// has reached lim.Requests as far as this replica knows it (its own admissions and the
+// highest count Redis returned for the key). A check before a request that must not be
+// counted unless it fails (a token guess): the failures themselves go through Allow, which
+// asks Redis near the limit, so every replica the failures reach learns of them.
+func (l *Limiter) Exceeded(scope, key string, lim Limit) (bool, time.Duration) {
+	now := l.now()
+	window := now.Truncate(lim.Window)
+	reset := window.Add(lim.Window)
+	if lim.Requests <= 0 {
+		return false, 0
+	}
+	var buf [128]byte
+	sum := sha256.Sum256(append(buf[:0], key...))
+	k := l.appendKey(buf[:0], scope, &sum, window)
+	sh := &l.shards[sum[0]%numShards]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.m[string(k)]
+	if e == nil {
+		return false, 0
+	}
+	known := max(e.synced, e.synced+int64(e.sending)+int64(e.pending))
+	return known >= int64(lim.Requests), reset.Sub(now)
+}
+
 // appendKey appends the Redis key of a window: the hash in braces keeps every key of one
 // counter in one Redis Cluster slot.
 func (l *Limiter) appendKey(b []byte, scope string, sum *[sha256.Size]byte, window time.Time) []byte {

@@ -122,7 +122,7 @@ var Settings = []Setting{
 			return nil
 		}},
 	{"JOBAPI_REDIS_KEY_PREFIX", "jobapi:", "prefix of every Redis key", func(c *Config, v string) error { c.RedisKeyPrefix = v; return nil }},
-	{"JOBAPI_ADMIN_TOKEN", "", "operator token, sent as PRIVATE-TOKEN (required by serve)",
+	{"JOBAPI_ADMIN_TOKEN", "", "operator token, sent as PRIVATE-TOKEN (required by serve, at least 16 characters; 10 wrong tries per client address a minute, 300 in all, then 429)",
 		func(c *Config, v string) error { c.AdminToken = v; return nil }},
 	{"JOBAPI_ACK_TTL", "120s", "time a runner has to acknowledge a two-phase job",
 		duration(func(c *Config) *time.Duration { return &c.AckTTL })},
@@ -228,7 +228,7 @@ var Settings = []Setting{
 		}},
 	{"JOBAPI_RUNNER_TOKEN_ROTATION_GRACE", "10m", "after a runner resets its own token, the old one keeps working this long, never past its expiry (0: stops at once, as GitLab); an operator's reset revokes at once",
 		duration(func(c *Config) *time.Duration { return &c.RunnerTokenRotationGrace })},
-	{"JOBAPI_RUNNER_REGISTRATION_TOKEN", "", "registration token for gitlab-runner register with POST /runners (unset: such registration answers 403)",
+	{"JOBAPI_RUNNER_REGISTRATION_TOKEN", "", "registration token for gitlab-runner register with POST /runners (unset: such registration answers 403; at least 16 characters when set)",
 		func(c *Config, v string) error { c.RunnerRegistrationToken = v; return nil }},
 	{"JOBAPI_EXTERNAL_URL", "", "base URL runners and jobs reach jobapi at: CI_SERVER_URL, CI_API_V4_URL, job and pipeline URLs (default: from the request's Host)",
 		func(c *Config, v string) error {

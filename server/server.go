@@ -198,6 +198,14 @@ func prepare(cfg Config) error {
 	if cfg.AdminToken == "" {
 		return errors.New("JOBAPI_ADMIN_TOKEN: required (operators authenticate with it)")
 	}
+	if n := len(cfg.AdminToken); n < builds.MinAdminTokenLength {
+		return fmt.Errorf("JOBAPI_ADMIN_TOKEN: at least %d characters, got %d (it is the bootstrap credential: use a long random one, e.g. openssl rand -hex 24)",
+			builds.MinAdminTokenLength, n)
+	}
+	if n := len(cfg.RunnerRegistrationToken); n > 0 && n < builds.MinAdminTokenLength {
+		return fmt.Errorf("JOBAPI_RUNNER_REGISTRATION_TOKEN: at least %d characters when set, got %d (unset it to turn registration tokens off)",
+			builds.MinAdminTokenLength, n)
+	}
 	if cfg.AutoMigrate {
 		if err := migrations.Up(cfg.DatabaseURL); err != nil {
 			return fmt.Errorf("migrate: %w", err)
@@ -398,7 +406,10 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 // newHTTP returns the HTTP server of the whole API and the listener it will serve on.
 func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheus.Registry, rl *ratelimit.Limiter,
 	hub *webui.Hub, idTokens *idtoken.Keyring, log *slog.Logger) (*http.Server, net.Listener, error) {
-	ui := webui.New(webui.Deps{Service: d.svc, AdminToken: cfg.AdminToken, Flags: fl.web, Revocations: d.rs,
+	// One guard for the API's PRIVATE-TOKEN and the web sign-in: a guesser's failures count
+	// against one budget whichever door it knocks on.
+	guard := builds.NewAdminGuard(cfg.AdminToken, failureLimiter{rl})
+	ui := webui.New(webui.Deps{Service: d.svc, AdminToken: cfg.AdminToken, AdminGuard: guard, Flags: fl.web, Revocations: d.rs,
 		Hub: hub, TraceWatch: d.rs, ExternalURL: cfg.ExternalURL, Log: log, Now: opts.Now})
 	// include: local fetches into a directory of this replica's own, removed once the
 	// replica stopped (Server.Wait); those of replicas killed before are removed here.
@@ -410,7 +421,7 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 	sources := &cisource.Source{Git: git, Remote: cisource.NewRemote()}
 	d.bridges = &downstream.Bridges{Service: d.svc, Sources: sources, ServerURL: cfg.ExternalURL,
 		Namespace: handlers.ProjectNamespace, Interval: cfg.SweepInterval, Log: log, Now: opts.Now}
-	h := handlers.New(handlers.Deps{UI: ui, Service: d.svc, Includes: sources, AdminToken: cfg.AdminToken, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
+	h := handlers.New(handlers.Deps{UI: ui, Service: d.svc, Includes: sources, AdminToken: cfg.AdminToken, AdminGuard: guard, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
 		Flags: fl.admin, Health: health{store: d.store, redis: d.rs},
 		Registry: reg, TraceWatch: d.rs, Limiter: limiter{rl}, ExternalURL: cfg.ExternalURL,
 		ArtifactUploadTimeout: cfg.ArtifactUploadTimeout,
@@ -510,4 +521,16 @@ type limiter struct{ l *ratelimit.Limiter }
 func (l limiter) Allow(ctx context.Context, scope, key string, requests int, window time.Duration) (handlers.RateDecision, error) {
 	d, err := l.l.Allow(ctx, scope, key, ratelimit.Limit{Requests: requests, Window: window})
 	return handlers.RateDecision{Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining, Reset: d.Reset, RetryAfter: d.RetryAfter}, err
+}
+
+// failureLimiter adapts ratelimit.Limiter to builds.FailureLimiter (the admin guard).
+type failureLimiter struct{ l *ratelimit.Limiter }
+
+func (f failureLimiter) Exceeded(scope, key string, limit int, window time.Duration) (bool, time.Duration) {
+	return f.l.Exceeded(scope, key, ratelimit.Limit{Requests: limit, Window: window})
+}
+
+func (f failureLimiter) Fail(ctx context.Context, scope, key string, limit int, window time.Duration) (bool, time.Duration, error) {
+	d, err := f.l.Allow(ctx, scope, key, ratelimit.Limit{Requests: limit, Window: window})
+	return d.Allowed, d.RetryAfter, err
 }

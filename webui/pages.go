@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"net"
 	"net/http"
 	"path"
 	"strconv"
@@ -213,7 +214,15 @@ type signInData struct {
 func (u *UI) signIn(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	next := localPath(r.PostFormValue("next"))
-	if !u.sessions.validToken(r.PostFormValue("token")) {
+	switch check, retry := u.admin.Check(r.Context(), clientAddr(r), r.PostFormValue("token")); check {
+	case builds.AdminThrottled:
+		secs := max(int(retry.Seconds()+0.999), 1)
+		u.log.WarnContext(r.Context(), "web sign-in throttled: too many wrong tokens", "client", clientAddr(r))
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		u.render(w, r, http.StatusTooManyRequests, "sign_in", view{Title: "Sign in",
+			Data: signInData{Next: next, Error: fmt.Sprintf("Too many wrong tokens from your address. Try again in %d seconds.", secs)}})
+		return
+	case builds.AdminWrong:
 		u.log.WarnContext(r.Context(), "web sign-in refused: wrong token")
 		u.render(w, r, http.StatusUnauthorized, "sign_in", view{Title: "Sign in",
 			Data: signInData{Next: next, Error: "That is not the admin token."}})
@@ -236,4 +245,14 @@ func (u *UI) signOut(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(context.WithValue(r.Context(), sessionKey{}, session{}))
 	u.render(w, r, http.StatusOK, "sign_in", view{Title: "Sign in", Notice: msg,
 		Data: signInData{Next: "/pipelines"}})
+}
+
+// clientAddr is the peer's IP address, the key of the sign-in's failure budget (behind a
+// load balancer, the balancer's: everyone shares one budget there).
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }

@@ -63,6 +63,9 @@ var ErrFlagInvalid = errors.New("invalid flag change")
 type Deps struct {
 	Service    *builds.Service
 	AdminToken string
+	// AdminGuard checks the sign-in token and throttles guessing (nil: AdminToken checked
+	// without throttling).
+	AdminGuard *builds.AdminGuard
 	// Flags nil: the two-phase page says the flag provider is managed elsewhere.
 	Flags Flags
 	// Revocations nil: signing out only clears the browser's cookie. With Redis behind it,
@@ -84,6 +87,7 @@ type UI struct {
 	svc        *builds.Service
 	flags      Flags
 	sessions   *sessions
+	admin      *builds.AdminGuard
 	hub        *Hub
 	traceWatch builds.TraceWatch
 	pages      *pages
@@ -106,7 +110,10 @@ func New(d Deps) *UI {
 	}
 	u := &UI{svc: d.Service, flags: d.Flags, hub: d.Hub, traceWatch: d.TraceWatch, log: d.Log, now: d.Now,
 		sessions: newSessions(d.AdminToken, d.Revocations, d.Now), pages: mustParsePages(),
-		lines: newLineCounts(256)}
+		lines: newLineCounts(256), admin: d.AdminGuard}
+	if u.admin == nil {
+		u.admin = builds.NewAdminGuard(d.AdminToken, nil)
+	}
 	cop := http.NewCrossOriginProtection()
 	if ext, err := url.Parse(d.ExternalURL); err == nil && ext.Scheme != "" && ext.Host != "" {
 		u.secureByConfig = ext.Scheme == "https"

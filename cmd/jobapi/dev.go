@@ -21,7 +21,7 @@ import (
 // machine's binaries in a temp dir, removed again on Ctrl-C.
 func dev(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	env := map[string]string{
-		"JOBAPI_ADMIN_TOKEN":    "dev-admin-token",
+		"JOBAPI_ADMIN_TOKEN":    "jobapi-dev-admin-token",
 		"JOBAPI_LISTEN_ADDR":    "127.0.0.1:8080",
 		"JOBAPI_ACK_TTL":        "30s",
 		"JOBAPI_SWEEP_INTERVAL": "2s",

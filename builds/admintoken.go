@@ -1,0 +1,108 @@
+package builds
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"time"
+)
+
+// MinAdminTokenLength is the shortest admin (and runner registration) token jobapi serve
+// accepts: the admin token is the bootstrap credential, and the guard below only slows a
+// guesser down.
+const MinAdminTokenLength = 16
+
+// FailureLimiter counts failed token attempts per key in fixed windows shared by every
+// replica (ratelimit.Limiter through an adapter).
+type FailureLimiter interface {
+	// Exceeded reports, without counting, whether key's failures reached limit in the
+	// current window, and the time until it ends.
+	Exceeded(scope, key string, limit int, window time.Duration) (bool, time.Duration)
+	// Fail counts one failure; allowed is false once the window holds more than limit.
+	// An error (Redis down) comes with allowed true: failures then go uncounted.
+	Fail(ctx context.Context, scope, key string, limit int, window time.Duration) (allowed bool, retryAfter time.Duration, err error)
+}
+
+// AdminCheck is the outcome of presenting the admin token.
+type AdminCheck int
+
+const (
+	AdminWrong     AdminCheck = iota // no token or another one
+	AdminOK                          // the admin token
+	AdminThrottled                   // too many failures: not compared at all; answer 429
+)
+
+// Default budgets of failed admin-token attempts per minute: per client address, and for
+// everyone together as a backstop against guessing from many addresses.
+const (
+	DefaultAdminFailuresPerClient = 10
+	DefaultAdminFailuresGlobal    = 300
+)
+
+// AdminGuard checks the admin token (the operator API's PRIVATE-TOKEN and the web
+// sign-in) in constant time and throttles guessing. Once a client address has spent its
+// budget of failures for the minute, its attempts are refused without comparing, right
+// token or not: otherwise a guesser would still learn which guess is right. Others, the
+// operator's address among them, keep working until the global budget is spent too.
+// Successful attempts are never counted, so busy scripts with the right token are not
+// limited by this at all.
+type AdminGuard struct {
+	hash    [sha256.Size]byte
+	set     bool
+	limiter FailureLimiter
+	// PerClient and Global are failures per minute (0: that budget is off).
+	PerClient, Global int
+}
+
+// NewAdminGuard guards token; limiter nil checks without throttling.
+func NewAdminGuard(token string, limiter FailureLimiter) *AdminGuard {
+	return &AdminGuard{hash: sha256.Sum256([]byte(token)), set: token != "", limiter: limiter,
+		PerClient: DefaultAdminFailuresPerClient, Global: DefaultAdminFailuresGlobal}
+}
+
+const (
+	adminFailureScope       = "admin_token_failure"
+	adminFailureGlobalScope = "admin_token_failure_all"
+	adminFailureGlobalKey   = "all"
+)
+
+// Check compares token with the admin token for a request from client (its address).
+// retryAfter is set with AdminThrottled.
+func (g *AdminGuard) Check(ctx context.Context, client, token string) (AdminCheck, time.Duration) {
+	if g.limiter != nil {
+		if over, retry := g.limiter.Exceeded(adminFailureScope, client, g.PerClient, time.Minute); over && g.PerClient > 0 {
+			return AdminThrottled, retry
+		}
+		if over, retry := g.limiter.Exceeded(adminFailureGlobalScope, adminFailureGlobalKey, g.Global, time.Minute); over && g.Global > 0 {
+			return AdminThrottled, retry
+		}
+	}
+	if g.Matches(token) {
+		return AdminOK, 0
+	}
+	if g.limiter != nil {
+		var throttled bool
+		var retry time.Duration
+		if g.PerClient > 0 {
+			if ok, r, _ := g.limiter.Fail(ctx, adminFailureScope, client, g.PerClient, time.Minute); !ok {
+				throttled, retry = true, r
+			}
+		}
+		if g.Global > 0 {
+			if ok, r, _ := g.limiter.Fail(ctx, adminFailureGlobalScope, adminFailureGlobalKey, g.Global, time.Minute); !ok {
+				throttled, retry = true, max(retry, r)
+			}
+		}
+		if throttled {
+			return AdminThrottled, retry
+		}
+	}
+	return AdminWrong, 0
+}
+
+// Matches compares token with the admin token in constant time, without counting
+// anything (for answers that only add detail, such as readiness's message).
+func (g *AdminGuard) Matches(token string) bool {
+	h := sha256.Sum256([]byte(token))
+	return g.set && token != "" && subtle.ConstantTimeCompare(h[:], g.hash[:]) == 1
+}
