@@ -39,15 +39,35 @@ func splitRef(ref string) (name, refType string) {
 	return strings.TrimPrefix(ref, "refs/heads/"), "branch"
 }
 
-// withJobToken puts gitlab-ci-token:<job token> into an http(s) remote without credentials,
-// as GitLab does for its own repositories; a remote with credentials keeps them.
-func withJobToken(remote, token string) string {
+// withJobToken puts gitlab-ci-token:<job token> into an http(s) remote without credentials
+// on jobapi's own host (base's host and port), as GitLab does only for its own
+// repositories: a third-party host (and plain http to it) never sees the token. A remote
+// with credentials keeps them.
+func withJobToken(remote, token, base string) string {
 	u, err := url.Parse(remote)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.User != nil {
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.User != nil || !sameHost(u, base) {
 		return remote
 	}
 	u.User = url.UserPassword("gitlab-ci-token", token)
 	return u.String()
+}
+
+// sameHost says whether u is on base's host and port (a scheme's default port spelled or not).
+func sameHost(u *url.URL, base string) bool {
+	b, err := url.Parse(base)
+	if err != nil || b.Hostname() == "" {
+		return false
+	}
+	port := func(u *url.URL) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		if u.Scheme == "https" {
+			return "443"
+		}
+		return "80"
+	}
+	return strings.EqualFold(u.Hostname(), b.Hostname()) && port(u) == port(b)
 }
 
 // varList keeps variables in GitLab's precedence: a later layer replaces an earlier value of
@@ -153,11 +173,11 @@ func (h *Handler) jobPayload(r *http.Request, a builds.Assignment, signer IDToke
 		git.Refspecs = []string{"+refs/heads/" + refName + ":refs/remotes/origin/" + refName}
 	}
 	if project.repo != "" {
-		git.RepoURL = withJobToken(project.repo, a.JobToken)
+		git.RepoURL = withJobToken(project.repo, a.JobToken, base)
 	} else {
 		// A syntactically valid URL keeps the runner's build directory stable even though
 		// GIT_STRATEGY=none means nothing is cloned.
-		git.RepoURL = withJobToken(project.url+".git", a.JobToken)
+		git.RepoURL = withJobToken(project.url+".git", a.JobToken, base)
 	}
 
 	var inQueue float64

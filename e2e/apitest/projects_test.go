@@ -321,7 +321,8 @@ func TestJobPayloadProjects(t *testing.T) {
 		if p.GitStrategy != "fetch" {
 			t.Errorf("pipeline git_strategy %q, want fetch", p.GitStrategy)
 		}
-		want := api.GitInfo{RepoURL: "https://gitlab-ci-token:" + job.Token + "@git.example.com/grp/web.git",
+		// git.example.com is not jobapi's host: the job token stays off it (issue 24).
+		want := api.GitInfo{RepoURL: "https://git.example.com/grp/web.git",
 			RepoObjectFormat: "sha1", Ref: "main", Sha: sha, BeforeSha: strings.Repeat("0", 40), RefType: "branch",
 			Refspecs: []string{"+refs/heads/main:refs/remotes/origin/main"}, Depth: 3, Protected: true}
 		if fmt.Sprint(job.GitInfo) != fmt.Sprint(want) {
@@ -433,6 +434,29 @@ func TestJobPayloadProjects(t *testing.T) {
 		job, _ = run(none.ID, "main", map[string]any{"GIT_STRATEGY": "empty"})
 		if v := variables(job)["GIT_STRATEGY"]; v.Value != "empty" {
 			t.Errorf("GIT_STRATEGY %+v, want the job's empty", v)
+		}
+	})
+
+	// The job token goes only to jobapi's own host (JOBAPI_EXTERNAL_URL's), as GitLab adds
+	// it only for its own repositories; never in clear to another host (issue 24).
+	t.Run("job token only for jobapi's host", func(t *testing.T) {
+		for remote, want := range map[string]string{
+			"https://ci.example.com/jobapi/own.git":     "https://gitlab-ci-token:%s@ci.example.com/jobapi/own.git",
+			"https://CI.example.com:443/jobapi/own.git": "https://gitlab-ci-token:%s@CI.example.com:443/jobapi/own.git",
+			"https://ci.example.com:8443/own.git":       "https://ci.example.com:8443/own.git",
+			"https://ci.example.com.evil.test/own.git":  "https://ci.example.com.evil.test/own.git",
+			"http://other.example.com/own.git":          "http://other.example.com/own.git",
+			"https://github.com/grp/app.git":            "https://github.com/grp/app.git",
+		} {
+			p := project(map[string]any{"name": "tok-" + fmt.Sprint(len(remote)) + strings.NewReplacer(":", "", "/", "", ".", "").Replace(remote)[:8],
+				"repo_url": remote})
+			job, _ := run(p.ID, "main", nil)
+			if strings.Contains(want, "%s") {
+				want = fmt.Sprintf(want, job.Token)
+			}
+			if job.GitInfo.RepoURL != want {
+				t.Errorf("%s: repo_url %q, want %q", remote, job.GitInfo.RepoURL, want)
+			}
 		}
 	})
 
