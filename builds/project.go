@@ -174,6 +174,12 @@ func ValidateRepoURL(s string) error {
 // and lose only a password.
 func RedactURL(s string) string {
 	if !strings.Contains(s, "://") {
+		// scp-like user:password@host:path: git takes "user:password" for the ssh user.
+		if at := strings.Index(s, "@"); at > 0 {
+			if user, _, ok := strings.Cut(s[:at], ":"); ok && !strings.Contains(s[:at], "/") {
+				return user + ":*****" + s[at:]
+			}
+		}
 		return s
 	}
 	u, err := url.Parse(s)

@@ -14,6 +14,8 @@ func TestRedactURL(t *testing.T) {
 		{"ssh://git@host:2222/r.git", "ssh://git@host:2222/r.git"},
 		{"ssh://git:pw@host/r.git", "ssh://git:*****@host/r.git"},
 		{"git@host:grp/r.git", "git@host:grp/r.git"},
+		{"user:secret@host:grp/r.git", "user:*****@host:grp/r.git"},
+		{"git://user:secret@127.0.0.1:1/x.git", "git://user:*****@127.0.0.1:1/x.git"},
 		{"file:///srv/r.git", "file:///srv/r.git"},
 		{"", ""},
 	} {

@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -328,14 +329,56 @@ func gitEnv(remote string) []string {
 	return env
 }
 
-// redact removes the remote (and its credentials) from git's message.
+// redact removes the remote (and its credentials) from git's message: the remote as given,
+// and its password (for http(s) its user name too, often a token), raw and decoded, in
+// whatever form git printed them (git:// as "user:password@host:port", scp-like as the ssh
+// user).
 func redact(err error, remote string) string {
 	msg := err.Error()
 	if remote != "" {
 		msg = strings.ReplaceAll(msg, remote, builds.RedactURL(remote))
+		for _, secret := range remoteSecrets(remote) {
+			msg = strings.ReplaceAll(msg, secret, "*****")
+		}
 	}
 	if len(msg) > 300 {
 		msg = msg[:300] + "…"
 	}
 	return msg
+}
+
+// remoteSecrets are the credentials in remote, each raw and decoded.
+func remoteSecrets(remote string) []string {
+	var secrets []string
+	add := func(raw string) {
+		if raw == "" {
+			return
+		}
+		secrets = append(secrets, raw)
+		if dec, err := url.PathUnescape(raw); err == nil && dec != raw {
+			secrets = append(secrets, dec)
+		}
+	}
+	if !strings.Contains(remote, "://") {
+		if at := strings.Index(remote, "@"); at > 0 && !strings.Contains(remote[:at], "/") {
+			if _, pass, ok := strings.Cut(remote[:at], ":"); ok {
+				add(pass)
+			}
+		}
+		return secrets
+	}
+	scheme, rest, _ := strings.Cut(remote, "://")
+	host, _, _ := strings.Cut(rest, "/")
+	at := strings.LastIndex(host, "@")
+	if at < 0 {
+		return nil
+	}
+	user, pass, hasPass := strings.Cut(host[:at], ":")
+	if hasPass {
+		add(pass)
+	}
+	if scheme == "https" || scheme == "http" {
+		add(user)
+	}
+	return secrets
 }
