@@ -18,12 +18,14 @@ type RunnerCreated struct {
 
 // Runner is a runner as operators see it.
 type Runner struct {
-	ID          int64      `json:"id"`
-	Description string     `json:"description"`
-	TagList     []string   `json:"tag_list"`
-	RunUntagged bool       `json:"run_untagged"`
-	Paused      bool       `json:"paused"`
-	Active      bool       `json:"active"`
+	ID          int64    `json:"id"`
+	Description string   `json:"description"`
+	TagList     []string `json:"tag_list"`
+	RunUntagged bool     `json:"run_untagged"`
+	Paused      bool     `json:"paused"`
+	Active      bool     `json:"active"`
+	// AccessLevel is GitLab's: not_protected, or ref_protected (jobs of protected refs only).
+	AccessLevel string     `json:"access_level"`
 	CreatedAt   time.Time  `json:"created_at"`
 	ContactedAt *time.Time `json:"contacted_at"`
 	Managers    []Manager  `json:"managers"`
@@ -323,4 +325,30 @@ type ResourceGroup struct {
 	ProcessMode string    `json:"process_mode"`
 	CreatedAt   time.Time `json:"created_at"`
 	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// ProtectedBranch is GitLab's protected branch: a name or a wildcard pattern (release/*).
+type ProtectedBranch struct {
+	ID                        int64            `json:"id"`
+	Name                      string           `json:"name"`
+	PushAccessLevels          []RefAccessLevel `json:"push_access_levels"`
+	MergeAccessLevels         []RefAccessLevel `json:"merge_access_levels"`
+	AllowForcePush            bool             `json:"allow_force_push"`
+	CodeOwnerApprovalRequired bool             `json:"code_owner_approval_required"`
+}
+
+// ProtectedTag is GitLab's protected tag: a name or a wildcard pattern (v*).
+type ProtectedTag struct {
+	Name               string           `json:"name"`
+	CreateAccessLevels []RefAccessLevel `json:"create_access_levels"`
+}
+
+// RefAccessLevel is one role's access to a protected ref, as GitLab shows it (jobapi has
+// roles only: user_id and group_id are null).
+type RefAccessLevel struct {
+	ID                     int64  `json:"id"`
+	AccessLevel            int    `json:"access_level"`
+	AccessLevelDescription string `json:"access_level_description"`
+	UserID                 *int64 `json:"user_id"`
+	GroupID                *int64 `json:"group_id"`
 }

@@ -126,6 +126,9 @@ type Build struct {
 	Coverage *float64
 	// Bridge: a trigger job (Payload.Trigger), never handed to a runner.
 	Bridge bool
+	// Protected: its pipeline's ref was protected when the pipeline was created (kept, as
+	// GitLab's ci_builds.protected); only such builds go to ref_protected runners.
+	Protected bool
 
 	// From the pipeline, for the job payload.
 	Ref string

@@ -13,10 +13,11 @@ import (
 // every held request on every change sends the whole fleet to Postgres for each new build,
 // one of them wins and the rest come back (a thundering herd). Instead each replica hears
 // every bump on one subscription (QueueFeed: SET and PUBLISH in one MULTI), counts once per
-// runner profile (tags, run_untagged: what the claim matches on) how many pending builds a
-// claim of that profile could take (ClaimCounter, the claim's own conditions), and wakes
-// that many of the profile's held requests, oldest first. A bump that names a runner (its
-// settings or token changed) drops this replica's cached copy and wakes that runner.
+// runner profile (tags, run_untagged, access_level: what the claim matches on) how many
+// pending builds a claim of that profile could take (ClaimCounter, the claim's own
+// conditions), and wakes that many of the profile's held requests, oldest first. A bump that
+// names a runner (its settings or token changed) drops this replica's cached copy and wakes
+// that runner.
 //
 // Missed wake-ups are the danger, so there is a net under it: while requests are held the
 // version is still read every watchPeriod, and a version no announcement told of, or any
@@ -36,9 +37,10 @@ type QueueFeed interface {
 }
 
 // ClaimCounter counts what a claim could take (pgstore): how many pending builds a runner
-// with these tags and run_untagged setting could claim, up to limit.
+// with these tags, run_untagged setting and access level (protectedOnly: ref_protected)
+// could claim, up to limit.
 type ClaimCounter interface {
-	CountClaimable(ctx context.Context, tags []string, runUntagged bool, limit int) (int, error)
+	CountClaimable(ctx context.Context, tags []string, runUntagged, protectedOnly bool, limit int) (int, error)
 }
 
 // watchPeriod is how often the hub reads the version while requests are held.
@@ -57,18 +59,20 @@ const (
 const knownVersions = 64
 
 type waiter struct {
-	runnerID    int64
-	profile     string
-	tags        []string
-	runUntagged bool
-	ch          chan struct{} // closed when woken
-	woken       bool
+	runnerID      int64
+	profile       string
+	tags          []string
+	runUntagged   bool
+	protectedOnly bool
+	ch            chan struct{} // closed when woken
+	woken         bool
 }
 
 type profileWaiters struct {
-	tags        []string
-	runUntagged bool
-	list        []*waiter // oldest first
+	tags          []string
+	runUntagged   bool
+	protectedOnly bool
+	list          []*waiter // oldest first
 	// backoff is the next recount's delay; recountAt a recount already planned.
 	backoff   time.Duration
 	recountAt time.Time
@@ -95,6 +99,9 @@ func newWakeHub(q Queue, counter ClaimCounter, forget func(int64), log *slog.Log
 		waiters: map[string]*profileWaiters{}, dirty: map[string]bool{}, kick: make(chan struct{}, 1)}
 }
 
+// profileKey is what a claim matches a runner on: its tags, run_untagged and access level.
+// Runners of one profile share the long poll's counts, the claim flights and the
+// empty-profile record; a ref_protected runner must not be answered for a not_protected one.
 func profileKey(r Runner) string {
 	tags := slices.Clone(r.Tags)
 	slices.Sort(tags)
@@ -102,6 +109,9 @@ func profileKey(r Runner) string {
 	u := "0"
 	if r.RunUntagged {
 		u = "1"
+	}
+	if r.ProtectedOnly() {
+		u += "p"
 	}
 	return u + "\x00" + strings.Join(tags, "\x00")
 }
@@ -121,7 +131,8 @@ func (h *wakeHub) wait(ctx context.Context, r Runner, seen string, max time.Dura
 		h.mu.Unlock()
 		return true, heldRequest{}
 	}
-	w := &waiter{runnerID: r.ID, profile: profileKey(r), tags: r.Tags, runUntagged: r.RunUntagged, ch: make(chan struct{})}
+	w := &waiter{runnerID: r.ID, profile: profileKey(r), tags: r.Tags, runUntagged: r.RunUntagged,
+		protectedOnly: r.ProtectedOnly(), ch: make(chan struct{})}
 	p := h.profileLocked(w)
 	p.list = append(p.list, w)
 	h.count++
@@ -172,7 +183,7 @@ func (q heldRequest) done(claimed bool) {
 func (h *wakeHub) profileLocked(w *waiter) *profileWaiters {
 	p := h.waiters[w.profile]
 	if p == nil {
-		p = &profileWaiters{tags: w.tags, runUntagged: w.runUntagged, backoff: recountMin}
+		p = &profileWaiters{tags: w.tags, runUntagged: w.runUntagged, protectedOnly: w.protectedOnly, backoff: recountMin}
 		h.waiters[w.profile] = p
 	}
 	return p
@@ -335,22 +346,23 @@ func (h *wakeHub) watch(seen string) {
 func (h *wakeHub) countOnce(ctx context.Context) {
 	h.mu.Lock()
 	type job struct {
-		key         string
-		tags        []string
-		runUntagged bool
-		n           int
+		key           string
+		tags          []string
+		runUntagged   bool
+		protectedOnly bool
+		n             int
 	}
 	var jobs []job
 	for key := range h.dirty {
 		if p := h.waiters[key]; p != nil && len(p.list) > 0 {
-			jobs = append(jobs, job{key, p.tags, p.runUntagged, len(p.list)})
+			jobs = append(jobs, job{key, p.tags, p.runUntagged, p.protectedOnly, len(p.list)})
 		}
 	}
 	clear(h.dirty)
 	h.mu.Unlock()
 	for _, j := range jobs {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		n, err := h.counter.CountClaimable(cctx, j.tags, j.runUntagged, j.n)
+		n, err := h.counter.CountClaimable(cctx, j.tags, j.runUntagged, j.protectedOnly, j.n)
 		cancel()
 		if err != nil {
 			h.log.WarnContext(ctx, "claimable builds not counted; waking the profile's held requests", "error", err)

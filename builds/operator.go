@@ -315,7 +315,7 @@ func jobTarget(id int64) string    { return "job:" + strconv.FormatInt(id, 10) }
 
 // runnerDetail is what the audit log keeps of a runner's settings.
 func runnerDetail(r Runner) map[string]any {
-	return map[string]any{"tag_list": r.Tags, "run_untagged": r.RunUntagged, "paused": r.Paused}
+	return map[string]any{"tag_list": r.Tags, "run_untagged": r.RunUntagged, "paused": r.Paused, "access_level": r.AccessLevel}
 }
 
 // AuditEvents lists operator actions, newest first.

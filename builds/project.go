@@ -65,6 +65,17 @@ var ErrProjectBusy = errors.New("the project has unfinished pipelines; cancel th
 type JobProject struct {
 	Project   *Project
 	Variables []ProjectVariable
+	// Protected are the project's protected refs, as a new pipeline's rules see them
+	// (ProjectStore.JobProject reads them; the claim does not: its build carries the answer).
+	Protected ProtectedRefNames
+}
+
+// RefProtected reports whether a pipeline on ref would be protected (see RefProtected).
+func (p JobProject) RefProtected(ref string) bool {
+	if p.Project == nil {
+		return RefProtected(ref, nil)
+	}
+	return RefProtected(ref, &p.Protected)
 }
 
 var (
@@ -249,6 +260,7 @@ func applyVariable(v *ProjectVariable, c VariableChange) error {
 
 // ProjectStore holds projects and their variables (Postgres).
 type ProjectStore interface {
+	ProtectedRefStore
 	// CreateProject: ErrExists when the path is taken.
 	CreateProject(ctx context.Context, p Project) (Project, error)
 	// Project: ErrNotFound.
@@ -420,15 +432,15 @@ func (p JobProject) maskedVariables() []Variable {
 	return out
 }
 
-// JobVariables are the project variables a build of ref gets: protected ones only on the
-// default branch (jobapi has no other protected refs; GitLab protects the default branch).
-func (p JobProject) JobVariables(ref string) []ProjectVariable {
+// JobVariables are the project variables a build gets: protected ones only when its ref is
+// protected (Build.Protected, decided when its pipeline was created), as GitLab.
+func (p JobProject) JobVariables(protected bool) []ProjectVariable {
 	if p.Project == nil {
 		return nil
 	}
 	out := make([]ProjectVariable, 0, len(p.Variables))
 	for _, v := range p.Variables {
-		if v.Protected && ref != p.Project.DefaultBranch && ref != "refs/heads/"+p.Project.DefaultBranch {
+		if v.Protected && !protected {
 			continue
 		}
 		out = append(out, v)

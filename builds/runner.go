@@ -13,6 +13,8 @@ type Runner struct {
 	Tags        []string
 	RunUntagged bool
 	Paused      bool
+	// AccessLevel is AccessNotProtected or AccessRefProtected ("" reads as not_protected).
+	AccessLevel string
 	CreatedAt   time.Time
 	ContactedAt *time.Time
 	Managers    []Manager
@@ -76,6 +78,7 @@ type RunnerUpdate struct {
 	Tags        *[]string
 	RunUntagged *bool
 	Paused      *bool
+	AccessLevel *string
 }
 
 // RunnerDeletion removes a runner (an operator's DELETE /runners/:id, or gitlab-runner

@@ -46,6 +46,9 @@ func (o Origin) Context() Context {
 	if source == "" {
 		source = "api"
 	}
+	// Protected as the store will decide it when it creates the pipeline (its ref's name
+	// for "": the default branch).
+	protected := o.Project.RefProtected(o.refForVariables())
 	c := Context{Ref: name, RefIsTag: tag, SHA: o.SHA, BeforeSHA: o.BeforeSHA, DefaultBranch: "main", Source: source}
 	projectName := "project-" + strconv.FormatInt(o.ProjectID, 10)
 	path := projectName
@@ -61,12 +64,12 @@ func (o Origin) Context() Context {
 		{"CI_SERVER_URL", o.ServerURL}, {"CI_SERVER_HOST", host}, {"CI_API_V4_URL", o.ServerURL + "/api/v4"},
 		{"CI_PROJECT_ID", strconv.FormatInt(o.ProjectID, 10)}, {"CI_PROJECT_NAME", projectName},
 		{"CI_PROJECT_PATH", o.Namespace + "/" + path}, {"CI_PROJECT_NAMESPACE", o.Namespace},
+		{"CI_COMMIT_REF_PROTECTED", strconv.FormatBool(protected)},
 	}
 	for _, p := range predefined {
 		c.Variables = append(c.Variables, builds.Variable{Key: p[0], Value: p[1]})
 	}
-	// The ref as the project's variables see it: the name the handlers passed before.
-	for _, v := range o.Project.JobVariables(o.refForVariables()) {
+	for _, v := range o.Project.JobVariables(protected) {
 		c.Variables = append(c.Variables, builds.Variable{Key: v.Key, Value: v.Value, Masked: v.Masked,
 			File: v.VariableType == builds.VariableFile})
 	}

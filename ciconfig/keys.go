@@ -708,10 +708,12 @@ func parseCache(v *val, job, key string, warn func(string)) (builds.Cache, error
 		}
 	}
 	if x := v.get("unprotect"); x != nil && x.kind != vNull {
-		if _, err := boolValue(x, job, key+":unprotect"); err != nil {
+		// Shared with unprotected refs: the key keeps its -non_protected suffix (payload).
+		u, err := boolValue(x, job, key+":unprotect")
+		if err != nil {
 			return builds.Cache{}, err
 		}
-		warn(fmt.Sprintf("%s:unprotect has no effect: jobapi does not keep separate caches for protected refs", keyPath(job, key)))
+		c.Unprotect = u
 	}
 	return c, nil
 }

@@ -123,7 +123,9 @@ func (h *Handler) decodeRunnerFields(r *http.Request) (runnerFields, error) {
 			case "locked":
 				f.Locked = &bb
 			}
-		case "runner_type", "access_level", "maximum_timeout", "token":
+		case "access_level":
+			f.AccessLevel = &v
+		case "runner_type", "maximum_timeout", "token":
 			// Accepted for GitLab compatibility; jobapi has one runner type.
 		default:
 			return f, badRequest("unknown field %.40q", key)
@@ -164,6 +166,12 @@ func (f runnerFields) update() (builds.RunnerUpdate, error) {
 		v := bool(*f.Paused)
 		u.Paused = &v
 	}
+	if f.AccessLevel != nil {
+		if !builds.ValidAccessLevel(*f.AccessLevel) {
+			return u, badRequest("access_level must be not_protected or ref_protected, got %.40q", *f.AccessLevel)
+		}
+		u.AccessLevel = f.AccessLevel
+	}
 	return u, nil
 }
 
@@ -186,7 +194,7 @@ func (h *Handler) createRunner(w http.ResponseWriter, r *http.Request) error {
 
 // newRunner is a runner with the settings of u, GitLab's defaults elsewhere.
 func newRunner(u builds.RunnerUpdate) builds.Runner {
-	runner := builds.Runner{RunUntagged: true}
+	runner := builds.Runner{RunUntagged: true, AccessLevel: builds.AccessNotProtected}
 	if u.Description != nil {
 		runner.Description = *u.Description
 	}
@@ -199,12 +207,15 @@ func newRunner(u builds.RunnerUpdate) builds.Runner {
 	if u.Paused != nil {
 		runner.Paused = *u.Paused
 	}
+	if u.AccessLevel != nil {
+		runner.AccessLevel = *u.AccessLevel
+	}
 	return runner
 }
 
 func runnerView(r builds.Runner) api.Runner {
 	out := api.Runner{ID: r.ID, Description: r.Description, TagList: r.Tags, RunUntagged: r.RunUntagged,
-		Paused: r.Paused, Active: !r.Paused, CreatedAt: r.CreatedAt, ContactedAt: r.ContactedAt, Managers: []api.Manager{}}
+		Paused: r.Paused, Active: !r.Paused, AccessLevel: r.AccessLevel, CreatedAt: r.CreatedAt, ContactedAt: r.ContactedAt, Managers: []api.Manager{}}
 	if out.TagList == nil {
 		out.TagList = []string{}
 	}

@@ -147,7 +147,8 @@ func (h *Handler) jobPayload(r *http.Request, a builds.Assignment, signer IDToke
 	base := h.externalBase(r)
 	project := projectInfo(a, base)
 	refName, refType := splitRef(b.Ref)
-	protected := refType == "branch" && refName == project.defaultBranch
+	// Decided when the pipeline was created, from the project's protected branches and tags.
+	protected := b.Protected
 	vars := jobVariables(a, base, project, refName, refType, protected)
 	if len(b.Payload.IDTokens) > 0 {
 		tokens, err := idTokenVariables(signer, a, vars, base, project, refName, refType, protected, time.Now())
@@ -292,7 +293,7 @@ func jobVariables(a builds.Assignment, base string, project jobProjectInfo, refN
 	for _, v := range b.Payload.Variables {
 		vars.set(api.JobVariable{Key: v.Key, Value: v.Value, Public: !v.Masked, Masked: v.Masked, File: v.File, Raw: v.Raw})
 	}
-	for _, v := range a.Project.JobVariables(b.Ref) {
+	for _, v := range a.Project.JobVariables(b.Protected) {
 		vars.set(api.JobVariable{Key: v.Key, Value: v.Value, Masked: v.Masked, // project variables are never public, as in GitLab
 			File: v.VariableType == builds.VariableFile})
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 
 	"github.com/go-chi/chi/v5"
 
@@ -45,8 +46,13 @@ func decodeBody(r *http.Request, v any) error {
 	if err := r.ParseForm(); err != nil {
 		return badRequest("malformed form body: %s", err.Error())
 	}
-	m := make(map[string]string, len(r.PostForm))
-	for k, vals := range r.PostForm {
+	return decodeValues(r.PostForm, v)
+}
+
+// decodeValues decodes form (or query) values into v as decodeBody does a form body.
+func decodeValues(values url.Values, v any) error {
+	m := make(map[string]string, len(values))
+	for k, vals := range values {
 		m[k] = vals[len(vals)-1]
 	}
 	b, err := json.Marshal(m)

@@ -7,6 +7,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/jobapi/jobapi/builds"
 )
 
 // Body limits per route family. A trace PATCH carries at most 1 MiB from gitlab-runner.
@@ -77,6 +79,15 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 			r.Get("/projects/{project_id}/variables/{key}", h.wrap(h.getVariable))
 			r.Put("/projects/{project_id}/variables/{key}", h.wrap(h.updateVariable))
 			r.Delete("/projects/{project_id}/variables/{key}", h.wrap(h.deleteVariable))
+
+			r.Get("/projects/{project_id}/protected_branches", h.wrap(h.listProtectedRefs(builds.RefBranch)))
+			r.Post("/projects/{project_id}/protected_branches", h.wrap(h.createProtectedRef(builds.RefBranch)))
+			r.Get("/projects/{project_id}/protected_branches/{name}", h.wrap(h.getProtectedRef(builds.RefBranch)))
+			r.Delete("/projects/{project_id}/protected_branches/{name}", h.wrap(h.deleteProtectedRef(builds.RefBranch)))
+			r.Get("/projects/{project_id}/protected_tags", h.wrap(h.listProtectedRefs(builds.RefTag)))
+			r.Post("/projects/{project_id}/protected_tags", h.wrap(h.createProtectedRef(builds.RefTag)))
+			r.Get("/projects/{project_id}/protected_tags/{name}", h.wrap(h.getProtectedRef(builds.RefTag)))
+			r.Delete("/projects/{project_id}/protected_tags/{name}", h.wrap(h.deleteProtectedRef(builds.RefTag)))
 
 			r.Get("/projects/{project_id}/pipelines/{pipeline_id}", h.wrap(h.getPipeline))
 			r.Get("/projects/{project_id}/pipelines/{pipeline_id}/jobs", h.wrap(h.getPipelineJobs))

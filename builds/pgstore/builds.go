@@ -19,7 +19,7 @@ const buildCols = `b.id, b.project_id, b.pipeline_id, b.stage, b.stage_idx, b.na
     COALESCE(b.retried_by, 0), b.two_phase, b.cancel_requested, COALESCE(b.failure_reason, ''), b.exit_code,
     COALESCE(b.runner_final_state, ''), b.trace_size, b.created_at, b.queued_at, b.assigned_at,
     b.ack_deadline, b.started_at, b.finished_at, b.updated_at, p.ref, p.sha, b.scheduled_at,
-    b.coverage::float8, b.bridge`
+    b.coverage::float8, b.bridge, b.protected`
 
 const buildJoins = ` JOIN pipelines p ON p.id = b.pipeline_id LEFT JOIN runner_managers m ON m.id = b.runner_manager_id `
 
@@ -39,7 +39,7 @@ func buildDests(b *builds.Build, status *string) []any {
 		&b.RetriedBy, &b.TwoPhase, &b.CancelRequested, &b.FailureReason, &b.ExitCode,
 		&b.RunnerFinalState, &b.TraceSize, &b.CreatedAt, &b.QueuedAt, &b.AssignedAt,
 		&b.AckDeadline, &b.StartedAt, &b.FinishedAt, &b.UpdatedAt, &b.Ref, &b.SHA, &b.ScheduledAt,
-		&b.Coverage, &b.Bridge}
+		&b.Coverage, &b.Bridge, &b.Protected}
 }
 
 // claimedCols is buildCols and what the job payload needs beyond the build (builds.Claimed),
@@ -217,11 +217,25 @@ const claimCandidate = claimMatching + claimOldest
 // every untagged pending build instead of walking the index (124 ms a claim with 15,000
 // pending). $1 and $2 remain, as a one-time filter, so that it takes claimCandidate's
 // parameters.
-const claimUntaggedCandidate = `
+const claimUntaggedCandidate = claimUntaggedMatching + claimOldest
+
+const claimUntaggedMatching = `
 SELECT b.id, b.project_id FROM builds b
 WHERE b.status = 'pending' AND cardinality(b.tags) = 0
   AND cardinality($1::text[]) = 0 AND $2::boolean
-  AND NOT b.bridge` + claimOldest
+  AND NOT b.bridge`
+
+// claimProtected narrows a claim to builds of protected refs, for a ref_protected runner.
+// Its own statements rather than a parameter: a not_protected runner's claim stays the plan
+// it was, and a ref_protected one walks builds_pending_protected_idx (migration 000028),
+// which holds only pending protected builds, instead of every unprotected one before them.
+const claimProtected = `
+  AND b.protected`
+
+const (
+	claimProtectedCandidate         = claimMatching + claimProtected + claimOldest
+	claimProtectedUntaggedCandidate = claimUntaggedMatching + claimProtected + claimOldest
+)
 
 const claimMatching = `
 SELECT b.id, b.project_id FROM builds b
@@ -267,6 +281,10 @@ const (
 WITH c AS (` + claimCandidate + assignCandidate
 	assignOldestUntagged = `
 WITH c AS (` + claimUntaggedCandidate + assignCandidate
+	assignOldestProtected = `
+WITH c AS (` + claimProtectedCandidate + assignCandidate
+	assignOldestProtectedUntagged = `
+WITH c AS (` + claimProtectedUntaggedCandidate + assignCandidate
 )
 
 // assignCandidate follows a CTE c that locked one candidate: it assigns the build as
@@ -302,6 +320,11 @@ func (s *Store) Claim(ctx context.Context, c builds.Claim) (builds.Claimed, erro
 			return builds.Claimed{}, builds.ErrNoBuild // it may run neither tagged nor untagged builds
 		}
 		candidate, oldest = claimUntaggedCandidate, assignOldestUntagged
+		if c.Runner.ProtectedOnly() {
+			candidate, oldest = claimProtectedUntaggedCandidate, assignOldestProtectedUntagged
+		}
+	} else if c.Runner.ProtectedOnly() {
+		candidate, oldest = claimProtectedCandidate, assignOldestProtected
 	}
 	if c.TwoPhase == nil {
 		status := builds.AssignedStatus(c.WaitForAck)

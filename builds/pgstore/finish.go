@@ -196,11 +196,11 @@ WITH r AS (
 ), n AS (
     INSERT INTO builds (project_id, pipeline_id, stage, stage_idx, name, status, tags, payload,
                         timeout_seconds, allow_failure, run_when, needs, attempt, retry_of, queued_at, created_at, updated_at,
-                        resource_group_id, bridge)
+                        resource_group_id, bridge, protected)
     SELECT project_id, pipeline_id, stage, stage_idx, name, ` + queuedStatus + `, tags, payload, timeout_seconds,
            CASE WHEN payload ? 'allow_failure_exit_codes' THEN COALESCE((payload ->> 'allow_failure')::boolean, false)
                 ELSE allow_failure END,
-           run_when, needs, attempt + 1, id, $2, $2, $2, resource_group_id, bridge
+           run_when, needs, attempt + 1, id, $2, $2, $2, resource_group_id, bridge, protected
     FROM builds WHERE id = (SELECT id FROM r)
     RETURNING *
 ), o AS (

@@ -21,8 +21,8 @@ WITH n AS (
 )
 INSERT INTO pipelines (project_id, ref, sha, stages, timeout_strategy, status, created_at, updated_at,
     iid, source, before_sha, variables, per_job, resource_groups, parent_build_id, depth,
-    auto_cancel_on_new_commit, auto_cancel_on_job_failure)
-SELECT $1, $2, $3, $4, $5, 'pending', $6, $6, n.last_iid, $7, $8, $9, $10, $11, $12, $13, $14, $15 FROM n
+    auto_cancel_on_new_commit, auto_cancel_on_job_failure, protected)
+SELECT $1, $2, $3, $4, $5, 'pending', $6, $6, n.last_iid, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16 FROM n
 RETURNING id`
 
 // insertEvents records each new build's first event, the one its initial state calls for.
@@ -77,11 +77,16 @@ func insertPipelineTx(ctx context.Context, tx pgx.Tx, d builds.PipelineDefinitio
 	if d.ParentBuildID != 0 {
 		parent = &d.ParentBuildID
 	}
+	// Protected or not is decided now and kept, on the pipeline and its builds.
+	protected, err := refProtected(ctx, tx, d.ProjectID, d.Ref)
+	if err != nil {
+		return 0, err
+	}
 	var id int64
 	keys := resourceGroupKeys(d.Jobs)
 	if err := tx.QueryRow(ctx, insertPipeline, d.ProjectID, d.Ref, d.SHA, d.Stages, d.TimeoutStrategy, now,
 		d.Source, d.BeforeSHA, nonNilVariables(d.Variables), perJob, len(keys) > 0, parent, depth,
-		d.AutoCancel.OnNewCommit, d.AutoCancel.OnJobFailure).Scan(&id); err != nil {
+		d.AutoCancel.OnNewCommit, d.AutoCancel.OnJobFailure, protected).Scan(&id); err != nil {
 		return 0, err
 	}
 	groups, err := ensureResourceGroups(ctx, tx, d.ProjectID, keys, now)
@@ -119,12 +124,12 @@ func insertPipelineTx(ctx context.Context, tx pgx.Tx, d builds.PipelineDefinitio
 			group = &gid
 		}
 		rows[i] = []any{d.ProjectID, id, j.Stage, d.StageIndex(j.Stage), j.Name, string(status), tags, payload,
-			j.TimeoutSeconds, j.AllowFailure, when, needs, queuedAt, scheduledAt, finishedAt, now, now, group, j.IsBridge()}
+			j.TimeoutSeconds, j.AllowFailure, when, needs, queuedAt, scheduledAt, finishedAt, now, now, group, j.IsBridge(), protected}
 	}
 	_, err = tx.CopyFrom(ctx, pgx.Identifier{"builds"},
 		[]string{"project_id", "pipeline_id", "stage", "stage_idx", "name", "status", "tags", "payload",
 			"timeout_seconds", "allow_failure", "run_when", "needs", "queued_at", "scheduled_at", "finished_at",
-			"created_at", "updated_at", "resource_group_id", "bridge"},
+			"created_at", "updated_at", "resource_group_id", "bridge", "protected"},
 		pgx.CopyFromRows(rows))
 	if err != nil {
 		return 0, fmt.Errorf("insert builds: %w", err)

@@ -31,10 +31,18 @@ func uniqueViolation(err error, what string) error {
 	return err
 }
 
+// insertProject protects the new project's default branch, as GitLab does when it creates a
+// project.
 const insertProject = `
-INSERT INTO projects (name, path, repo_url, default_branch, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $5)
-RETURNING ` + projectCols
+WITH p AS (
+    INSERT INTO projects (name, path, repo_url, default_branch, created_at, updated_at)
+    VALUES ($1, $2, $3, $4, $5, $5)
+    RETURNING *
+), pb AS (
+    INSERT INTO protected_refs (project_id, ref_type, name, created_at)
+    SELECT id, 'branch', default_branch, created_at FROM p
+)
+SELECT ` + projectCols + ` FROM p`
 
 // CreateProject stores a new project.
 func (s *Store) CreateProject(ctx context.Context, p builds.Project) (builds.Project, error) {
@@ -204,10 +212,13 @@ func (s *Store) DeleteProjectVariable(ctx context.Context, projectID int64, key 
 	return nil
 }
 
-// jobProject is the project and its variables as one row (the variables as JSON), so that
-// a job assignment pays one round trip for them; no row for an implicit project.
+// jobProject is the project, its variables and its protected names as one row (the
+// variables as JSON), so that reading them costs one round trip; no row for an implicit
+// project.
 const jobProject = `
-SELECT ` + projectCols + `, ` + projectVariablesOf + `p.id` + `), '[]'::json)
+SELECT ` + projectCols + `, ` + projectVariablesOf + `p.id` + `), '[]'::json),
+       ARRAY(SELECT name FROM protected_refs WHERE project_id = p.id AND ref_type = 'branch' ORDER BY name),
+       ARRAY(SELECT name FROM protected_refs WHERE project_id = p.id AND ref_type = 'tag' ORDER BY name)
 FROM projects p WHERE p.id = $1`
 
 // projectVariablesOf, followed by a project id and "), '[]'::json)", is that project's
@@ -228,18 +239,21 @@ type variableRow struct {
 // JobProject reads a project with its variables.
 func (s *Store) JobProject(ctx context.Context, projectID int64) (builds.JobProject, error) {
 	var (
-		p    builds.Project
-		vars []variableRow
+		p     builds.Project
+		vars  []variableRow
+		names builds.ProtectedRefNames
 	)
 	err := s.pool.QueryRow(ctx, jobProject, projectID).Scan(&p.ID, &p.Name, &p.Path, &p.RepoURL, &p.DefaultBranch,
-		&p.CreatedAt, &p.UpdatedAt, &vars)
+		&p.CreatedAt, &p.UpdatedAt, &vars, &names.Branches, &names.Tags)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return builds.JobProject{}, nil
 	}
 	if err != nil {
 		return builds.JobProject{}, err
 	}
-	return jobProjectOf(&p, vars), nil
+	jp := jobProjectOf(&p, vars)
+	jp.Protected = names
+	return jp, nil
 }
 
 func jobProjectOf(p *builds.Project, vars []variableRow) builds.JobProject {

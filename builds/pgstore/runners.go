@@ -14,19 +14,19 @@ import (
 
 // runnerCols ends with the runner's current token expiry; runnerByTokenHash puts the
 // presented token's in its place.
-const runnerCols = `r.id, r.description, r.tags, r.run_untagged, r.paused, r.created_at, r.contacted_at,
+const runnerCols = `r.id, r.description, r.tags, r.run_untagged, r.paused, r.access_level, r.created_at, r.contacted_at,
     r.registration_type = 'registration_token', r.token_expires_at`
 
 func scanRunner(row pgx.Row) (builds.Runner, error) {
 	var r builds.Runner
-	err := row.Scan(&r.ID, &r.Description, &r.Tags, &r.RunUntagged, &r.Paused, &r.CreatedAt, &r.ContactedAt,
+	err := row.Scan(&r.ID, &r.Description, &r.Tags, &r.RunUntagged, &r.Paused, &r.AccessLevel, &r.CreatedAt, &r.ContactedAt,
 		&r.RegistrationToken, &r.TokenExpiresAt)
 	return r, err
 }
 
 const createRunner = `
-INSERT INTO runners AS r (token_hash, description, tags, run_untagged, paused, registration_type, token_expires_at)
-VALUES ($1, $2, $3, $4, $5, CASE WHEN $6 THEN 'registration_token' ELSE 'authenticated_user' END, $7)
+INSERT INTO runners AS r (token_hash, description, tags, run_untagged, paused, registration_type, token_expires_at, access_level)
+VALUES ($1, $2, $3, $4, $5, CASE WHEN $6 THEN 'registration_token' ELSE 'authenticated_user' END, $7, $8)
 RETURNING ` + runnerCols
 
 // CreateRunner stores a runner with its token hash and expiry.
@@ -34,14 +34,17 @@ func (s *Store) CreateRunner(ctx context.Context, r builds.Runner, tokenHash []b
 	if r.Tags == nil {
 		r.Tags = []string{}
 	}
+	if r.AccessLevel == "" {
+		r.AccessLevel = builds.AccessNotProtected
+	}
 	return scanRunner(s.pool.QueryRow(ctx, createRunner, tokenHash, r.Description, r.Tags, r.RunUntagged, r.Paused,
-		r.RegistrationToken, r.TokenExpiresAt))
+		r.RegistrationToken, r.TokenExpiresAt, r.AccessLevel))
 }
 
 // runnerByTokenHash finds a current token or a previous one (in its rotation grace or past
 // it: the service compares the expiry with its clock), each through its unique index.
 const runnerByTokenHash = `
-SELECT r.id, r.description, r.tags, r.run_untagged, r.paused, r.created_at, r.contacted_at,
+SELECT r.id, r.description, r.tags, r.run_untagged, r.paused, r.access_level, r.created_at, r.contacted_at,
        r.registration_type = 'registration_token',
        CASE WHEN r.token_hash = $1 THEN r.token_expires_at ELSE r.previous_token_expires_at END
 FROM runners r WHERE r.token_hash = $1 OR r.previous_token_hash = $1`
@@ -99,7 +102,7 @@ func (s *Store) Runners(ctx context.Context, p builds.Page) ([]builds.Runner, in
 	var total int
 	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (builds.Runner, error) {
 		var r builds.Runner
-		err := row.Scan(&r.ID, &r.Description, &r.Tags, &r.RunUntagged, &r.Paused, &r.CreatedAt, &r.ContactedAt,
+		err := row.Scan(&r.ID, &r.Description, &r.Tags, &r.RunUntagged, &r.Paused, &r.AccessLevel, &r.CreatedAt, &r.ContactedAt,
 			&r.RegistrationToken, &r.TokenExpiresAt, &total)
 		return r, err
 	})
@@ -158,7 +161,8 @@ UPDATE runners r SET
     description  = COALESCE($2, r.description),
     tags         = COALESCE($3, r.tags),
     run_untagged = COALESCE($4, r.run_untagged),
-    paused       = COALESCE($5, r.paused)
+    paused       = COALESCE($5, r.paused),
+    access_level = COALESCE($6, r.access_level)
 WHERE r.id = $1
 RETURNING ` + runnerCols
 
@@ -172,7 +176,7 @@ func (s *Store) UpdateRunner(ctx context.Context, id int64, u builds.RunnerUpdat
 		}
 		tags = &t
 	}
-	r, err := scanRunner(s.pool.QueryRow(ctx, updateRunner, id, u.Description, tags, u.RunUntagged, u.Paused))
+	r, err := scanRunner(s.pool.QueryRow(ctx, updateRunner, id, u.Description, tags, u.RunUntagged, u.Paused, u.AccessLevel))
 	if err != nil {
 		return builds.Runner{}, notFound(err, fmt.Sprintf("runner %d", id))
 	}

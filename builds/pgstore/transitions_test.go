@@ -21,10 +21,12 @@ import (
 // runtimeChecked lists the statements that write a status from a parameter: the Go code
 // running them checks the transition against the table first (Finish.Check in Finish and
 // finishBuildTx, CheckTransition in Claim for assignBuild and, with the status decided
-// before the claim, assignOldest, CheckPipelineTransition in advanceLocked; CreateChild
-// checks startBridge's target with builds.CheckTransition).
+// before the claim, assignOldest and its untagged and ref_protected variants,
+// CheckPipelineTransition in advanceLocked; CreateChild checks startBridge's target with
+// builds.CheckTransition).
 var runtimeChecked = map[string]bool{"finishBuild": true, "assignBuild": true, "setPipelineStatus": true,
-	"startBridge": true, "assignOldest": true, "assignOldestUntagged": true}
+	"startBridge": true, "assignOldest": true, "assignOldestUntagged": true,
+	"assignOldestProtected": true, "assignOldestProtectedUntagged": true}
 
 // eventsCheckedElsewhere lists the statements that record an event the scan cannot read
 // (a parameter, or a CASE over rows the statement does not change), with where it is

@@ -118,6 +118,31 @@ func TestScenario(t *testing.T) {
 	c.do(http.StatusNotFound, "DELETE", path("/api/v4/projects/%d/variables/KUBECONFIG", proj.ID), nil, admin)
 	c.do(http.StatusNoContent, "DELETE", path("/api/v4/projects/%d", proj.ID+1), nil, admin)
 
+	// ---- protected branches and tags: create (JSON, form, query string), list, show by the
+	// encoded name, 409 on a duplicate, delete
+	pb := path("/api/v4/projects/%d/protected_branches", proj.ID)
+	c.do(http.StatusCreated, "POST", pb, jsonBody(t, map[string]any{"name": "release/*", "push_access_level": 30, "allow_force_push": true}), admin)
+	c.do(http.StatusCreated, "POST", pb+"?name=*-stable&merge_access_level=0", nil, admin)
+	c.do(http.StatusCreated, "POST", pb, formBody(url.Values{"name": {"hotfix"}, "push_access_level": {"40"}}), admin)
+	c.do(http.StatusConflict, "POST", pb, jsonBody(t, map[string]any{"name": "release/*"}), admin)
+	c.do(http.StatusBadRequest, "POST", pb, jsonBody(t, map[string]any{"name": "x", "push_access_level": 35}), admin, invalid)
+	c.do(http.StatusNotFound, "POST", "/api/v4/projects/999999/protected_branches", jsonBody(t, map[string]any{"name": "main"}), admin)
+	var branches []api.ProtectedBranch
+	c.decode(&branches, http.StatusOK, "GET", pb, nil, admin)
+	if len(branches) != 4 { // with main, protected at the project's creation
+		t.Errorf("protected branches = %+v, want 4", branches)
+	}
+	c.do(http.StatusOK, "GET", pb+"/release%2F%2A", nil, admin)
+	c.do(http.StatusNotFound, "GET", pb+"/release%2F1", nil, admin)
+	c.do(http.StatusNoContent, "DELETE", pb+"/release%2F%2A", nil, admin)
+	c.do(http.StatusNotFound, "DELETE", pb+"/release%2F%2A", nil, admin)
+	pt := path("/api/v4/projects/%d/protected_tags", proj.ID)
+	c.do(http.StatusCreated, "POST", pt, jsonBody(t, map[string]any{"name": "v*", "create_access_level": 30}), admin)
+	c.do(http.StatusOK, "GET", pt, nil, admin)
+	c.do(http.StatusOK, "GET", pt+"/v%2A", nil, admin)
+	c.do(http.StatusNoContent, "DELETE", pt+"/v%2A", nil, admin)
+	c.do(http.StatusNotFound, "GET", pt+"/v%2A", nil, admin)
+
 	// ---- runners: create (JSON and form), verify, list, show, update
 	var r1 api.RunnerCreated
 	c.decode(&r1, http.StatusCreated, "POST", "/api/v4/user/runners", jsonBody(t, map[string]any{

@@ -1,0 +1,4 @@
+ALTER TABLE builds DROP COLUMN IF EXISTS protected;
+ALTER TABLE pipelines DROP COLUMN IF EXISTS protected;
+ALTER TABLE runners DROP COLUMN IF EXISTS access_level;
+DROP TABLE IF EXISTS protected_refs;
