@@ -75,9 +75,10 @@ func newProtectedRef(refType string, c ProtectedRefChange) (ProtectedRef, error)
 	if c.Name == nil || *c.Name == "" {
 		return p, &ValidationError{Msg: "name is missing"}
 	}
-	// A pattern is a ref name with * in it: check it with the * taken for a character.
-	if name := *c.Name; !validRefName(strings.ReplaceAll(name, "*", "x")) {
-		return p, &ValidationError{Msg: fmt.Sprintf("name %.60q is not a valid %s name or pattern", name, refType)}
+	// A pattern is a ref name with * in it: git's rules (CheckRefName's), * taken for a letter.
+	if name := *c.Name; refNameProblem(strings.ReplaceAll(name, "*", "x")) != "" {
+		return p, &ValidationError{Msg: fmt.Sprintf("name %.60q is not a valid %s name or pattern: %s",
+			name, refType, refNameProblem(strings.ReplaceAll(name, "*", "x")))}
 	}
 	p.Name = *c.Name
 	for _, f := range []struct {

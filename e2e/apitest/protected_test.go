@@ -121,7 +121,10 @@ func TestLongPollRefProtected(t *testing.T) {
 	}
 	waitHeld(t, held, 6)
 	p := refPipeline(t, inst, 1, "feature", "unprotected-job")
-	firstHandout(t, ctx, open, p.Jobs[0].ID, "the unprotected job was not handed out: no not_protected runner was woken")
+	// firstHandout's readers last as long as the context it is given: this phase's only.
+	phase, endPhase := context.WithCancel(ctx)
+	firstHandout(t, phase, open, p.Jobs[0].ID, "the unprotected job was not handed out: no not_protected runner was woken")
+	endPhase()
 	waitHeld(t, held, 5)
 	for i, pl := range prot {
 		if n := pl.noJobs.Load(); n != 0 {
@@ -134,8 +137,8 @@ func TestLongPollRefProtected(t *testing.T) {
 		}
 	}
 	p = refPipeline(t, inst, 1, "main", "protected-job")
-	all := append(append([]*poller{}, prot...), open[1:]...)
-	firstHandout(t, ctx, all, p.Jobs[0].ID, "the protected job was not handed out")
+	// The poller that took the unprotected job asks no more; any other may take this one.
+	firstHandout(t, ctx, append(append([]*poller{}, prot...), open...), p.Jobs[0].ID, "the protected job was not handed out")
 }
 
 // TestRefProtectedRunnersRace: ref_protected and not_protected runners poll at once, on two
@@ -245,9 +248,9 @@ func TestProtectedRefsAPI(t *testing.T) {
 		t.Errorf("created %+v", rel)
 	}
 	resp, b := inst.Do(t, "POST", base+"/protected_branches?name=*-stable&push_access_level=0", nil)
-	wantStatus(t, resp, b, http.StatusCreated)
+	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 	resp, b = inst.Do(t, "POST", base+"/protected_branches", map[string]any{"name": "release/*"})
-	if msg := wantJSONError(t, resp, b, http.StatusConflict); !strings.Contains(msg, "release/*") {
+	if msg := jobapitest.WantJSONError(t, resp, b, http.StatusConflict); !strings.Contains(msg, "release/*") {
 		t.Errorf("duplicate: %q", msg)
 	}
 	for _, c := range []struct {
@@ -261,14 +264,14 @@ func TestProtectedRefsAPI(t *testing.T) {
 		{map[string]any{"name": "x", "colour": "red"}, "colour"},
 	} {
 		resp, b = inst.Do(t, "POST", base+"/protected_branches", c.body)
-		if msg := wantJSONError(t, resp, b, http.StatusBadRequest); !strings.Contains(msg, c.field) {
+		if msg := jobapitest.WantJSONError(t, resp, b, http.StatusBadRequest); !strings.Contains(msg, c.field) {
 			t.Errorf("%v: message %q does not name %s", c.body, msg, c.field)
 		}
 	}
 	resp, b = inst.Do(t, "POST", "/api/v4/projects/9999/protected_branches", map[string]any{"name": "main"})
-	wantJSONError(t, resp, b, http.StatusNotFound)
+	jobapitest.WantJSONError(t, resp, b, http.StatusNotFound)
 	resp, b = inst.Do(t, "GET", "/api/v4/projects/9999/protected_branches", nil)
-	wantJSONError(t, resp, b, http.StatusNotFound)
+	jobapitest.WantJSONError(t, resp, b, http.StatusNotFound)
 
 	var got api.ProtectedBranch
 	inst.MustDo(t, http.StatusOK, "GET", base+"/protected_branches/release%2F%2A", nil, &got)
@@ -276,9 +279,9 @@ func TestProtectedRefsAPI(t *testing.T) {
 		t.Errorf("GET release%%2F%%2A = %+v, want %+v", got, rel)
 	}
 	resp, b = inst.Do(t, "GET", base+"/protected_branches/release%2F1.0", nil)
-	wantJSONError(t, resp, b, http.StatusNotFound) // a name, not a match
+	jobapitest.WantJSONError(t, resp, b, http.StatusNotFound) // a name, not a match
 	resp, b = inst.Do(t, "GET", base+"/protected_branches?per_page=2&page=2", nil)
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	if page := decode[[]api.ProtectedBranch](t, b); resp.Header.Get("X-Total") != "3" || len(page) != 1 || page[0].Name != "trunk" {
 		t.Errorf("page 2 of 2: %+v, X-Total %q; want [trunk] of 3 (by name)", page, resp.Header.Get("X-Total"))
 	}
@@ -289,7 +292,7 @@ func TestProtectedRefsAPI(t *testing.T) {
 		t.Errorf("protected tag %+v", tag)
 	}
 	resp, b = inst.Do(t, "POST", base+"/protected_tags", map[string]any{"name": "x", "push_access_level": 40})
-	if msg := wantJSONError(t, resp, b, http.StatusBadRequest); !strings.Contains(msg, "push_access_level") {
+	if msg := jobapitest.WantJSONError(t, resp, b, http.StatusBadRequest); !strings.Contains(msg, "push_access_level") {
 		t.Errorf("push_access_level on a tag: %q", msg)
 	}
 	var tags []api.ProtectedTag
@@ -300,12 +303,12 @@ func TestProtectedRefsAPI(t *testing.T) {
 
 	inst.MustDo(t, http.StatusNoContent, "DELETE", base+"/protected_branches/release%2F%2A", nil, nil)
 	resp, b = inst.Do(t, "DELETE", base+"/protected_branches/release%2F%2A", nil)
-	wantJSONError(t, resp, b, http.StatusNotFound)
+	jobapitest.WantJSONError(t, resp, b, http.StatusNotFound)
 	inst.MustDo(t, http.StatusNoContent, "DELETE", base+"/protected_tags/v%2A", nil, nil)
 	resp, b = inst.Do(t, "GET", base+"/protected_tags/v%2A", nil)
-	wantJSONError(t, resp, b, http.StatusNotFound)
+	jobapitest.WantJSONError(t, resp, b, http.StatusNotFound)
 	resp, b = inst.Do(t, "GET", base+"/protected_branches", nil, "PRIVATE-TOKEN", "wrong")
-	wantJSONError(t, resp, b, http.StatusForbidden)
+	jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
 }
 
 // TestProtectedRefsInJobs: what the list decides for a job, at its pipeline's creation:
@@ -334,7 +337,7 @@ build:
 	create := func(ref string) api.Pipeline {
 		t.Helper()
 		resp, b := inst.Do(t, "POST", base+"/pipeline?ref="+url.QueryEscape(ref), config, "Content-Type", "application/yaml")
-		wantStatus(t, resp, b, http.StatusCreated)
+		jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 		return decode[api.Pipeline](t, b)
 	}
 	check := func(ref string, want bool) {
@@ -425,7 +428,7 @@ func TestRunnerAccessLevel(t *testing.T) {
 	}
 	const formType = "application/x-www-form-urlencoded"
 	resp, b := inst.Do(t, "POST", "/api/v4/user/runners", url.Values{"access_level": {"ref_protected"}}.Encode(), "Content-Type", formType)
-	wantStatus(t, resp, b, http.StatusCreated)
+	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 	if got := level(decode[api.RunnerCreated](t, b).ID); got != "ref_protected" {
 		t.Errorf("form-created: access_level %q", got)
 	}
@@ -434,12 +437,12 @@ func TestRunnerAccessLevel(t *testing.T) {
 		ctype string
 	}{{map[string]any{"access_level": "protected"}, "application/json"}, {url.Values{"access_level": {"all"}}.Encode(), formType}} {
 		resp, b := inst.Do(t, "POST", "/api/v4/user/runners", req.body, "Content-Type", req.ctype)
-		if msg := wantJSONError(t, resp, b, http.StatusBadRequest); !strings.Contains(msg, "access_level") {
+		if msg := jobapitest.WantJSONError(t, resp, b, http.StatusBadRequest); !strings.Contains(msg, "access_level") {
 			t.Errorf("bad access_level: %q", msg)
 		}
 	}
 	resp, b = jobapitest.Send(t, inst.URL, "POST", "/api/v4/runners", map[string]any{"token": "reg-secret-token", "access_level": "x"})
-	wantJSONError(t, resp, b, http.StatusBadRequest)
+	jobapitest.WantJSONError(t, resp, b, http.StatusBadRequest)
 
 	// PUT: the runner that took an unprotected build a moment ago takes none once ref_protected.
 	runner := jobapitest.NewRunner(t, inst.URL, plainToken, "s_plain")
@@ -453,7 +456,7 @@ func TestRunnerAccessLevel(t *testing.T) {
 	refPipeline(t, inst, 1, "feature", "second")
 	runner.NoJob(t)
 	resp, b = inst.Do(t, "PUT", fmt.Sprintf("/api/v4/runners/%d", plain), url.Values{"access_level": {"not_protected"}}.Encode(), "Content-Type", formType)
-	wantStatus(t, resp, b, http.StatusOK)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	if j := runner.Take(t); j.JobInfo.Name != "second" {
 		t.Errorf("took %q, want second", j.JobInfo.Name)
 	}
