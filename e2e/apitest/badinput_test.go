@@ -286,19 +286,22 @@ func TestHostileStringsStoredVerbatim(t *testing.T) {
 		vars[fmt.Sprintf("V%d", i)] = h
 	}
 	stages := []string{hostile[2], hostile[5]}
+	// A ref is a git ref name (issue 24): hostile[1] has spaces, so the ref is a hostile one
+	// that git accepts.
+	const ref = `'OR'1'='1';DROP_TABLE_builds;--$(id)`
 	var p api.Pipeline
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects/1/pipeline", map[string]any{
-		"ref": hostile[1], "stages": stages,
+		"ref": ref, "stages": stages,
 		"jobs": []any{map[string]any{"name": hostile[0], "stage": hostile[2], "script": hostile, "after_script": hostile[3:],
 			"tags": hostile[1:4], "variables": vars}},
 	}, &p)
 	got := inst.Pipeline(t, p)
-	if got.Ref != hostile[1] || !slices.Equal(got.Stages, stages) || got.Jobs[0].Name != hostile[0] || got.Jobs[0].Stage != hostile[2] {
+	if got.Ref != ref || !slices.Equal(got.Stages, stages) || got.Jobs[0].Name != hostile[0] || got.Jobs[0].Stage != hostile[2] {
 		t.Errorf("pipeline stored %+v", got)
 	}
 
 	job := takeJob(t, inst.URL, created.Token)
-	if job.JobInfo.Name != hostile[0] || job.GitInfo.Ref != hostile[1] {
+	if job.JobInfo.Name != hostile[0] || job.GitInfo.Ref != ref {
 		t.Errorf("job info %+v git %+v", job.JobInfo, job.GitInfo)
 	}
 	if !slices.Equal(job.Steps[0].Script, hostile) || !slices.Equal(job.Steps[1].Script, hostile[3:]) {
