@@ -45,6 +45,9 @@ type Config struct {
 	RateLimitJobUpdates  int
 	// RateLimitJobTokenFailures: PUTs and trace PATCHes with a wrong job token, per client address.
 	RateLimitJobTokenFailures int
+	// RateLimitAdminTokenFailures: wrong admin tokens (PRIVATE-TOKEN, web sign-in) per
+	// client address; the global backstop is builds.DefaultAdminFailuresGlobal.
+	RateLimitAdminTokenFailures int
 	RateLimitRunnerVerify     int
 	// StaleManagerAfter removes runner managers not seen for this long (0: never).
 	StaleManagerAfter time.Duration
@@ -200,6 +203,8 @@ var Settings = []Setting{
 		perMinute(func(c *Config) *int { return &c.RateLimitJobUpdates })},
 	{"JOBAPI_RATE_LIMIT_JOB_TOKEN_FAILURES", "100", "PUT /jobs/:id and trace PATCHes with a wrong job token, per client address per minute (0: off); they never spend a job's own budget",
 		perMinute(func(c *Config) *int { return &c.RateLimitJobTokenFailures })},
+	{"JOBAPI_RATE_LIMIT_ADMIN_TOKEN_FAILURES", "10", "wrong admin tokens (PRIVATE-TOKEN, web sign-in) per client address per minute (0: off; 300 a minute from all addresses together stays); past it: 429 + Retry-After, the right token too",
+		perMinute(func(c *Config) *int { return &c.RateLimitAdminTokenFailures })},
 	{"JOBAPI_RATE_LIMIT_RUNNER_VERIFY", "60", "POST /runners/verify per runner token per minute (0: off)",
 		perMinute(func(c *Config) *int { return &c.RateLimitRunnerVerify })},
 	{"JOBAPI_MAX_MANAGERS_PER_RUNNER", "1000", "system_ids one runner token may register; a new one past it gets 429 (0: no cap)",

@@ -409,6 +409,7 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 	// One guard for the API's PRIVATE-TOKEN and the web sign-in: a guesser's failures count
 	// against one budget whichever door it knocks on.
 	guard := builds.NewAdminGuard(cfg.AdminToken, failureLimiter{rl})
+	guard.PerClient = cfg.RateLimitAdminTokenFailures
 	ui := webui.New(webui.Deps{Service: d.svc, AdminToken: cfg.AdminToken, AdminGuard: guard, Flags: fl.web, Revocations: d.rs,
 		Hub: hub, TraceWatch: d.rs, ExternalURL: cfg.ExternalURL, Log: log, Now: opts.Now})
 	// include: local fetches into a directory of this replica's own, removed once the
