@@ -48,7 +48,7 @@ type Config struct {
 	// RateLimitAdminTokenFailures: wrong admin tokens (PRIVATE-TOKEN, web sign-in) per
 	// client address; the global backstop is builds.DefaultAdminFailuresGlobal.
 	RateLimitAdminTokenFailures int
-	RateLimitRunnerVerify     int
+	RateLimitRunnerVerify       int
 	// StaleManagerAfter removes runner managers not seen for this long (0: never).
 	StaleManagerAfter time.Duration
 	// RunnerRegistrationToken lets gitlab-runner register with POST /runners ("": off).
