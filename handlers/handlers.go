@@ -1,6 +1,10 @@
 // Package handlers is jobapi's HTTP surface: the GitLab v4 runner API, the operator API and
 // health endpoints. Handlers decode into api types, call builds.Service with plain values,
 // and map its results and sentinel errors to statuses in one place (respond.go).
+//
+// A file's name says which token its handlers take: runner_*.go are the runner protocol
+// (runner, registration and job tokens, as gitlab-runner sends them), op_*.go the operator
+// API, one file per resource (the admin PRIVATE-TOKEN); the rest is shared by both.
 package handlers
 
 import (

@@ -45,7 +45,7 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 	}
 
 	r.Route("/api/v4", func(r chi.Router) {
-		// Runner API: authenticated by runner and job tokens.
+		// Runner protocol (runner_*.go): runner, registration and job tokens.
 		runnerJSON := r.With(limitBody(limitSmall), bodyDeadline(runnerBodyTimeout))
 		runnerJSON.Post("/runners/verify", h.wrap(h.verifyRunner))
 		runnerJSON.Post("/runners", h.wrap(h.registerRunner))
@@ -59,7 +59,7 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 		r.With(bodyDeadline(h.uploadTimeout)).Post("/jobs/{job_id}/artifacts", h.wrap(h.uploadArtifact))
 		r.Get("/jobs/{job_id}/artifacts", h.wrap(h.downloadArtifact))
 
-		// Operator API: PRIVATE-TOKEN.
+		// Operator API (op_*.go): the admin token in PRIVATE-TOKEN.
 		r.Group(func(r chi.Router) {
 			r.Use(h.requireAdmin, limitBody(limitSmall))
 			r.Post("/user/runners", h.wrap(h.createRunner))

@@ -1,17 +1,23 @@
+// Runner protocol, a runner's life cycle. POST /runners takes a registration token; POST
+// /runners/verify, DELETE /runners, DELETE /runners/managers and POST
+// /runners/reset_authentication_token take the runner's own token (in the body or
+// RUNNER-TOKEN). The operator's calls on runners are in op_runners.go.
+//
+// A runner's life cycle as gitlab-runner drives it: register with a registration token,
+// unregister, unregister one manager, reset its token. Bodies as common/network.go sends
+// them; the token may also come in the RUNNER-TOKEN header.
+
 package handlers
 
 import (
 	"crypto/subtle"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
 )
-
-// A runner's life cycle as gitlab-runner drives it: register with a registration token,
-// unregister, unregister one manager, reset its token. Bodies as common/network.go sends
-// them; the token may also come in the RUNNER-TOKEN header.
 
 // registerRequest is common.RegisterRunnerRequest: the registration token, the runner's
 // settings (tag_list as a comma-separated string) and its info, which is not kept (the
@@ -130,32 +136,58 @@ func (h *Handler) resetRunnerToken(w http.ResponseWriter, r *http.Request) error
 	return nil
 }
 
-// deleteRunner answers the operator's DELETE /runners/:id: 204; the builds its machines
-// hold have failed (see builds.RunnerDeletion).
-func (h *Handler) deleteRunner(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r, "runner_id")
-	if err != nil {
-		return err
-	}
-	if err := h.svc.DeleteRunner(r.Context(), id, actor(r)); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+func managerInfo(r *http.Request, in api.RunnerInfo) builds.ManagerInfo {
+	features := in.Features
+	return builds.ManagerInfo{Version: clip(in.Version), Revision: clip(in.Revision), Platform: clip(in.Platform),
+		Architecture: clip(in.Architecture), Executor: clip(in.Executor), Shell: clip(in.Shell), Features: features,
+		IPAddress: clientAddr(r)}
 }
 
-// resetRunnerTokenByID answers the operator's POST /runners/:id/reset_authentication_token
-// (also gitlab-runner reset-token --pat): 201 with the new token, shown once; every earlier
-// token stops working (a revocation).
-func (h *Handler) resetRunnerTokenByID(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r, "runner_id")
+// maxReported bounds runner-reported strings before they reach the database.
+const maxReported = 255
+
+// clip cuts s to at most maxReported bytes on a character boundary: half a UTF-8 sequence
+// is invalid text, which Postgres refuses.
+func clip(s string) string {
+	if len(s) <= maxReported {
+		return s
+	}
+	i := maxReported
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i]
+}
+
+func runnerToken(r *http.Request, body string) string {
+	if body != "" {
+		return body
+	}
+	return r.Header.Get("RUNNER-TOKEN")
+}
+
+// validSystemID: systemIDs are "s_" or "r_" plus hex in practice; anything printable and
+// short is kept. A loop rather than a regexp: it runs on every job request.
+func validSystemID(id string) bool {
+	return len(id) <= 128 && onlyBytes(id, "_<>.:-")
+}
+
+func (h *Handler) verifyRunner(w http.ResponseWriter, r *http.Request) error {
+	var req api.VerifyRequest
+	if err := decodeJSON(r, &req, false); err != nil {
+		return err
+	}
+	if !validSystemID(req.SystemID) {
+		return badRequest("system_id must be at most 128 letters, digits or _-.:")
+	}
+	token := runnerToken(r, req.Token)
+	if err := h.limit(r, "runners_verify", token, h.limits.RunnerVerify); err != nil {
+		return err
+	}
+	runner, err := h.svc.VerifyRunner(r.Context(), token, req.SystemID, managerInfo(r, req.Info))
 	if err != nil {
 		return err
 	}
-	token, err := h.svc.ResetRunnerTokenByID(r.Context(), id, actor(r))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusCreated, api.TokenReset{Token: token.Token, TokenExpiresAt: expiryJSON(token.ExpiresAt)})
+	writeJSON(w, http.StatusOK, api.VerifyResponse{ID: runner.ID, Token: token, TokenExpiresAt: expiryJSON(runner.TokenExpiresAt)})
 	return nil
 }

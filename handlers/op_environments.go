@@ -1,7 +1,9 @@
+// Operator API, environments and deployments: every handler here takes the admin token
+// (PRIVATE-TOKEN, checked by requireAdmin in routes.go).
+
 package handlers
 
 import (
-	"context"
 	"net/http"
 
 	"github.com/jobapi/jobapi/api"
@@ -45,29 +47,6 @@ func (h *Handler) getEnvironment(w http.ResponseWriter, r *http.Request) error {
 
 func (h *Handler) listDeployments(w http.ResponseWriter, r *http.Request) error {
 	return writeProjectPage(w, r, h.svc.Deployments, deploymentView)
-}
-
-// writeProjectPage answers one page of a project's list: read with list, shown with view.
-func writeProjectPage[T, V any](w http.ResponseWriter, r *http.Request,
-	list func(context.Context, int64, builds.Page) ([]T, int, error), view func(T) V) error {
-	pid, err := projectID(r)
-	if err != nil {
-		return err
-	}
-	pg, err := pageOf(r)
-	if err != nil {
-		return err
-	}
-	items, total, err := list(r.Context(), pid, pg)
-	if err != nil {
-		return err
-	}
-	out := make([]V, len(items))
-	for i, item := range items {
-		out[i] = view(item)
-	}
-	writePage(w, pg, total, out)
-	return nil
 }
 
 func environmentView(e builds.ProjectEnvironment) api.Environment {

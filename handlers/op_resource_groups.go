@@ -1,3 +1,6 @@
+// Operator API, resource groups: every handler here takes the admin token (PRIVATE-TOKEN,
+// checked by requireAdmin in routes.go).
+
 package handlers
 
 import (

@@ -1,3 +1,6 @@
+// Runner protocol: the info.features object gitlab-runner sends with every POST
+// /jobs/request, which takes the runner's token.
+
 package handlers
 
 import (

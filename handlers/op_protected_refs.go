@@ -1,3 +1,6 @@
+// Operator API, protected branches and tags: every handler here takes the admin token
+// (PRIVATE-TOKEN, checked by requireAdmin in routes.go).
+
 package handlers
 
 import (

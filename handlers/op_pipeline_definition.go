@@ -1,3 +1,6 @@
+// Operator API: the JSON body of POST /projects/:id/pipeline, which takes the admin token
+// (PRIVATE-TOKEN, checked by requireAdmin in routes.go).
+
 package handlers
 
 import (

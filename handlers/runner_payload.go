@@ -1,3 +1,6 @@
+// Runner protocol: the job that answers POST /jobs/request, which takes the runner's token;
+// the payload carries the job's own token for the calls that follow.
+
 package handlers
 
 import (

@@ -1,3 +1,7 @@
+// Runner protocol: the id_tokens of the job payload answered to POST /jobs/request (runner's
+// token). The OpenID discovery endpoints here take no token: relying parties read them to
+// verify those id_tokens.
+
 package handlers
 
 import (

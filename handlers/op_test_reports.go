@@ -1,3 +1,6 @@
+// Operator API, a pipeline's test reports: every handler here takes the admin token
+// (PRIVATE-TOKEN, checked by requireAdmin in routes.go).
+
 package handlers
 
 import (

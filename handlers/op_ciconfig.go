@@ -1,3 +1,7 @@
+// Operator API, .gitlab-ci.yml: POST /projects/:id/ci/lint and the YAML bodies of POST
+// /projects/:id/pipeline take the admin token (PRIVATE-TOKEN, checked by requireAdmin in
+// routes.go).
+
 package handlers
 
 import (

@@ -1,3 +1,7 @@
+// Runner protocol, artifacts. POST /jobs/:id/artifacts takes the uploading job's token and GET
+// /jobs/:id/artifacts the token of a running job that depends on :id (JOB-TOKEN). The
+// operator's downloads and deletion are in op_artifacts.go.
+
 package handlers
 
 import (
@@ -7,10 +11,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"path"
 	"strconv"
-
-	"github.com/go-chi/chi/v5"
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
@@ -160,71 +161,6 @@ func setArtifactHeaders(w http.ResponseWriter, a builds.Artifact) {
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": a.Filename}))
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("ETag", `"`+hex.EncodeToString(a.SHA256)+`"`)
-}
-
-// getJobArtifacts is the operator's download of a job's archive (GitLab's GET
-// /projects/:id/jobs/:job_id/artifacts), with HTTP ranges and conditional requests.
-func (h *Handler) getJobArtifacts(w http.ResponseWriter, r *http.Request) error {
-	pid, id, err := h.jobIDs(r)
-	if err != nil {
-		return err
-	}
-	a, err := h.svc.DownloadableArchive(r.Context(), pid, id)
-	if err != nil {
-		return err
-	}
-	content, err := h.svc.ArtifactContent(r.Context(), a)
-	if err != nil {
-		return err
-	}
-	defer content.Close()
-	setArtifactHeaders(w, a)
-	// Ranges, If-None-Match (the ETag is the SHA-256) and If-Modified-Since; a range it
-	// cannot serve is a 416 in plain text.
-	http.ServeContent(w, r, a.Filename, a.CreatedAt, content)
-	return nil
-}
-
-// getJobArtifactFile is the operator's download of one file out of a job's zip archive
-// (GitLab's GET /projects/:id/jobs/:job_id/artifacts/*artifact_path).
-func (h *Handler) getJobArtifactFile(w http.ResponseWriter, r *http.Request) error {
-	pid, id, err := h.jobIDs(r)
-	if err != nil {
-		return err
-	}
-	name := chi.URLParam(r, "*")
-	m, err := h.svc.ArchiveFile(r.Context(), pid, id, name)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	ct := mime.TypeByExtension(path.Ext(m.Name))
-	if ct == "" {
-		ct = "application/octet-stream"
-	}
-	w.Header().Set("Content-Type", ct)
-	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(m.Name)}))
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Content-Length", strconv.FormatInt(m.Size, 10))
-	w.WriteHeader(http.StatusOK)
-	if _, err := io.Copy(w, m); err != nil && r.Context().Err() == nil {
-		h.log.WarnContext(r.Context(), "artifact file download cut short", "job_id", id, "file", m.Name, "error", err)
-	}
-	return nil
-}
-
-// deleteJobArtifacts is GitLab's DELETE /projects/:id/jobs/:job_id/artifacts: every
-// artifact of the job goes; their objects leave the store now or with the next pass.
-func (h *Handler) deleteJobArtifacts(w http.ResponseWriter, r *http.Request) error {
-	pid, id, err := h.jobIDs(r)
-	if err != nil {
-		return err
-	}
-	if err := h.svc.DeleteJobArtifacts(r.Context(), pid, id, actor(r)); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
 }
 
 // artifactTooLarge is the 413 text, as GitLab words it.

@@ -1,0 +1,142 @@
+// Operator API, project CI/CD variables: every handler here takes the admin token
+// (PRIVATE-TOKEN, checked by requireAdmin in routes.go).
+
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/jobapi/jobapi/api"
+	"github.com/jobapi/jobapi/builds"
+)
+
+// variableFields is the body of POST and PUT /projects/:id/variables[/:key].
+type variableFields struct {
+	Key          *string  `json:"key"`
+	Value        *string  `json:"value"`
+	Masked       *boolish `json:"masked"`
+	Protected    *boolish `json:"protected"`
+	VariableType *string  `json:"variable_type"`
+	// GitLab's; jobapi has no environments, so only "*" is accepted.
+	EnvironmentScope *string `json:"environment_scope"`
+}
+
+func variableView(v builds.ProjectVariable) api.ProjectVariable {
+	return api.ProjectVariable{Key: v.Key, Value: v.Value, Masked: v.Masked, Protected: v.Protected,
+		VariableType: v.VariableType, EnvironmentScope: "*"}
+}
+
+func (f variableFields) change() (builds.VariableChange, error) {
+	if f.EnvironmentScope != nil && *f.EnvironmentScope != "*" {
+		return builds.VariableChange{}, badRequest("environment_scope: jobapi has no environments; only \"*\" is accepted")
+	}
+	c := builds.VariableChange{Value: f.Value, VariableType: f.VariableType}
+	if f.Masked != nil {
+		v := bool(*f.Masked)
+		c.Masked = &v
+	}
+	if f.Protected != nil {
+		v := bool(*f.Protected)
+		c.Protected = &v
+	}
+	return c, nil
+}
+
+// variablePage lists a project's variables, paged like every list (a project has few).
+func (h *Handler) listVariables(w http.ResponseWriter, r *http.Request) error {
+	id, err := projectID(r)
+	if err != nil {
+		return err
+	}
+	pg, err := pageOf(r)
+	if err != nil {
+		return err
+	}
+	vars, err := h.svc.ProjectVariables(r.Context(), id)
+	if err != nil {
+		return projectError(err)
+	}
+	from := min((pg.Page-1)*pg.PerPage, len(vars))
+	to := min(from+pg.PerPage, len(vars))
+	out := make([]api.ProjectVariable, 0, to-from)
+	for _, v := range vars[from:to] {
+		out = append(out, variableView(v))
+	}
+	writePage(w, pg, len(vars), out)
+	return nil
+}
+
+func (h *Handler) getVariable(w http.ResponseWriter, r *http.Request) error {
+	id, err := projectID(r)
+	if err != nil {
+		return err
+	}
+	v, err := h.svc.ProjectVariable(r.Context(), id, chi.URLParam(r, "key"))
+	if err != nil {
+		return projectError(err)
+	}
+	writeJSON(w, http.StatusOK, variableView(v))
+	return nil
+}
+
+func (h *Handler) createVariable(w http.ResponseWriter, r *http.Request) error {
+	id, err := projectID(r)
+	if err != nil {
+		return err
+	}
+	var f variableFields
+	if err := decodeBody(r, &f); err != nil {
+		return err
+	}
+	if f.Key == nil {
+		return badRequest("key is required")
+	}
+	c, err := f.change()
+	if err != nil {
+		return err
+	}
+	v, err := h.svc.CreateProjectVariable(r.Context(), id, *f.Key, c, actor(r))
+	if err != nil {
+		return projectError(err)
+	}
+	writeJSON(w, http.StatusCreated, variableView(v))
+	return nil
+}
+
+func (h *Handler) updateVariable(w http.ResponseWriter, r *http.Request) error {
+	id, err := projectID(r)
+	if err != nil {
+		return err
+	}
+	key := chi.URLParam(r, "key")
+	var f variableFields
+	if err := decodeBody(r, &f); err != nil {
+		return err
+	}
+	if f.Key != nil && *f.Key != key {
+		return badRequest("key cannot be changed (the path names %.60q)", key)
+	}
+	c, err := f.change()
+	if err != nil {
+		return err
+	}
+	v, err := h.svc.UpdateProjectVariable(r.Context(), id, key, c, actor(r))
+	if err != nil {
+		return projectError(err)
+	}
+	writeJSON(w, http.StatusOK, variableView(v))
+	return nil
+}
+
+func (h *Handler) deleteVariable(w http.ResponseWriter, r *http.Request) error {
+	id, err := projectID(r)
+	if err != nil {
+		return err
+	}
+	if err := h.svc.DeleteProjectVariable(r.Context(), id, chi.URLParam(r, "key"), actor(r)); err != nil {
+		return projectError(err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

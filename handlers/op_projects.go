@@ -1,0 +1,134 @@
+// Operator API, projects: every handler here takes the admin token (PRIVATE-TOKEN, checked by
+// requireAdmin in routes.go).
+
+package handlers
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/jobapi/jobapi/api"
+	"github.com/jobapi/jobapi/builds"
+)
+
+// ProjectNamespace is the one namespace jobapi has: CI_PROJECT_PATH is jobapi/<path>.
+const ProjectNamespace = "jobapi"
+
+const projectNamespace = ProjectNamespace
+
+// projectFields is the body of POST /projects and PUT /projects/:id.
+type projectFields struct {
+	Name          *string `json:"name"`
+	Path          *string `json:"path"`
+	RepoURL       *string `json:"repo_url"`
+	DefaultBranch *string `json:"default_branch"`
+}
+
+func (f projectFields) change() builds.ProjectChange {
+	return builds.ProjectChange{Name: f.Name, Path: f.Path, RepoURL: f.RepoURL, DefaultBranch: f.DefaultBranch}
+}
+
+func projectView(p builds.Project) api.Project {
+	return api.Project{ID: p.ID, Name: p.Name, Path: p.Path, PathWithNamespace: projectNamespace + "/" + p.Path,
+		RepoURL: builds.RedactURL(p.RepoURL), DefaultBranch: p.DefaultBranch, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+}
+
+// projectError words the project sentinels for the client.
+func projectError(err error) error {
+	switch {
+	case errors.Is(err, builds.ErrExists):
+		return badRequest("%s", err.Error())
+	case errors.Is(err, builds.ErrProjectBusy):
+		return &httpError{code: http.StatusConflict, msg: err.Error()}
+	case errors.Is(err, builds.ErrNotFound):
+		return &httpError{code: http.StatusNotFound, msg: "404 " + err.Error()}
+	}
+	return err
+}
+
+func (h *Handler) createProject(w http.ResponseWriter, r *http.Request) error {
+	var f projectFields
+	if err := decodeBody(r, &f); err != nil {
+		return err
+	}
+	p, err := h.svc.CreateProject(r.Context(), f.change(), actor(r))
+	if err != nil {
+		return projectError(err)
+	}
+	writeJSON(w, http.StatusCreated, projectView(p))
+	return nil
+}
+
+func (h *Handler) listProjects(w http.ResponseWriter, r *http.Request) error {
+	pg, err := pageOf(r)
+	if err != nil {
+		return err
+	}
+	list, total, err := h.svc.Projects(r.Context(), pg)
+	if err != nil {
+		return err
+	}
+	out := make([]api.Project, len(list))
+	for i, p := range list {
+		out[i] = projectView(p)
+	}
+	writePage(w, pg, total, out)
+	return nil
+}
+
+func (h *Handler) getProject(w http.ResponseWriter, r *http.Request) error {
+	id, err := projectID(r)
+	if err != nil {
+		return err
+	}
+	p, err := h.svc.Project(r.Context(), id)
+	if err != nil {
+		return projectError(err)
+	}
+	writeJSON(w, http.StatusOK, projectView(p))
+	return nil
+}
+
+func (h *Handler) updateProject(w http.ResponseWriter, r *http.Request) error {
+	id, err := projectID(r)
+	if err != nil {
+		return err
+	}
+	var f projectFields
+	if err := decodeBody(r, &f); err != nil {
+		return err
+	}
+	p, err := h.svc.UpdateProject(r.Context(), id, f.change(), actor(r))
+	if err != nil {
+		return projectError(err)
+	}
+	writeJSON(w, http.StatusOK, projectView(p))
+	return nil
+}
+
+func (h *Handler) deleteProject(w http.ResponseWriter, r *http.Request) error {
+	id, err := projectID(r)
+	if err != nil {
+		return err
+	}
+	if err := h.svc.DeleteProject(r.Context(), id, actor(r)); err != nil {
+		return projectError(err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// gitStrategy is what a pipeline of the project clones with by default: none when the
+// project has no repository (implicit projects included).
+func (h *Handler) gitStrategy(r *http.Request, projectID int64) (string, error) {
+	p, err := h.svc.Project(r.Context(), projectID)
+	switch {
+	case errors.Is(err, builds.ErrNotFound):
+		return "none", nil
+	case err != nil:
+		return "", err
+	case p.RepoURL == "":
+		return "none", nil
+	}
+	return "fetch", nil
+}
