@@ -1,5 +1,5 @@
 # Short load run against an in-process jobapi on the local Postgres and Redis (a minute or
-# two); `make bench-full` runs issue 6's sizes (1M-build scale points: several minutes).
+# two); `make bench-full` runs the full sizes (1M-build scale points: several minutes).
 # Extra flags: make bench BENCH_FLAGS='--profile-dir /tmp/jobapi-prof'
 BENCH_FLAGS ?=
 

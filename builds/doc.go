@@ -19,7 +19,7 @@
 //	success | failed | canceled ──operator retry──▶ new attempt, pending
 //	stuck stage²: pessimistic fails what it waits for (canceling ends canceled); optimistic leaves it behind
 //
-// Every transition, declared in BuildTransitions and PipelineTransitions (the README
+// Every transition, declared in BuildTransitions and PipelineTransitions (docs/state-machine.md
 // carries the same table; tests keep the copies equal):
 //
 //	build from                                             | trigger                                                        | to        | event                | failure_reason

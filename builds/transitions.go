@@ -27,7 +27,7 @@ const ReasonFromRunner = "(runner's)"
 
 // BuildTransitions declares every state change of a build. The Store checks each Finish
 // and claim against it, a pgstore test checks every status its SQL writes, and a test keeps
-// the README's copy equal to TransitionTable().
+// docs/state-machine.md's copy equal to TransitionTable().
 var BuildTransitions = []Transition{
 	{From: []Status{StatusNew}, Trigger: "pipeline created, nothing to wait for¹", To: StatusPending, Event: EventQueued},
 	{From: []Status{StatusNew}, Trigger: "pipeline created, waits for its predecessors¹", To: StatusCreated, Event: EventCreated},
@@ -253,7 +253,7 @@ progressed_at, and finished_at when it ends.
 `
 )
 
-// TransitionTable renders both tables as aligned text: the README and doc.go carry it.
+// TransitionTable renders both tables as aligned text: docs/state-machine.md and doc.go carry it.
 func TransitionTable() string {
 	rows := [][]string{{"build from", "trigger", "to", "event", "failure_reason"}}
 	for _, t := range BuildTransitions {

@@ -8,21 +8,21 @@ import (
 	"time"
 )
 
-// TestREADMETableMatchesCode: the README's table and doc.go's are TransitionTable(), so
-// the documentation cannot drift from the table the store checks against.
-func TestREADMETableMatchesCode(t *testing.T) {
+// TestStateMachineDocMatchesCode: the table of docs/state-machine.md and doc.go's are
+// TransitionTable(), so the documentation cannot drift from the table the store checks against.
+func TestStateMachineDocMatchesCode(t *testing.T) {
 	want := TransitionTable()
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/state-machine.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, after, ok := strings.Cut(string(readme), "<!-- transitions -->\n```text\n")
 	got, _, closed := strings.Cut(after, "```")
 	if !ok || !closed {
-		t.Fatal("README.md has no <!-- transitions --> block")
+		t.Fatal("docs/state-machine.md has no <!-- transitions --> block")
 	}
 	if got != want {
-		t.Errorf("README.md's transition table differs from builds.TransitionTable(); paste this:\n%s", want)
+		t.Errorf("docs/state-machine.md's transition table differs from builds.TransitionTable(); paste this:\n%s", want)
 	}
 
 	doc, err := os.ReadFile("doc.go")

@@ -23,7 +23,7 @@
 // Every mistake in the file is an *Error naming the job and key, with the line when the
 // YAML gives one; a key jobapi does not support is such an error too, never dropped.
 //
-// Supported keys (issues 12 and 17), and those refused with a 400 naming them:
+// Supported keys, and those refused with a 400 naming them:
 //
 //	top level   stages, types (old name), default, variables, workflow (rules), image,
 //	            services, before_script, after_script, cache (old globals = default:)

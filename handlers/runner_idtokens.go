@@ -64,7 +64,7 @@ const idTokenDefaultTTL = 5 * 60
 
 // idTokenVariables mints the job's id_tokens, each a masked, non-public variable, as
 // GitLab's Ci::Build#id_tokens_variables: its claims are GitLab's JwtV2 claims mapped to
-// what jobapi knows (README "ID tokens"), aud expanded with the job's variables. A fresh jti
+// what jobapi knows (docs/id-tokens.md), aud expanded with the job's variables. A fresh jti
 // each time: a retry, or the same job handed out again, gets a new token. A name another
 // variable of the job already has keeps that variable, as GitLab's later layers win.
 func idTokenVariables(s IDTokenSigner, a builds.Assignment, vars *varList, iss string, project jobProjectInfo,

@@ -78,7 +78,7 @@ type Config struct {
 	ArtifactUploadTimeout time.Duration
 }
 
-// Setting describes one environment variable: the configuration table in README.md is
+// Setting describes one environment variable: the configuration table in docs/configuration.md is
 // written from the same list.
 type Setting struct {
 	Env, Default, Meaning string

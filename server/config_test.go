@@ -9,12 +9,12 @@ import (
 	"github.com/jobapi/jobapi/server"
 )
 
-// The README's configuration table is the operator's reference; server.Settings is what
+// docs/configuration.md's table is the operator's reference; server.Settings is what
 // LoadConfig reads and `jobapi config` prints. They drifted once (7 settings missing from
-// the README), so the table must match the list row for row: same variables, in the same
+// the documentation), so the table must match the list row for row: same variables, in the same
 // order, with the same defaults and meanings.
-func TestREADMESettingsTableMatchesSettings(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+func TestConfigurationDocMatchesSettings(t *testing.T) {
+	readme, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,10 +38,10 @@ func TestREADMESettingsTableMatchesSettings(t *testing.T) {
 			w = want[i]
 		}
 		if g != w {
-			t.Errorf("README settings table, row %d:\n  got  %s\n  want %s", i+1, g, w)
+			t.Errorf("docs/configuration.md settings table, row %d:\n  got  %s\n  want %s", i+1, g, w)
 		}
 	}
-	t.Logf("the table server.Settings gives (paste it into README.md):\n%s\n%s", settingsHeader, strings.Join(want, "\n"))
+	t.Logf("the table server.Settings gives (paste it into docs/configuration.md):\n%s\n%s", settingsHeader, strings.Join(want, "\n"))
 }
 
 const settingsHeader = "| variable | default | meaning |\n|---|---|---|"
@@ -54,12 +54,12 @@ func settingsRow(s server.Setting) string {
 	return fmt.Sprintf("| `%s` | `%s` | %s |", s.Env, def, s.Meaning)
 }
 
-// settingsTable returns the rows of the README's table that follows settingsHeader, up to
+// settingsTable returns the rows of the document's table that follows settingsHeader, up to
 // the first line that is not a table row.
 func settingsTable(readme string) ([]string, error) {
 	_, after, ok := strings.Cut(readme, settingsHeader+"\n")
 	if !ok {
-		return nil, fmt.Errorf("README.md has no settings table (a line %q)", strings.SplitN(settingsHeader, "\n", 2)[0])
+		return nil, fmt.Errorf("docs/configuration.md has no settings table (a line %q)", strings.SplitN(settingsHeader, "\n", 2)[0])
 	}
 	var rows []string
 	for _, line := range strings.Split(after, "\n") {

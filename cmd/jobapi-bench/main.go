@@ -9,7 +9,7 @@
 //
 // Scenarios: baseline, cycle, ack, idle, sweep, scale; artifacts; floor and pickup (with floor in
 // the run, the efficiency table of CPU per job ÷ floor and pickup targets closes the output). It prints a table and one
-// JSON line per scenario. See README "Performance".
+// JSON line per scenario. See docs/performance.md.
 //
 // Files: main.go and flags.go run it; env.go, runners.go and seed.go set up the system under
 // test; scenario_*.go are the scenarios, twin.go their store-only twins' service; load.go,

@@ -43,7 +43,7 @@ type unitCost struct {
 	Tested  float64
 }
 
-// Target is one of a scenario's performance targets (README "Performance"), checked.
+// Target is one of a scenario's performance targets (docs/performance.md), checked.
 type Target struct {
 	Name string  `json:"name"`
 	Want string  `json:"want"`

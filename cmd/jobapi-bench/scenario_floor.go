@@ -38,7 +38,8 @@ type floorCost struct {
 	AckTestedUS     float64 `json:"ack_tested_us"`
 }
 
-// floorHTTPClients is the issue's client count for the http floor.
+// floorHTTPClients is how many keep-alive clients the http floor runs (docs/performance.md,
+// scenario floor).
 const floorHTTPClients = 32
 
 // floorPart is one measurement of one part of the floor.

@@ -81,7 +81,7 @@ func wantExpiry(t *testing.T, what string, got time.Time, want time.Time) {
 // Each gitlab-runner command, as runnerclient mirrors its code paths (commands/register.go,
 // unregister.go, reset_token.go, multi.go at v17.9), against a replica whose runner tokens
 // expire after 2 hours with a 10-minute rotation grace: the requests it sends and jobapi's
-// answers. The README's runner-commands table is this test.
+// answers. docs/runners.md's runner-commands table is this test.
 func TestRunnerCommands(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -78,7 +78,7 @@ func requests(t *testing.T, inst *jobapitest.Instance, method, route string, cod
 	return inst.Metric(t, fmt.Sprintf(`jobapi_http_requests_total{code="%d",method="%s",route="%s"}`, code, method, route))
 }
 
-// The README's runner-commands table with the real gitlab-runner v17.9 binary
+// docs/runners.md's runner-commands table with the real gitlab-runner v17.9 binary
 // (GITLAB_RUNNER_BIN) instead of runnerclient: register --token, verify, run (which rotates
 // an expiring token by itself and keeps taking jobs), reset-token with and without --pat,
 // unregister of a glrt- runner (one manager; the runner stays), and run with a token past

@@ -22,7 +22,7 @@ import (
 // that keeps the suite short and checks what the page must hold (every edge drawn, the log's
 // end numbered); the times are logged, not asserted: a wall-clock bound under -race on a
 // shared machine fails on load, not on a regression. The environment variables set the sizes
-// the README reports (without -race):
+// docs/web-ui.md reports (without -race):
 //
 //	JOBAPI_WEB_LOG_MB=100 JOBAPI_WEB_TABS=100 go test -count=1 -run 'TestMeasure' -v ./e2e/webtest
 
