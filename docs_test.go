@@ -3,6 +3,7 @@ package jobapi_test
 import (
 	"bufio"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -124,4 +125,27 @@ func anchorOf(heading string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestLayoutNamesEveryPackage: docs/layout.md is where a newcomer learns what each package
+// holds and may import, so a package added or moved must get its line there.
+func TestLayoutNamesEveryPackage(t *testing.T) {
+	t.Parallel()
+	layout, err := os.ReadFile("docs/layout.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "list", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list ./...: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		rel := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
+		if rel == "" {
+			rel = module // the module root is named by its import path
+		}
+		if !strings.Contains(string(layout), "`"+rel+"`") {
+			t.Errorf("docs/layout.md does not name the package `%s`: add a line for it (what it holds, what it may import)", rel)
+		}
+	}
 }
