@@ -196,9 +196,18 @@ WITH m AS (
     WHERE $11::int <= 0
        OR (SELECT count(*) FROM runner_managers WHERE runner_id = $1 AND system_id <> $2) < $11
     ON CONFLICT (runner_id, system_id) DO UPDATE SET
-        version = EXCLUDED.version, revision = EXCLUDED.revision, platform = EXCLUDED.platform,
-        architecture = EXCLUDED.architecture, executor = EXCLUDED.executor, shell = EXCLUDED.shell,
-        features = EXCLUDED.features, contacted_at = EXCLUDED.contacted_at, ip_address = EXCLUDED.ip_address
+        -- What the runner did not report stays as it was: gitlab-runner's verify (and
+        -- register --token, reset-token) send no info, and would otherwise blank the
+        -- version, executor and features that the last job request reported.
+        version = COALESCE(NULLIF(EXCLUDED.version, ''), runner_managers.version),
+        revision = COALESCE(NULLIF(EXCLUDED.revision, ''), runner_managers.revision),
+        platform = COALESCE(NULLIF(EXCLUDED.platform, ''), runner_managers.platform),
+        architecture = COALESCE(NULLIF(EXCLUDED.architecture, ''), runner_managers.architecture),
+        executor = COALESCE(NULLIF(EXCLUDED.executor, ''), runner_managers.executor),
+        shell = COALESCE(NULLIF(EXCLUDED.shell, ''), runner_managers.shell),
+        features = CASE WHEN EXCLUDED.features = '{}'::jsonb THEN runner_managers.features ELSE EXCLUDED.features END,
+        contacted_at = EXCLUDED.contacted_at,
+        ip_address = COALESCE(NULLIF(EXCLUDED.ip_address, ''), runner_managers.ip_address)
     RETURNING ` + managerCols + `
 ), r AS (
     UPDATE runners SET contacted_at = $10 WHERE id = $1

@@ -72,9 +72,16 @@ func TestVerifyRunner(t *testing.T) {
 		t.Errorf("managers after second verify: %+v", rn.Managers)
 	}
 
-	// The token in the RUNNER-TOKEN header alone is accepted too.
+	// The token in the RUNNER-TOKEN header alone is accepted too. Without info (as
+	// gitlab-runner 17.9's verify, register --token and reset-token send it) the manager
+	// keeps what it reported before.
 	resp, b = jobapitest.Send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"system_id": "s_0123456789ab"}, "RUNNER-TOKEN", token)
 	jobapitest.WantStatus(t, resp, b, http.StatusOK)
+	inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("/api/v4/runners/%d", id), nil, &rn)
+	if m := rn.Managers[0]; m.SystemID != "s_0123456789ab" || m.Version != "19.5.0" || m.Executor != "shell" ||
+		m.Architecture != "amd64" || !m.Features["cancelable"] || len(m.Features) != len(features(false)) {
+		t.Errorf("manager after a verify without info: %+v, want what the runner reported before", m)
+	}
 
 	before := rowCounts(t, inst)
 	for _, bad := range []string{"glrt-this-token-does-not-exist", "glrt-", "", "x"} {
