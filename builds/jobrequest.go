@@ -1,0 +1,304 @@
+package builds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// JobRequest is a runner's POST /jobs/request.
+type JobRequest struct {
+	Token      string
+	SystemID   string
+	LastUpdate string
+	Info       ManagerInfo
+	// TwoPhaseCapable: info.features.two_phase_job_commit.
+	TwoPhaseCapable bool
+}
+
+// Assignment is a build handed to a runner, with the job token issued for it.
+type Assignment struct {
+	Build      Build
+	JobToken   string
+	LastUpdate string
+	// Runner took the build; Project is its project as of the assignment.
+	Runner  Runner
+	Project JobProject
+	// Pipeline and Dependencies: what the payload needs of the build's pipeline.
+	Pipeline     JobPipeline
+	Dependencies []Dependency
+}
+
+// RequestJob hands out the oldest matching build, or returns *NoJobError. Its steps, in
+// the order a request meets them (each one below, in that order):
+//
+//  1. pollOf: the queue version the runner echoes says how fresh its runner must be.
+//  2. activeRunner: the runner behind the token, 204 when it is paused.
+//  3. takeTurn, after a bump: a profile known to be empty at this version is answered 204,
+//     and claims of one profile go in flights (claimFlights).
+//  4. holdIdle, when nothing changed: the long poll holds the request until a change
+//     may have a build for this runner.
+//  5. prepareClaim: the manager, a new job token, the ack deadline, and decideTwoPhase.
+//  6. claim: the store's claim; nothingClaimed when it finds no build.
+//  7. handOut: the build's project, this replica's caches, the ack lease.
+//
+// The claim flight's slot and the long poll's held request are told how the request
+// ended when it returns.
+func (s *Service) RequestJob(ctx context.Context, req JobRequest) (_ Assignment, err error) {
+	version, verr := s.queueVersion(ctx)
+	p := pollOf(version, verr, req.LastUpdate, s.wakes.feedLive)
+	r, err := s.activeRunner(ctx, req.Token, p.cachedRunner(), p.version)
+	if err != nil {
+		return Assignment{}, err
+	}
+	var slot *flightSlot
+	defer func() { slot.done(claimOutcome(ctx, err)) }()
+	if p.takesTurn() {
+		if r, slot, err = s.takeTurn(ctx, req.Token, p, r); err != nil {
+			return Assignment{}, err
+		}
+	}
+	if p.idle {
+		var held heldRequest
+		r, p.version, held, err = s.holdIdle(ctx, req.Token, r, p.version)
+		// The hub learns whether the wake-up found its build (if not, it counts again).
+		defer func() { held.done(err == nil) }()
+		if err != nil {
+			return Assignment{}, err
+		}
+	}
+	c, err := s.prepareClaim(ctx, req, r)
+	if err != nil {
+		return Assignment{}, err
+	}
+	claimed, err := s.claim(ctx, c)
+	if errors.Is(err, ErrNoBuild) {
+		return Assignment{}, s.nothingClaimed(r, p.version, slot)
+	}
+	if err != nil {
+		return Assignment{}, err
+	}
+	return s.handOut(ctx, c, claimed, p.version)
+}
+
+// poll is what a job request has seen of the queue, which decides how fresh the runner it
+// answers for must be.
+type poll struct {
+	// version is the queue's version now; "" when it could not be read, and then every
+	// request claims in Postgres.
+	version string
+	// idle: the runner echoes the current version. Its answer, 204, needs only a known
+	// token, and every runner change bumps the version, so it may use an older cached
+	// runner: an idle fleet then costs Postgres nothing, instead of one lookup per runner
+	// per RunnerCacheTTL.
+	idle bool
+	// recorded: a poll after a bump may find its profile answered empty at this version
+	// already (emptyProfiles): that answer, too, may use an older cached runner while the
+	// queue feed is live, as every replica drops a runner's copy when a change names it.
+	recorded bool
+}
+
+// pollOf classifies a request that echoes lastUpdate when the queue is at version (or
+// could not be read: versionErr). feedLive is asked only for a poll after a bump.
+func pollOf(version string, versionErr error, lastUpdate string, feedLive func() bool) poll {
+	idle := versionErr == nil && version != "" && lastUpdate == version
+	recorded := !idle && versionErr == nil && version != "" && feedLive()
+	return poll{version: version, idle: idle, recorded: recorded}
+}
+
+// cachedRunner: the request's first answer may come from an older cached runner.
+func (p poll) cachedRunner() bool { return p.idle || p.recorded }
+
+// takesTurn: a poll after a bump, which claims in its profile's flight at this version.
+func (p poll) takesTurn() bool { return !p.idle && p.version != "" }
+
+// noJob is the 204 of this poll.
+func (p poll) noJob() error { return &NoJobError{LastUpdate: p.version} }
+
+// activeRunner is the runner of token, from memory when cached allows an older copy; a
+// paused runner gets no job: a *NoJobError with version.
+func (s *Service) activeRunner(ctx context.Context, token string, cached bool, version string) (Runner, error) {
+	r, err := s.authenticateRunner(ctx, token, cached)
+	if err != nil {
+		return Runner{}, err
+	}
+	if r.Paused {
+		return Runner{}, &NoJobError{LastUpdate: version}
+	}
+	return r, nil
+}
+
+// takeTurn waits, after a bump, for r's profile's claim in flight at this version, if any
+// (claimFlights), unless the profile is known to be empty at this version (emptyProfiles):
+// both answer 204 without a claim. It returns the runner to claim for, read afresh when
+// the poll took a cached one, and the slot through which the claim hands the turn on; the
+// caller reports on the slot, which is set even when an error comes with it.
+func (s *Service) takeTurn(ctx context.Context, token string, p poll, r Runner) (Runner, *flightSlot, error) {
+	key := profileKey(r)
+	if p.recorded && s.empties.empty(key, p.version) {
+		return r, nil, p.noJob()
+	}
+	slot, empty, err := s.flights.enter(ctx, key, p.version)
+	if err != nil {
+		return r, slot, err
+	}
+	if empty {
+		return r, slot, p.noJob()
+	}
+	if !p.recorded {
+		return r, slot, nil
+	}
+	// The claim takes the runner as fresh as a claim always does.
+	fresh, err := s.activeRunner(ctx, token, false, p.version)
+	if err != nil {
+		return r, slot, err
+	}
+	if profileKey(fresh) != key {
+		// Retagged: its turn was for a profile it no longer has.
+		slot.done(flightAbandoned)
+		slot = nil
+	}
+	return fresh, slot, nil
+}
+
+// holdIdle answers a poll that saw the current version: nothing changed since this runner
+// last found nothing, so it is answered without Postgres, after holding the request for
+// the long poll if one is configured. Woken by a change, it returns the runner read afresh
+// (what changed may be this runner: paused, retagged) and the version now ("" if it could
+// not be read), to claim; the caller tells held how the claim ended.
+func (s *Service) holdIdle(ctx context.Context, token string, r Runner, version string) (Runner, string, heldRequest, error) {
+	if s.cfg.LongPoll <= 0 {
+		return r, version, heldRequest{}, &NoJobError{LastUpdate: version}
+	}
+	woken, held := s.wakes.wait(ctx, r, version, s.cfg.LongPoll)
+	if !woken {
+		return r, version, heldRequest{}, &NoJobError{LastUpdate: version}
+	}
+	version, err := s.queueVersion(ctx)
+	if err != nil {
+		version = ""
+	}
+	r, err = s.activeRunner(ctx, token, false, version)
+	return r, version, held, err
+}
+
+// pendingClaim is a claim about to be made, with what it needs beyond the store's Claim.
+type pendingClaim struct {
+	Claim
+	// jobToken is the new job token, whose hash the claim stores.
+	jobToken string
+	// decided: the flag answered for a build of every project (Claim.WaitForAck), an
+	// answer counted once a build is assigned by it.
+	decided bool
+}
+
+// prepareClaim records the runner's manager and makes its claim: a new job token, the
+// ack deadline from now, and how it decides between two-phase and legacy.
+func (s *Service) prepareClaim(ctx context.Context, req JobRequest, r Runner) (pendingClaim, error) {
+	managerID, err := s.manager(ctx, r, req.SystemID, req.Info)
+	if err != nil {
+		return pendingClaim{}, err
+	}
+	jobToken := NewToken(JobTokenPrefix)
+	now := s.now()
+	c := pendingClaim{Claim: newClaim(r, managerID, managerSystemID(req.SystemID), HashToken(jobToken), now, s.ackTTL(now, now)),
+		jobToken: jobToken}
+	c.decided = decideTwoPhase(ctx, s.gate, &c.Claim, req.TwoPhaseCapable)
+	return c, nil
+}
+
+// managerSystemID is the system_id a manager is recorded under: gitlab-runner before 15.x
+// sends none.
+func managerSystemID(systemID string) string {
+	if systemID == "" {
+		return "<legacy>"
+	}
+	return systemID
+}
+
+// newClaim is the claim of runner r's manager at now, for a job token of hash tokenHash;
+// a two-phase assignment waits for its ack until now plus ackTTL.
+func newClaim(r Runner, managerID int64, systemID string, tokenHash []byte, now time.Time, ackTTL time.Duration) Claim {
+	return Claim{Runner: r, ManagerID: managerID, SystemID: systemID, TokenHash: tokenHash, Now: now,
+		AckDeadline: now.Add(ackTTL)}
+}
+
+// decideTwoPhase sets how c decides whether its build waits for an ack: never for a runner
+// without the two-phase feature; else by the flag's answer for a build of every project,
+// when it has one (decided, to be counted once a build is assigned by it); else the claim
+// asks the flag for its locked candidate's project (or the provider failed, which that
+// per-candidate evaluation counts).
+func decideTwoPhase(ctx context.Context, gate TwoPhaseFlag, c *Claim, capable bool) (decided bool) {
+	if !capable {
+		return false
+	}
+	runnerID, systemID := c.Runner.ID, c.SystemID
+	if c.WaitForAck, decided = gate.TwoPhaseCommitAnyProject(ctx, runnerID, systemID); !decided {
+		c.TwoPhase = func(projectID int64) bool { return gate.TwoPhaseCommit(ctx, projectID, runnerID, systemID) }
+	}
+	return decided
+}
+
+// claim takes the oldest build c matches in the store (ErrNoBuild: none), and counts the
+// flag's answer for every project when a build was assigned by it.
+func (s *Service) claim(ctx context.Context, c pendingClaim) (Claimed, error) {
+	claimed, err := s.store.Claim(ctx, c.Claim)
+	if err == nil && c.decided {
+		s.gate.CountTwoPhaseCommit(c.WaitForAck)
+	}
+	return claimed, err
+}
+
+// nothingClaimed is the 204 of a claim that found no build for r at version. The version
+// was read before the claim, and a build that became claimable since has bumped it, so
+// until the next bump r's profile is empty: the polls that come after at this version
+// (emptyProfiles) and those waiting for this claim (slot) get their 204 too.
+func (s *Service) nothingClaimed(r Runner, version string, slot *flightSlot) error {
+	if version != "" {
+		s.empties.record(profileKey(r), version)
+		slot.done(flightNothing)
+	}
+	return &NoJobError{LastUpdate: version}
+}
+
+// handOut completes a claim: the build's project, this replica's caches and the change
+// feed, and the ack key of a two-phase build.
+func (s *Service) handOut(ctx context.Context, c pendingClaim, claimed Claimed, version string) (Assignment, error) {
+	b := claimed.Build
+	// The project comes with the claim (pgstore reads it in the claim's statement), else it
+	// is read after the claim, because only the claim says which one. If that read fails
+	// the runner gets a 503 for a build it holds: the same as a lost 201, which
+	// the ack sweeper (two-phase) or the no-update reaper (legacy) already recovers.
+	project, err := s.claimedProject(ctx, claimed)
+	if err != nil {
+		return Assignment{}, fmt.Errorf("read project %d of build %d: %w", b.ProjectID, b.ID, err)
+	}
+	s.jobs.put(b, c.TokenHash, project.maskedVariables())
+	s.changed(Change{PipelineID: b.PipelineID, BuildID: b.ID})
+	if b.Status.OnRunnerLog() {
+		// One phase: on its runner from now on, as after an ack.
+		s.touches.put(b.ID, c.Now)
+		s.armLive(ctx, b.ID, b.TraceSize, c.Now)
+	}
+	if b.TwoPhase {
+		s.grantAck(ctx, b.ID, c.ManagerID, c.AckDeadline)
+	}
+	return Assignment{Build: b, JobToken: c.jobToken, LastUpdate: version, Runner: c.Runner, Project: project,
+		Pipeline: claimed.Pipeline, Dependencies: claimed.Dependencies}, nil
+}
+
+// grantAck sets the ack key of a two-phase build. The row is already waiting in Postgres;
+// a failed SET only means the sweeper will time the build out at its deadline of record
+// unless the runner acks first. The key expires at the deadline of record, however long
+// the claim took (a key that outlives it makes the sweeper extend the wait), and never past
+// the max provisioning wait.
+func (s *Service) grantAck(ctx context.Context, buildID, managerID int64, deadline time.Time) {
+	if ttl := deadline.Sub(s.now()); ttl > 0 {
+		if err := s.leases.Grant(ctx, buildID, strconv.FormatInt(managerID, 10), ttl); err != nil {
+			s.log.WarnContext(ctx, "ack key not set; the sweeper will use the deadline of record",
+				"build_id", buildID, "error", err)
+		}
+	}
+}
