@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -81,6 +83,15 @@ func TestDevReplacesADatabaseThatDoesNotAnswer(t *testing.T) {
 	if !strings.Contains(out, "JOBAPI_DATABASE_URL does not answer") {
 		t.Errorf("dev did not say it replaced the database:\n%s", out)
 	}
+	// initdb's and Postgres's own output went to the log file it named, not to the terminal.
+	if strings.Contains(out, "initdb") && !strings.Contains(out, "initdb takes") || strings.Contains(out, "database system is ready") ||
+		strings.Contains(out, "The files belonging to this database system") {
+		t.Errorf("dev printed the servers' output:\n%s", out)
+	}
+	if !regexp.MustCompile(`\[ *\d+\.\ds\] starting a throwaway Postgres`).MatchString(out) ||
+		!regexp.MustCompile(`\[ *\d+\.\ds\] ready`).MatchString(out) {
+		t.Errorf("dev did not say what it was doing as it started:\n%s", out)
+	}
 }
 
 // checkDev runs `jobapi dev` with e until it serves, checks its readiness and printed runner
@@ -104,6 +115,12 @@ func checkDev(t *testing.T, e func(string) string) string {
 	}
 	base := url.FindStringSubmatch(out.String())[1]
 	tok := token.FindStringSubmatch(out.String())
+	if m := regexp.MustCompile(`output[^:]*: (\S+servers\.log)`).FindStringSubmatch(out.String()); m != nil {
+		if b, err := os.ReadFile(m[1]); err != nil || len(b) == 0 {
+			t.Errorf("the servers' log %s: %d bytes, %v", m[1], len(b), err)
+		}
+	}
+	checkDevRegistrationAndTwoPhase(t, base, out.String())
 	if tok == nil || !strings.Contains(out.String(), "curl") {
 		t.Errorf("dev printed no runner token or curl examples:\n%s", out.String())
 	}
@@ -131,4 +148,46 @@ func checkDev(t *testing.T, e func(string) string) string {
 		t.Fatal("dev did not stop after its context ended")
 	}
 	return out.String()
+}
+
+// checkDevRegistrationAndTwoPhase: the printed registration token registers a runner the
+// way gitlab-runner register --registration-token does, and two-phase commit is on for
+// every project and runner, as dev says.
+func checkDevRegistrationAndTwoPhase(t *testing.T, base, out string) {
+	t.Helper()
+	m := regexp.MustCompile(`registration token: (\S+)`).FindStringSubmatch(out)
+	if m == nil || len(m[1]) < 16 || !strings.Contains(out, "gitlab-runner register --non-interactive --url "+base+" --registration-token "+m[1]) {
+		t.Errorf("dev printed no registration token (16 characters or more) and register command:\n%s", out)
+		return
+	}
+	resp, err := http.Post(base+"/api/v4/runners", "application/json", strings.NewReader(fmt.Sprintf(`{"token":%q,"description":"registered"}`, m[1])))
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Errorf("register with the printed registration token: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if !strings.Contains(out, "two-phase commit: ON") {
+		t.Errorf("dev did not say two-phase commit is on:\n%s", out)
+	}
+	req, _ := http.NewRequest(http.MethodGet, base+"/api/v4/features", nil)
+	req.Header.Set("PRIVATE-TOKEN", "jobapi-dev-admin-token")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var features []struct {
+		Name  string `json:"name"`
+		State string `json:"state"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&features); err != nil {
+		t.Fatalf("GET /features: %v", err)
+	}
+	on := false
+	for _, f := range features {
+		on = on || f.Name == "allow_runner_job_acknowledgement" && f.State == "on"
+	}
+	if !on {
+		t.Errorf("allow_runner_job_acknowledgement is not on globally: %+v", features)
+	}
 }
