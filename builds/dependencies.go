@@ -1,5 +1,7 @@
 package builds
 
+import "slices"
+
 // Dependency is a job whose artifacts a claimed build downloads: the latest attempt of a job
 // its payload names (Payload.Dependencies) or of an earlier stage's job with artifacts
 // (Payload.DependsOnStages), in the same pipeline. The claim resolves them.
@@ -93,4 +95,18 @@ func (d *PipelineDefinition) defaultDependencies() {
 			j.Dependencies, j.DependsOnStages = nil, true
 		}
 	}
+}
+
+// DependsOn reports whether job b may download dep's artifacts: those its payload lists as
+// dependencies (named in `dependencies`, or asked of `needs`), and with GitLab's stage
+// default (Payload.DependsOnStages) those of every earlier stage's job that declares
+// artifacts; the claim resolves the job payload's `dependencies` by the same rule.
+func (b Build) DependsOn(dep Build) bool {
+	if b.ID == dep.ID {
+		return false
+	}
+	if slices.Contains(b.Payload.Dependencies, dep.Name) {
+		return true
+	}
+	return b.Payload.DependsOnStages && dep.StageIdx < b.StageIdx && len(dep.Payload.Artifacts) > 0
 }

@@ -57,24 +57,18 @@ func (s *Service) afterCancel(ctx context.Context, p Pipeline, actor string) {
 type JobView struct {
 	Build
 	AckTTL *time.Duration
-	// Artifacts are the job's stored artifacts, archive first (nil: not read, in lists).
+	// Artifacts are the job's stored artifacts, archive first (nil: not read; package
+	// builds/artifacts fills them).
 	Artifacts []Artifact
 }
 
-// Job returns one build of a project, with its artifacts.
+// Job returns one build of a project, without its artifacts.
 func (s *Service) Job(ctx context.Context, projectID, id int64) (JobView, error) {
 	b, err := s.job(ctx, projectID, id)
 	if err != nil {
 		return JobView{}, err
 	}
-	v := s.view(ctx, b)
-	v.Artifacts = []Artifact{}
-	if s.artifacts != nil {
-		if v.Artifacts, err = s.artifacts.Artifacts(ctx, id); err != nil {
-			return JobView{}, err
-		}
-	}
-	return v, nil
+	return s.view(ctx, b), nil
 }
 
 // job returns one build of a project.

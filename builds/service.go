@@ -29,13 +29,6 @@ type Config struct {
 	// RunnerTokenRotationGrace is how long a token a runner replaced with its own reset keeps
 	// working (0: it stops at once, as GitLab's does).
 	RunnerTokenRotationGrace time.Duration
-	// MaxArtifactSize caps one uploaded artifact (0: no cap).
-	MaxArtifactSize int64
-	// ArtifactsExpireIn is an artifact's lifetime when the upload names none.
-	ArtifactsExpireIn ExpireIn
-	// ArtifactUploadTimeout is the longest an upload may take: an upload's object that is
-	// not committed by then is garbage.
-	ArtifactUploadTimeout time.Duration
 	// TraceChunkSize is how many live log bytes are flushed to Postgres at once (0:
 	// DefaultTraceChunkSize).
 	TraceChunkSize int64
@@ -86,10 +79,10 @@ type Service struct {
 	audits    AuditLog
 	hub       *pipelineHub
 	projects  ProjectStore
-	// objects and artifacts hold job artifacts (nil: the artifact API answers 503/404).
-	objects   ObjectStore
-	artifacts ArtifactStore
-	reports   *junitReports // parsed JUnit artifacts, and the slots to parse them in
+	// objects holds archived job logs, written through the cleanup list (nil: logs stay
+	// live).
+	objects ObjectStore
+	cleanup ObjectCleanup
 	// environments keeps environments and deployments (nil: their API answers 503).
 	environments EnvironmentStore
 	// resourceGroups: nil answers their API with ErrUnavailable.
@@ -137,9 +130,10 @@ type Deps struct {
 	// Projects holds projects and their variables (nil: every project is implicit, and the
 	// project API answers 404).
 	Projects ProjectStore
-	// Objects and Artifacts keep job artifacts: the bytes and the rows (nil: none kept).
-	Objects   ObjectStore
-	Artifacts ArtifactStore
+	// Objects keeps archived job logs, written through ObjectCleanup (nil: logs are never
+	// archived). Job artifacts are package builds/artifacts'.
+	Objects       ObjectStore
+	ObjectCleanup ObjectCleanup
 	// Environments keeps environments and deployments (nil: their API answers 503).
 	Environments EnvironmentStore
 	// ResourceGroups keeps resource groups (nil: their API answers 503).
@@ -179,9 +173,6 @@ func NewService(d Deps) *Service {
 	if cfg.RunnerCacheTTL == 0 {
 		cfg.RunnerCacheTTL = 5 * time.Second
 	}
-	if cfg.ArtifactUploadTimeout == 0 {
-		cfg.ArtifactUploadTimeout = time.Hour
-	}
 	if cfg.TraceChunkSize <= 0 {
 		cfg.TraceChunkSize = DefaultTraceChunkSize
 	}
@@ -190,11 +181,11 @@ func NewService(d Deps) *Service {
 	}
 	s := &Service{store: d.Store, leases: d.Leases, queue: d.Queue, gate: d.TwoPhase, cfg: cfg, now: d.Now, log: d.Log,
 		observer: d.Observer, events: d.Events, audits: d.Audit, projects: d.Projects,
-		objects: d.Objects, artifacts: d.Artifacts, environments: d.Environments, resourceGroups: d.ResourceGroups, views: d.Views, changes: d.Changes,
+		objects: d.Objects, cleanup: d.ObjectCleanup, environments: d.Environments, resourceGroups: d.ResourceGroups, views: d.Views, changes: d.Changes,
 		live: d.Live, traces: d.TraceArchives, archiveRequests: make(chan int64, archiveRequestBuffer),
 		batch:   changeBatch{pending: map[Change]struct{}{}},
 		runners: newRunnerCache(cfg.RunnerCacheTTL), hub: newPipelineHub(), jobs: newJobCache(jobCacheSize),
-		touches: newRecent[time.Time](jobCacheSize), reports: newJUnitReports(junitParses, junitParseWait, junitCacheSize)}
+		touches: newRecent[time.Time](jobCacheSize)}
 	var counter ClaimCounter
 	if c, ok := d.Store.(ClaimCounter); ok && d.QueueFeed != nil {
 		counter = c

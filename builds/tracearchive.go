@@ -62,12 +62,12 @@ func (s *Service) requestTraceArchive(id int64) {
 // deferred, not returned: the error is that of claiming the batch.
 func (s *Service) ArchiveTraces(ctx context.Context, limit int, ids []int64) (TraceArchivePass, error) {
 	var res TraceArchivePass
-	if s.traces == nil || s.objects == nil || s.artifacts == nil {
+	if s.traces == nil || s.objects == nil || s.cleanup == nil {
 		return res, nil
 	}
 	now := s.now()
 	jobs, err := s.traces.ClaimTraceArchives(ctx, TraceArchiveClaim{Now: now, Lease: TraceArchiveLease, Limit: limit, IDs: ids,
-		KeyTag: randomKey(), KeyDue: now.Add(TraceArchiveLease + uploadCleanupSlack), InlineMax: traceArchiveInline})
+		KeyTag: ObjectKeyTag(), KeyDue: now.Add(TraceArchiveLease + UploadCleanupSlack), InlineMax: traceArchiveInline})
 	if err != nil {
 		return res, fmt.Errorf("claim logs to archive: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/ciconfig"
 )
 
@@ -17,6 +18,7 @@ import (
 type parentArtifacts struct {
 	ctx      context.Context
 	svc      *builds.Service
+	arts     *artifacts.Service
 	pipeline builds.Pipeline // the parent; its builds are read on the first include
 	loaded   bool
 }
@@ -39,20 +41,20 @@ func (p *parentArtifacts) Artifact(job, path string) ([]byte, error) {
 	if gen == nil {
 		return nil, notFound
 	}
-	archive, err := p.svc.JobArchive(p.ctx, gen.ProjectID, gen.ID)
+	archive, err := p.arts.JobArchive(p.ctx, gen.ProjectID, gen.ID)
 	if errors.Is(err, builds.ErrNotFound) {
 		return nil, notFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("artifacts of job %d: %w", gen.ID, err)
 	}
-	b, err := p.svc.ReadArchiveFile(p.ctx, archive, path, ciconfig.MaxConfigBytes)
+	b, err := p.arts.ReadArchiveFile(p.ctx, archive, path, ciconfig.MaxConfigBytes)
 	switch {
 	case errors.Is(err, builds.ErrNotFound):
 		return nil, &ciconfig.IncludeError{Message: fmt.Sprintf("Path `%s` does not exist inside the `%s` artifacts archive!", path, job)}
-	case errors.Is(err, builds.ErrArchiveFileTooLarge):
+	case errors.Is(err, artifacts.ErrArchiveFileTooLarge):
 		return nil, &ciconfig.IncludeError{Message: fmt.Sprintf("the file in the `%s` artifacts archive is larger than %d bytes (1 MiB)", job, ciconfig.MaxConfigBytes)}
-	case errors.Is(err, builds.ErrArchiveInvalid):
+	case errors.Is(err, artifacts.ErrArchiveInvalid):
 		return nil, &ciconfig.IncludeError{Message: fmt.Sprintf("Job `%s` has missing artifacts metadata and cannot be extracted!", job)}
 	case err != nil:
 		// The store is down or slow: this pass cannot read it; a later one will.

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/ciconfig"
 	"github.com/jobapi/jobapi/cisource"
 	"github.com/jobapi/jobapi/periodic"
@@ -35,9 +36,10 @@ import (
 // Bridges is the bridge pass. Safe on every replica.
 type Bridges struct {
 	Service   *builds.Service
-	Sources   *cisource.Source // the project's files at the parent's commit
-	ServerURL string           // CI_SERVER_URL in the child's rules
-	Namespace string           // CI_PROJECT_NAMESPACE
+	Artifacts *artifacts.Service // the parent's archives, for include: artifact
+	Sources   *cisource.Source   // the project's files at the parent's commit
+	ServerURL string             // CI_SERVER_URL in the child's rules
+	Namespace string             // CI_PROJECT_NAMESPACE
 	Interval  time.Duration
 	Batch     int
 	Log       *slog.Logger
@@ -156,7 +158,7 @@ func (b *Bridges) Definition(ctx context.Context, pb builds.PendingBridge) (buil
 	}
 	files := b.Sources.For(ctx, repoURL, parent.SHA)
 	cctx.Includes, cctx.Repository = files, files
-	cctx.Artifacts = &parentArtifacts{ctx: ctx, svc: b.Service, pipeline: parent}
+	cctx.Artifacts = &parentArtifacts{ctx: ctx, svc: b.Service, arts: b.Artifacts, pipeline: parent}
 	res, err := ciconfig.Compile(ciconfig.ChildConfig(t), cctx)
 	if err != nil {
 		return builds.PipelineDefinition{}, err

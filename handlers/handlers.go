@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/cisource"
 )
 
@@ -34,7 +35,9 @@ type Health interface {
 
 // Deps are what the HTTP surface needs.
 type Deps struct {
-	Service    *builds.Service
+	Service *builds.Service
+	// Artifacts serves the jobs' artifacts and the pipelines' test reports.
+	Artifacts  *artifacts.Service
 	AdminToken string
 	// AdminGuard checks AdminToken and throttles guessing (nil: checked without throttling).
 	AdminGuard *builds.AdminGuard
@@ -65,6 +68,7 @@ type Deps struct {
 // Handler carries the dependencies of every route.
 type Handler struct {
 	svc   *builds.Service
+	arts  *artifacts.Service
 	admin *builds.AdminGuard
 	// registrationHash is the registration token's hash (nil: registration is off).
 	registrationHash []byte
@@ -93,6 +97,7 @@ const (
 func New(d Deps) http.Handler {
 	h := &Handler{
 		svc:           d.Service,
+		arts:          d.Artifacts,
 		log:           d.Logger,
 		flags:         d.Flags,
 		health:        d.Health,

@@ -20,11 +20,11 @@ func (h *Handler) getJobArtifacts(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	a, err := h.svc.DownloadableArchive(r.Context(), pid, id)
+	a, err := h.arts.DownloadableArchive(r.Context(), pid, id)
 	if err != nil {
 		return err
 	}
-	content, err := h.svc.ArtifactContent(r.Context(), a)
+	content, err := h.arts.ArtifactContent(r.Context(), a)
 	if err != nil {
 		return err
 	}
@@ -44,7 +44,7 @@ func (h *Handler) getJobArtifactFile(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	name := chi.URLParam(r, "*")
-	m, err := h.svc.ArchiveFile(r.Context(), pid, id, name)
+	m, err := h.arts.ArchiveFile(r.Context(), pid, id, name)
 	if err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func (h *Handler) deleteJobArtifacts(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	if err := h.svc.DeleteJobArtifacts(r.Context(), pid, id, actor(r)); err != nil {
+	if err := h.arts.DeleteJobArtifacts(r.Context(), pid, id, actor(r)); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

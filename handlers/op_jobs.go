@@ -71,6 +71,9 @@ func (h *Handler) getJob(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	v, err := h.svc.Job(r.Context(), pid, id)
+	if err == nil {
+		v.Artifacts, err = h.arts.Artifacts(r.Context(), id)
+	}
 	if err != nil {
 		return err
 	}
@@ -162,7 +165,7 @@ func (h *Handler) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := h.svc.WithArtifacts(r.Context(), views); err != nil {
+	if err := h.arts.WithArtifacts(r.Context(), views); err != nil {
 		return err
 	}
 	out := make([]api.JobDetail, len(views))

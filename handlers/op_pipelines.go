@@ -142,7 +142,7 @@ func (h *Handler) getPipelineJobs(w http.ResponseWriter, r *http.Request) error 
 	for _, b := range jobsOnly[from:to] {
 		views = append(views, builds.JobView{Build: b})
 	}
-	if err := h.svc.WithArtifacts(r.Context(), views); err != nil {
+	if err := h.arts.WithArtifacts(r.Context(), views); err != nil {
 		return err
 	}
 	jobs := make([]api.JobDetail, len(views))

@@ -7,20 +7,20 @@ import (
 	"net/http"
 
 	"github.com/jobapi/jobapi/api"
-	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/artifacts"
 )
 
 // testReport reads the pipeline of the path's report (404 for another project's pipeline).
-func (h *Handler) testReport(r *http.Request) (builds.TestReport, error) {
+func (h *Handler) testReport(r *http.Request) (artifacts.TestReport, error) {
 	pid, err := projectID(r)
 	if err != nil {
-		return builds.TestReport{}, err
+		return artifacts.TestReport{}, err
 	}
 	id, err := pathID(r, "pipeline_id")
 	if err != nil {
-		return builds.TestReport{}, err
+		return artifacts.TestReport{}, err
 	}
-	return h.svc.PipelineTestReport(r.Context(), pid, id)
+	return h.arts.PipelineTestReport(r.Context(), pid, id)
 }
 
 // getTestReport is GitLab's GET /projects/:id/pipelines/:pipeline_id/test_report: the

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/artifacts"
 )
 
 // httpError is an error with the status and client message already decided.
@@ -50,8 +51,8 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		tooBig   *http.MaxBytesError
 		limited  *rateLimitError
 		managers *builds.ManagerLimitError
-		tooLarge *builds.ArtifactTooLargeError
-		damaged  *builds.ArchiveError
+		tooLarge *artifacts.TooLargeError
+		damaged  *artifacts.ArchiveError
 	)
 	if msg, ok := ciConfigError(err); ok {
 		writeError(w, http.StatusBadRequest, msg)
@@ -96,12 +97,12 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusRequestEntityTooLarge, artifactTooLarge(tooLarge))
 	case errors.As(err, &damaged):
 		writeError(w, http.StatusBadRequest, "400 Bad Request - "+damaged.Error())
-	case errors.Is(err, builds.ErrArtifactExists):
-		writeError(w, http.StatusBadRequest, "400 Bad Request - "+builds.ErrArtifactExists.Error())
+	case errors.Is(err, artifacts.ErrExists):
+		writeError(w, http.StatusBadRequest, "400 Bad Request - "+artifacts.ErrExists.Error())
 	case errors.Is(err, builds.ErrUploadExpired):
 		writeError(w, http.StatusRequestTimeout, "408 Request Timeout - "+builds.ErrUploadExpired.Error()+" (JOBAPI_ARTIFACT_UPLOAD_TIMEOUT)")
-	case errors.Is(err, builds.ErrArtifactsNotAccessible):
-		writeError(w, http.StatusForbidden, "403 Forbidden - "+builds.ErrArtifactsNotAccessible.Error())
+	case errors.Is(err, artifacts.ErrNotAccessible):
+		writeError(w, http.StatusForbidden, "403 Forbidden - "+artifacts.ErrNotAccessible.Error())
 	case errors.Is(err, builds.ErrRunnerForbidden):
 		writeError(w, http.StatusForbidden, "403 Forbidden")
 	case errors.Is(err, builds.ErrNotFound):

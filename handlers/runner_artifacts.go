@@ -15,6 +15,7 @@ import (
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/artifacts"
 )
 
 // multipartSlack is what the multipart framing and small form fields may add to an upload
@@ -37,10 +38,10 @@ func (h *Handler) uploadArtifact(w http.ResponseWriter, r *http.Request) error {
 	if err := h.limitJob(r, "job_artifacts", id, token); err != nil {
 		return err
 	}
-	limit := h.svc.Config().MaxArtifactSize
+	limit := h.arts.Config().MaxSize
 	if limit > 0 {
 		if r.ContentLength > limit+multipartSlack {
-			return &builds.ArtifactTooLargeError{Limit: limit}
+			return &artifacts.TooLargeError{Limit: limit}
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit+multipartSlack)
 	}
@@ -71,7 +72,7 @@ func (h *Handler) uploadArtifact(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	q := r.URL.Query()
-	a, err := h.svc.UploadArtifact(r.Context(), builds.ArtifactUpload{JobID: id, Token: token,
+	a, err := h.arts.UploadArtifact(r.Context(), artifacts.Upload{JobID: id, Token: token,
 		Type: q.Get("artifact_type"), Format: q.Get("artifact_format"), ExpireIn: q.Get("expire_in"),
 		Filename: filename, Body: file})
 	if file.err != nil {
@@ -94,7 +95,7 @@ func (h *Handler) uploadArtifact(w http.ResponseWriter, r *http.Request) error {
 // Refusals of the token or the size are answered at once: nothing is owed to that client.
 func drainRefused(r *http.Request, err error) {
 	var forbidden *builds.JobForbiddenError
-	var tooLarge *builds.ArtifactTooLargeError
+	var tooLarge *artifacts.TooLargeError
 	var maxBytes *http.MaxBytesError
 	if errors.As(err, &forbidden) || errors.As(err, &tooLarge) || errors.As(err, &maxBytes) || r.Context().Err() != nil {
 		return
@@ -112,19 +113,19 @@ func artifactJSON(a builds.Artifact) api.JobArtifact {
 // 403 when the token's job is not running, is in another pipeline or does not depend on
 // job :id; 404 when job :id does not exist or has no archive. With direct_download=true
 // and an object store that can presign (S3), a 302 to a URL of the object valid for
-// builds.DirectDownloadExpiry, as GitLab answers: the runner's HTTP client follows it and
+// artifacts.DirectDownloadExpiry, as GitLab answers: the runner's HTTP client follows it and
 // reads the archive from the store itself. The directory store streams it through jobapi.
 func (h *Handler) downloadArtifact(w http.ResponseWriter, r *http.Request) error {
 	id, err := jobID(r)
 	if err != nil {
 		return err
 	}
-	a, err := h.svc.DependencyArtifact(r.Context(), id, jobToken(r, ""))
+	a, err := h.arts.DependencyArtifact(r.Context(), id, jobToken(r, ""))
 	if err != nil {
 		return err
 	}
 	if direct, _ := strconv.ParseBool(r.URL.Query().Get("direct_download")); direct {
-		u, err := h.svc.ArtifactURL(r.Context(), a)
+		u, err := h.arts.ArtifactURL(r.Context(), a)
 		if err != nil {
 			return err
 		}
@@ -134,7 +135,7 @@ func (h *Handler) downloadArtifact(w http.ResponseWriter, r *http.Request) error
 			return nil
 		}
 	}
-	rc, err := h.svc.OpenArtifact(r.Context(), a, 0, -1)
+	rc, err := h.arts.OpenArtifact(r.Context(), a, 0, -1)
 	if err != nil {
 		return err
 	}
@@ -164,6 +165,6 @@ func setArtifactHeaders(w http.ResponseWriter, a builds.Artifact) {
 }
 
 // artifactTooLarge is the 413 text, as GitLab words it.
-func artifactTooLarge(e *builds.ArtifactTooLargeError) string {
+func artifactTooLarge(e *artifacts.TooLargeError) string {
 	return fmt.Sprintf("413 Request Entity Too Large - file size has reached maximum size limit (%d bytes)", e.Limit)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/periodic"
 )
 
@@ -15,7 +16,7 @@ import (
 // and those of uploads that failed or died with their replica, once they could no longer
 // be running. Safe on every replica: both steps take their rows with SKIP LOCKED.
 type Artifacts struct {
-	Store    builds.ArtifactStore
+	Store    artifacts.Store
 	Objects  builds.ObjectStore
 	Interval time.Duration
 	Batch    int

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/objectstore"
 )
 
@@ -73,7 +73,7 @@ type Config struct {
 	// MaxArtifactSize caps one uploaded artifact.
 	MaxArtifactSize int64
 	// ArtifactsExpireIn is an artifact's lifetime when its upload names none.
-	ArtifactsExpireIn builds.ExpireIn
+	ArtifactsExpireIn artifacts.ExpireIn
 	// ArtifactUploadTimeout bounds one artifact upload.
 	ArtifactUploadTimeout time.Duration
 }
@@ -269,7 +269,7 @@ var Settings = []Setting{
 		}},
 	{"JOBAPI_DEFAULT_ARTIFACTS_EXPIRE_IN", "30 days", "how long artifacts are kept when the job's expire_in names no time (GitLab's syntax: 30 days, 1 week, never); the latest successful pipeline of each ref keeps its artifacts longer",
 		func(c *Config, v string) error {
-			e, err := builds.ParseExpireIn(v)
+			e, err := artifacts.ParseExpireIn(v)
 			if err != nil {
 				return err
 			}

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/builds/pgstore"
 	"github.com/jobapi/jobapi/builds/redisstore"
 	"github.com/jobapi/jobapi/cisource"
@@ -343,6 +344,7 @@ type domain struct {
 	store   *pgstore.Store
 	rs      *redisstore.Store
 	svc     *builds.Service
+	arts    *artifacts.Service // job artifacts, over the same stores
 	sweeper *retry.Sweeper
 	reaper  *reaper.Reaper
 	stuck   *reaper.StuckStages
@@ -366,13 +368,12 @@ type domain struct {
 // service from it too (with stand-ins for the two Redis roles the service cannot do without),
 // so that a store role or a setting added here reaches both.
 func ServiceDeps(cfg Config, store *pgstore.Store) builds.Deps {
-	return builds.Deps{Store: store, Audit: store, Projects: store, Artifacts: store, Environments: store,
+	return builds.Deps{Store: store, Audit: store, Projects: store, ObjectCleanup: store, Environments: store,
 		ResourceGroups: store, Views: store, TraceArchives: store,
 		Config: builds.Config{TraceChunkSize: cfg.TraceChunkSize, AckTTL: cfg.AckTTL, MaxProvisioningWait: cfg.MaxProvisioningWait,
 			TraceLimit: cfg.TraceLimit, LongPoll: cfg.LongPoll, Policy: builds.DefaultRetryPolicy(cfg.AutoRetryMax),
 			MaxManagersPerRunner: cfg.MaxManagersPerRunner, RunnerTokenExpiresIn: cfg.RunnerTokenExpiresIn,
-			RunnerTokenRotationGrace: cfg.RunnerTokenRotationGrace, MaxArtifactSize: cfg.MaxArtifactSize,
-			ArtifactsExpireIn: cfg.ArtifactsExpireIn, ArtifactUploadTimeout: cfg.ArtifactUploadTimeout}}
+			RunnerTokenRotationGrace: cfg.RunnerTokenRotationGrace}}
 }
 
 func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics, log *slog.Logger) domain {
@@ -381,6 +382,8 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 	deps.Leases, deps.Queue, deps.QueueFeed, deps.Events, deps.Changes, deps.Live = d.rs, d.rs, d.rs, d.rs, d.rs, d.rs
 	deps.TwoPhase, deps.Observer, deps.Objects, deps.Now, deps.Log = fl.flags, m, be.objects, opts.Now, log
 	d.svc = builds.NewService(deps)
+	d.arts = artifacts.New(artifacts.Deps{Builds: d.svc, Store: d.store, Objects: be.objects, Now: opts.Now, Log: log,
+		Config: artifacts.Config{MaxSize: cfg.MaxArtifactSize, ExpireIn: cfg.ArtifactsExpireIn, UploadTimeout: cfg.ArtifactUploadTimeout}})
 	policy := deps.Config.Policy
 	d.sweeper = &retry.Sweeper{Store: d.store, Leases: d.rs, Queue: d.rs, Policy: policy,
 		Interval: cfg.SweepInterval, MaxWait: cfg.MaxProvisioningWait, Now: opts.Now, Log: log, OnSweep: m.sweep,
@@ -410,7 +413,7 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 	// against one budget whichever door it knocks on.
 	guard := builds.NewAdminGuard(cfg.AdminToken, failureLimiter{rl})
 	guard.PerClient = cfg.RateLimitAdminTokenFailures
-	ui := webui.New(webui.Deps{Service: d.svc, AdminToken: cfg.AdminToken, AdminGuard: guard, Flags: fl.web, Revocations: d.rs,
+	ui := webui.New(webui.Deps{Service: d.svc, Artifacts: d.arts, AdminToken: cfg.AdminToken, AdminGuard: guard, Flags: fl.web, Revocations: d.rs,
 		Hub: hub, TraceWatch: d.rs, ExternalURL: cfg.ExternalURL, Log: log, Now: opts.Now})
 	// include: local fetches into a directory of this replica's own, removed once the
 	// replica stopped (Server.Wait); those of replicas killed before are removed here.
@@ -420,9 +423,9 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 	}
 	d.includes = git
 	sources := &cisource.Source{Git: git, Remote: cisource.NewRemote()}
-	d.bridges = &downstream.Bridges{Service: d.svc, Sources: sources, ServerURL: cfg.ExternalURL,
+	d.bridges = &downstream.Bridges{Service: d.svc, Artifacts: d.arts, Sources: sources, ServerURL: cfg.ExternalURL,
 		Namespace: handlers.ProjectNamespace, Interval: cfg.SweepInterval, Log: log, Now: opts.Now}
-	h := handlers.New(handlers.Deps{UI: ui, Service: d.svc, Includes: sources, AdminToken: cfg.AdminToken, AdminGuard: guard, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
+	h := handlers.New(handlers.Deps{UI: ui, Service: d.svc, Artifacts: d.arts, Includes: sources, AdminToken: cfg.AdminToken, AdminGuard: guard, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
 		Flags: fl.admin, Health: health{store: d.store, redis: d.rs},
 		Registry: reg, TraceWatch: d.rs, Limiter: limiter{rl}, ExternalURL: cfg.ExternalURL,
 		ArtifactUploadTimeout: cfg.ArtifactUploadTimeout,

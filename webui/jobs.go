@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/artifacts"
 )
 
 // logWindowSize is how much of a log one page shows and one live fetch returns: a few
@@ -95,6 +96,9 @@ func (u *UI) jobPage(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	v, err := u.svc.Job(ctx, pid, id)
+	if err == nil {
+		v.Artifacts, err = u.arts.Artifacts(ctx, id)
+	}
 	if err != nil {
 		u.fail(w, r, err)
 		return
@@ -127,7 +131,7 @@ func (u *UI) jobPage(w http.ResponseWriter, r *http.Request) {
 		d.Artifacts = append(d.Artifacts, row)
 	}
 	if !wantsFragment(r) && slices.ContainsFunc(v.Artifacts, func(a builds.Artifact) bool { return a.FileType == "junit" }) {
-		rep, err := u.svc.JobTestReport(ctx, v.Build)
+		rep, err := u.arts.JobTestReport(ctx, v.Build)
 		if err != nil {
 			u.log.WarnContext(ctx, "test report not read for the job page", "build_id", id, "error", err)
 		}
@@ -430,7 +434,7 @@ func (u *UI) jobArtifactDownload(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
-	list, err := u.svc.JobArtifacts(r.Context(), pid, id)
+	list, err := u.arts.JobArtifacts(r.Context(), pid, id)
 	if err != nil {
 		u.fail(w, r, err)
 		return
@@ -440,10 +444,10 @@ func (u *UI) jobArtifactDownload(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if a.Access == builds.ArtifactAccessNone {
-			u.fail(w, r, builds.ErrArtifactsNotAccessible)
+			u.fail(w, r, artifacts.ErrNotAccessible)
 			return
 		}
-		content, err := u.svc.ArtifactContent(r.Context(), a)
+		content, err := u.arts.ArtifactContent(r.Context(), a)
 		if err != nil {
 			u.fail(w, r, err)
 			return

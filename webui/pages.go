@@ -19,6 +19,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/artifacts"
 )
 
 // pages are the parsed templates: each page file with the shared layout.
@@ -154,7 +155,7 @@ func (u *UI) fail(w http.ResponseWriter, r *http.Request, err error) {
 		u.errorPage(w, r, http.StatusNotFound, "Not found: it may have been deleted.")
 	case errors.As(err, &inv):
 		u.errorPage(w, r, http.StatusBadRequest, inv.Error())
-	case errors.Is(err, builds.ErrArtifactsNotAccessible):
+	case errors.Is(err, artifacts.ErrNotAccessible):
 		u.errorPage(w, r, http.StatusForbidden, "These artifacts cannot be downloaded: the job says artifacts:access: none.")
 	case errors.Is(err, builds.ErrFinished), errors.Is(err, builds.ErrNotRetryable):
 		u.errorPage(w, r, http.StatusConflict, err.Error())

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/junit"
 )
 
@@ -132,7 +133,7 @@ type exposedLink struct {
 // testsView is the "Tests" section of the pipeline and job pages (template "tests").
 type testsView struct {
 	// Tests is the JUnit test report; nil when there are no reports.
-	Tests *builds.TestReport
+	Tests *artifacts.TestReport
 	// TestsError says the report could not be read (the object store failed).
 	TestsError string
 	// FailedCases are the report's failed and errored cases, the first maxFailedCases.
@@ -266,7 +267,7 @@ func (u *UI) pipelinePage(w http.ResponseWriter, r *http.Request) {
 // addExposed lists the exposed artifacts on the pipeline's page; a store that fails costs
 // the list, never the page.
 func (u *UI) addExposed(r *http.Request, d pipelineData) pipelineData {
-	as, err := u.svc.ExposedArtifacts(r.Context(), d.Pipeline)
+	as, err := u.arts.ExposedArtifacts(r.Context(), d.Pipeline)
 	if err != nil {
 		u.log.WarnContext(r.Context(), "exposed artifacts not read for the pipeline page", "pipeline_id", d.ID, "error", err)
 		return d
@@ -308,7 +309,7 @@ func (u *UI) childrenOf(r *http.Request, p builds.Pipeline) map[int64]int64 {
 // addTests puts the pipeline's test report on its page; a store that fails costs the
 // section, never the page.
 func (u *UI) addTests(r *http.Request, d pipelineData) pipelineData {
-	rep, err := u.svc.TestReportOf(r.Context(), d.Pipeline)
+	rep, err := u.arts.TestReportOf(r.Context(), d.Pipeline)
 	if err != nil {
 		u.log.WarnContext(r.Context(), "test report not read for the pipeline page", "pipeline_id", d.ID, "error", err)
 	}
@@ -317,7 +318,7 @@ func (u *UI) addTests(r *http.Request, d pipelineData) pipelineData {
 }
 
 // newTestsView is the section for a report read with err.
-func newTestsView(rep builds.TestReport, err error) testsView {
+func newTestsView(rep artifacts.TestReport, err error) testsView {
 	var v testsView
 	if err != nil {
 		v.TestsError = "the test report could not be read just now; reload to try again"

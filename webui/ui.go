@@ -27,6 +27,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/artifacts"
 )
 
 //go:embed templates/*.html templates/partials/*.html
@@ -61,7 +62,9 @@ var ErrFlagInvalid = errors.New("invalid flag change")
 
 // Deps are what the UI is built from.
 type Deps struct {
-	Service    *builds.Service
+	Service *builds.Service
+	// Artifacts serves the jobs' artifacts and test reports.
+	Artifacts  *artifacts.Service
 	AdminToken string
 	// AdminGuard checks the sign-in token and throttles guessing (nil: AdminToken checked
 	// without throttling).
@@ -85,6 +88,7 @@ type Deps struct {
 // UI is the web UI's HTTP handler.
 type UI struct {
 	svc        *builds.Service
+	arts       *artifacts.Service
 	flags      Flags
 	sessions   *sessions
 	admin      *builds.AdminGuard
@@ -108,7 +112,7 @@ func New(d Deps) *UI {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	u := &UI{svc: d.Service, flags: d.Flags, hub: d.Hub, traceWatch: d.TraceWatch, log: d.Log, now: d.Now,
+	u := &UI{svc: d.Service, arts: d.Artifacts, flags: d.Flags, hub: d.Hub, traceWatch: d.TraceWatch, log: d.Log, now: d.Now,
 		sessions: newSessions(d.AdminToken, d.Revocations, d.Now), pages: mustParsePages(),
 		lines: newLineCounts(256), admin: d.AdminGuard}
 	if u.admin == nil {

@@ -9,9 +9,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/artifacts"
 )
 
-var _ builds.ArtifactStore = (*Store)(nil)
+var _ artifacts.Store = (*Store)(nil)
 
 const artifactCols = `id, build_id, project_id, pipeline_id, file_type, file_format, filename, size, sha256,
     object_key, created_at, expire_at, access, COALESCE(expose_as, '')`
@@ -82,7 +83,7 @@ func (s *Store) CommitArtifact(ctx context.Context, a builds.Artifact) (builds.A
 	case err != nil:
 		return builds.Artifact{}, false, err
 	case conflict:
-		return builds.Artifact{}, false, builds.ErrArtifactExists
+		return builds.Artifact{}, false, artifacts.ErrExists
 	}
 	return stored, created, nil
 }
@@ -140,8 +141,8 @@ WHERE b.token_hash = $1 AND b.status IN ('running', 'canceling')`
 
 // DependencyArtifact reads the dependent build, the build asked for and its archive, in one
 // round trip.
-func (s *Store) DependencyArtifact(ctx context.Context, id int64, tokenHash []byte) (builds.DependencyDownload, error) {
-	var d builds.DependencyDownload
+func (s *Store) DependencyArtifact(ctx context.Context, id int64, tokenHash []byte) (artifacts.DependencyDownload, error) {
+	var d artifacts.DependencyDownload
 	batch := &pgx.Batch{}
 	batch.Queue(buildByRunningToken, tokenHash)
 	batch.Queue(buildByID, id)

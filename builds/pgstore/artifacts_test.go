@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/testenv"
 )
 
@@ -63,7 +64,7 @@ func TestArtifactCommitAndClaim(t *testing.T) {
 	if err != nil || created || again.ID != a.ID {
 		t.Errorf("the same bytes again: %+v created %v, %v; want the stored artifact", again, created, err)
 	}
-	if _, _, err := commit(t, store, compile.Build, "archive", "artifacts/4/1/archive-c", []byte("other")); !errors.Is(err, builds.ErrArtifactExists) {
+	if _, _, err := commit(t, store, compile.Build, "archive", "artifacts/4/1/archive-c", []byte("other")); !errors.Is(err, artifacts.ErrExists) {
 		t.Errorf("other bytes: %v, want ErrArtifactExists", err)
 	}
 	keys := cleanupKeys(t, store)

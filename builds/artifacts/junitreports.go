@@ -1,4 +1,4 @@
-package builds
+package artifacts
 
 import (
 	"container/list"
@@ -8,6 +8,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/junit"
 )
 
@@ -72,14 +73,14 @@ func (c *junitReports) put(p *parsedReport) {
 
 // read returns the outcome of key: the kept one, or the one parse gives, run in one of the
 // parse slots and kept. A read of a key another read is parsing waits for that one. Waits
-// last at most c.wait in all, and as long as ctx: ErrUnavailable (a 503 with Retry-After)
+// last at most c.wait in all, and as long as ctx: builds.ErrUnavailable (a 503 with Retry-After)
 // when no slot came free in time. An error of parse (the store failing) is returned and not
 // kept.
 func (c *junitReports) read(ctx context.Context, key string, parse func() (*parsedReport, error)) (*parsedReport, error) {
 	deadline := time.NewTimer(c.wait)
 	defer deadline.Stop()
 	busy := func() error {
-		return fmt.Errorf("%w: every test report parse slot stayed busy for %v", ErrUnavailable, c.wait)
+		return fmt.Errorf("%w: every test report parse slot stayed busy for %v", builds.ErrUnavailable, c.wait)
 	}
 	for {
 		c.mu.Lock()

@@ -1,4 +1,4 @@
-package builds
+package artifacts
 
 import (
 	"compress/gzip"
@@ -8,6 +8,7 @@ import (
 	"io"
 	"regexp"
 
+	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/junit"
 )
 
@@ -73,7 +74,7 @@ type TestSuite struct {
 var parallelSuffix = regexp.MustCompile(`[\s:]+\d+[\s:/\\]+\d+\s*$`)
 
 // testSuiteName is the suite a job's report belongs to.
-func testSuiteName(b Build) string {
+func testSuiteName(b builds.Build) string {
 	if b.Payload.NodeTotal > 0 {
 		return parallelSuffix.ReplaceAllString(b.Name, "")
 	}
@@ -84,7 +85,7 @@ func testSuiteName(b Build) string {
 // (not gzip, not JUnit XML, past the limits, its object gone) sets its suite's SuiteError
 // and leaves the rest of the report standing; an object store that fails is an error.
 func (s *Service) PipelineTestReport(ctx context.Context, projectID, id int64) (TestReport, error) {
-	p, err := s.store.Pipeline(ctx, projectID, id)
+	p, err := s.builds.Pipeline(ctx, projectID, id)
 	if err != nil {
 		return TestReport{}, err
 	}
@@ -93,8 +94,8 @@ func (s *Service) PipelineTestReport(ctx context.Context, projectID, id int64) (
 
 // TestReportOf is PipelineTestReport of a pipeline already read (the web UI's page has it):
 // the reports of its latest attempts, as GitLab's.
-func (s *Service) TestReportOf(ctx context.Context, p Pipeline) (TestReport, error) {
-	latest := make([]Build, 0, len(p.Builds))
+func (s *Service) TestReportOf(ctx context.Context, p builds.Pipeline) (TestReport, error) {
+	latest := make([]builds.Build, 0, len(p.Builds))
 	for _, b := range p.Builds {
 		if b.RetriedBy == 0 {
 			latest = append(latest, b)
@@ -105,21 +106,18 @@ func (s *Service) TestReportOf(ctx context.Context, p Pipeline) (TestReport, err
 
 // JobTestReport is the test report of one job's own JUnit uploads, retried or not (its
 // page in the web UI shows it).
-func (s *Service) JobTestReport(ctx context.Context, b Build) (TestReport, error) {
-	return s.testReport(ctx, []Build{b})
+func (s *Service) JobTestReport(ctx context.Context, b builds.Build) (TestReport, error) {
+	return s.testReport(ctx, []builds.Build{b})
 }
 
 // testReport reads the JUnit artifacts of bs into one report, a suite per job name.
-func (s *Service) testReport(ctx context.Context, bs []Build) (TestReport, error) {
+func (s *Service) testReport(ctx context.Context, bs []builds.Build) (TestReport, error) {
 	report := TestReport{Suites: []TestSuite{}}
-	if s.artifacts == nil || s.objects == nil {
-		return report, nil
-	}
 	ids := make([]int64, len(bs))
 	for i, b := range bs {
 		ids[i] = b.ID
 	}
-	byBuild, err := s.artifacts.ArtifactsOf(ctx, ids)
+	byBuild, err := s.store.ArtifactsOf(ctx, ids)
 	if err != nil {
 		return TestReport{}, err
 	}
@@ -144,7 +142,7 @@ func (s *Service) testReport(ctx context.Context, bs []Build) (TestReport, error
 			switch {
 			case errors.As(err, &outage):
 				return TestReport{}, outage.err
-			case errors.Is(err, ErrUnavailable), ctx.Err() != nil:
+			case errors.Is(err, builds.ErrUnavailable), ctx.Err() != nil:
 				return TestReport{}, err
 			case err != nil:
 				if suite.SuiteError == "" {
@@ -174,9 +172,9 @@ type storeReadError struct{ err error }
 func (e *storeReadError) Error() string { return e.err.Error() }
 
 // readJUnit returns the cases of a junit artifact, at most maxCases of them: parsed once on
-// this replica (s.reports keeps the outcome) in one of its parse slots. ErrUnavailable when
+// this replica (s.reports keeps the outcome) in one of its parse slots. builds.ErrUnavailable when
 // no slot came free in time, a *storeReadError when the object store failed.
-func (s *Service) readJUnit(ctx context.Context, a Artifact, maxCases int) ([]junit.Case, error) {
+func (s *Service) readJUnit(ctx context.Context, a builds.Artifact, maxCases int) ([]junit.Case, error) {
 	if maxCases <= 0 {
 		return nil, &junit.TooManyCasesError{Limit: TestReportLimits.MaxCases}
 	}
@@ -202,9 +200,9 @@ func (s *Service) readJUnit(ctx context.Context, a Artifact, maxCases int) ([]ju
 
 // parseJUnit streams a junit artifact out of the store, through gzip (the runner's format;
 // several files are several gzip members), into the parser.
-func (s *Service) parseJUnit(ctx context.Context, a Artifact) ([]junit.Case, error) {
+func (s *Service) parseJUnit(ctx context.Context, a builds.Artifact) ([]junit.Case, error) {
 	rc, err := s.objects.Open(ctx, a.ObjectKey, 0, -1)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, builds.ErrNotFound) {
 		return nil, errObjectMissing
 	}
 	if err != nil {
@@ -214,7 +212,7 @@ func (s *Service) parseJUnit(ctx context.Context, a Artifact) ([]junit.Case, err
 	src := &sourceReader{r: rc}
 	var r io.Reader = src
 	switch a.FileFormat {
-	case ArtifactFormatGzip:
+	case builds.ArtifactFormatGzip:
 		zr, err := gzip.NewReader(src)
 		if err != nil {
 			if src.err != nil {
@@ -224,7 +222,7 @@ func (s *Service) parseJUnit(ctx context.Context, a Artifact) ([]junit.Case, err
 		}
 		defer zr.Close()
 		r = zr
-	case ArtifactFormatRaw:
+	case builds.ArtifactFormatRaw:
 	default:
 		return nil, fmt.Errorf("a junit report must be gzip or raw, this one is %s", a.FileFormat)
 	}

@@ -1,4 +1,4 @@
-package builds
+package artifacts
 
 import (
 	"archive/zip"
@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jobapi/jobapi/builds"
 )
 
 // objectReader reads one stored object as an io.ReadSeeker and io.ReaderAt: what
@@ -20,7 +22,7 @@ import (
 // the caller's slice.
 type objectReader struct {
 	ctx     context.Context
-	objects ObjectStore
+	objects builds.ObjectStore
 	key     string
 	size    int64
 
@@ -30,7 +32,7 @@ type objectReader struct {
 	rcOff int64 // where rc reads next
 }
 
-func newObjectReader(ctx context.Context, objects ObjectStore, key string, size int64) *objectReader {
+func newObjectReader(ctx context.Context, objects builds.ObjectStore, key string, size int64) *objectReader {
 	return &objectReader{ctx: ctx, objects: objects, key: key, size: size}
 }
 
@@ -108,17 +110,14 @@ func (o *objectReader) Close() error {
 	return err
 }
 
-// ArtifactContent is an artifact opened for reading with HTTP ranges.
-type ArtifactContent interface {
+// Content is an artifact opened for reading with HTTP ranges.
+type Content interface {
 	io.ReadSeeker
 	io.Closer
 }
 
 // ArtifactContent opens a for reading anywhere (http.ServeContent).
-func (s *Service) ArtifactContent(ctx context.Context, a Artifact) (ArtifactContent, error) {
-	if s.objects == nil {
-		return nil, ErrNotFound
-	}
+func (s *Service) ArtifactContent(ctx context.Context, a builds.Artifact) (Content, error) {
 	return newObjectReader(ctx, s.objects, a.ObjectKey, a.Size), nil
 }
 
@@ -132,7 +131,7 @@ type ArchiveMember struct {
 
 // ArchiveFile opens the file at name inside a project's job's zip archive (GitLab's
 // GET …/jobs/:job_id/artifacts/*artifact_path). Only the archive's central directory and
-// the file's own bytes are read from the store. ErrNotFound when the job has no archive or
+// the file's own bytes are read from the store. builds.ErrNotFound when the job has no archive or
 // the archive no such file.
 func (s *Service) ArchiveFile(ctx context.Context, projectID, id int64, name string) (ArchiveMember, error) {
 	a, err := s.DownloadableArchive(ctx, projectID, id)
@@ -162,7 +161,7 @@ func (s *Service) ArchiveFile(ctx context.Context, projectID, id int64, name str
 			ReadCloser: memberCloser{ReadCloser: rc, object: r}}, nil
 	}
 	_ = r.Close()
-	return ArchiveMember{}, fmt.Errorf("%s in the archive of job %d: %w", name, id, ErrNotFound)
+	return ArchiveMember{}, fmt.Errorf("%s in the archive of job %d: %w", name, id, builds.ErrNotFound)
 }
 
 // Answers of ReadArchiveFile about the archive itself (not the store's failures).
@@ -176,12 +175,9 @@ var (
 // access. As ArchiveFile, only the central directory and the file's own bytes come from the
 // store (its range reads: nothing of the archive is held but the decompressor's window),
 // and at most limit bytes of the file are read: ErrArchiveFileTooLarge past it, whatever
-// its header claims. ErrNotFound when the archive has no such file, ErrArchiveInvalid when
+// its header claims. builds.ErrNotFound when the archive has no such file, ErrArchiveInvalid when
 // it is no zip archive; other errors are the store's (try again later).
-func (s *Service) ReadArchiveFile(ctx context.Context, a Artifact, name string, limit int64) ([]byte, error) {
-	if s.objects == nil {
-		return nil, ErrNotFound
-	}
+func (s *Service) ReadArchiveFile(ctx context.Context, a builds.Artifact, name string, limit int64) ([]byte, error) {
 	name = strings.TrimPrefix(path.Clean("/"+name), "/")
 	r := newObjectReader(ctx, s.objects, a.ObjectKey, a.Size)
 	defer func() { _ = r.Close() }()
@@ -218,7 +214,7 @@ func (s *Service) ReadArchiveFile(ctx context.Context, a Artifact, name string, 
 		}
 		return b, nil
 	}
-	return nil, fmt.Errorf("%s in the archive of job %d: %w", name, a.BuildID, ErrNotFound)
+	return nil, fmt.Errorf("%s in the archive of job %d: %w", name, a.BuildID, builds.ErrNotFound)
 }
 
 // zipInvalid tells an archive that is not what it should be from a store that failed.

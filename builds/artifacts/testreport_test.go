@@ -1,6 +1,10 @@
-package builds
+package artifacts
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/jobapi/jobapi/builds"
+)
 
 // The copies of a parallel job share a suite under the job's own name, as GitLab's
 // Gitlab::Utils::Job.group_name makes it; a job whose own name ends in a fraction keeps it.
@@ -17,7 +21,7 @@ func TestTestSuiteName(t *testing.T) {
 		{"unit", 0, "unit"},
 		{"ratio 1/2", 0, "ratio 1/2"},
 	} {
-		b := Build{Name: tc.name}
+		b := builds.Build{Name: tc.name}
 		b.Payload.NodeTotal = tc.total
 		if got := testSuiteName(b); got != tc.want {
 			t.Errorf("suite of %q (parallel %d) = %q, want %q", tc.name, tc.total, got, tc.want)

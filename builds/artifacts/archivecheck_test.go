@@ -1,4 +1,4 @@
-package builds
+package artifacts
 
 import (
 	"archive/zip"
@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobapi/jobapi/builds"
 )
 
 // runCheck feeds data to a check in uneven writes, as an upload's reads would, and returns
@@ -120,17 +122,17 @@ func TestArchiveCheckAcceptsWholeArchives(t *testing.T) {
 		format string
 		data   []byte
 	}{
-		"runner zip":          {ArtifactFormatZip, runnerZip(t, 300_000)},
-		"zip with sizes":      {ArtifactFormatZip, knownSizesZip(t)},
-		"empty zip":           {ArtifactFormatZip, empty.Bytes()},
-		"gzip":                {ArtifactFormatGzip, gzipped(t, []byte(strings.Repeat("<testcase/>", 10000)))},
-		"gzip of two members": {ArtifactFormatGzip, gzipped(t, []byte("<a/>"), noisy(50_000, 9))},
+		"runner zip":          {builds.ArtifactFormatZip, runnerZip(t, 300_000)},
+		"zip with sizes":      {builds.ArtifactFormatZip, knownSizesZip(t)},
+		"empty zip":           {builds.ArtifactFormatZip, empty.Bytes()},
+		"gzip":                {builds.ArtifactFormatGzip, gzipped(t, []byte(strings.Repeat("<testcase/>", 10000)))},
+		"gzip of two members": {builds.ArtifactFormatGzip, gzipped(t, []byte("<a/>"), noisy(50_000, 9))},
 	} {
 		if err := runCheck(c.format, c.data); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if newArchiveCheck(ArtifactFormatRaw) != nil {
+	if newArchiveCheck(builds.ArtifactFormatRaw) != nil {
 		t.Error("raw data has no checksum to check, yet got a check")
 	}
 }
@@ -143,9 +145,9 @@ func TestArchiveCheckRefusesEveryTruncation(t *testing.T) {
 		format string
 		data   []byte
 	}{
-		"runner zip":     {ArtifactFormatZip, runnerZip(t, 20_000)},
-		"zip with sizes": {ArtifactFormatZip, knownSizesZip(t)},
-		"gzip":           {ArtifactFormatGzip, gzipped(t, noisy(20_000, 4))},
+		"runner zip":     {builds.ArtifactFormatZip, runnerZip(t, 20_000)},
+		"zip with sizes": {builds.ArtifactFormatZip, knownSizesZip(t)},
+		"gzip":           {builds.ArtifactFormatGzip, gzipped(t, noisy(20_000, 4))},
 	} {
 		step := max(1, len(c.data)/400)
 		for n := 0; n < len(c.data); n += step {
@@ -185,16 +187,16 @@ func TestArchiveCheckRefusesDamage(t *testing.T) {
 		data   []byte
 		want   string
 	}{
-		"deflated data":          {ArtifactFormatZip, flip(rz, 2000), ""},
-		"stored data":            {ArtifactFormatZip, flip(kz, 500), "CRC-32"},
-		"crc in the descriptor":  {ArtifactFormatZip, flip(rz, bytes.Index(rz, []byte("PK\x07\x08"))+5), ""},
-		"central directory crc":  {ArtifactFormatZip, flip(rz, dir+16), "central directory"},
-		"not a zip":              {ArtifactFormatZip, noisy(5000, 6), "not a zip"},
-		"empty body":             {ArtifactFormatZip, nil, "empty"},
-		"gzip data":              {ArtifactFormatGzip, flip(gz, 200), ""},
-		"gzip length trailer":    {ArtifactFormatGzip, flip(gz, len(gz)-2), ""},
-		"zip sent as gzip":       {ArtifactFormatGzip, rz, ""},
-		"trailing junk in entry": {ArtifactFormatZip, append(bytes.Clone(rz[:dir]), rz[dir-3:]...), ""},
+		"deflated data":          {builds.ArtifactFormatZip, flip(rz, 2000), ""},
+		"stored data":            {builds.ArtifactFormatZip, flip(kz, 500), "CRC-32"},
+		"crc in the descriptor":  {builds.ArtifactFormatZip, flip(rz, bytes.Index(rz, []byte("PK\x07\x08"))+5), ""},
+		"central directory crc":  {builds.ArtifactFormatZip, flip(rz, dir+16), "central directory"},
+		"not a zip":              {builds.ArtifactFormatZip, noisy(5000, 6), "not a zip"},
+		"empty body":             {builds.ArtifactFormatZip, nil, "empty"},
+		"gzip data":              {builds.ArtifactFormatGzip, flip(gz, 200), ""},
+		"gzip length trailer":    {builds.ArtifactFormatGzip, flip(gz, len(gz)-2), ""},
+		"zip sent as gzip":       {builds.ArtifactFormatGzip, rz, ""},
+		"trailing junk in entry": {builds.ArtifactFormatZip, append(bytes.Clone(rz[:dir]), rz[dir-3:]...), ""},
 	} {
 		err := runCheck(c.format, c.data)
 		if !isArchiveError(err) || !strings.Contains(err.Error(), c.want) {
@@ -218,7 +220,7 @@ func TestArchiveCheckPassesOverUndelimitedEntries(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := runCheck(ArtifactFormatZip, buf.Bytes()); err != nil {
+	if err := runCheck(builds.ArtifactFormatZip, buf.Bytes()); err != nil {
 		t.Errorf("stored entry with a data descriptor: %v", err)
 	}
 }
@@ -227,7 +229,7 @@ func TestArchiveCheckPassesOverUndelimitedEntries(t *testing.T) {
 // archive is not streamed to the store.
 func TestArchiveCheckFailsFast(t *testing.T) {
 	t.Parallel()
-	c := newArchiveCheck(ArtifactFormatZip)
+	c := newArchiveCheck(builds.ArtifactFormatZip)
 	junk := noisy(64<<10, 7)
 	var err error
 	for i := 0; i < 100 && err == nil; i++ {

@@ -1,4 +1,4 @@
-package builds
+package artifacts
 
 import (
 	"bytes"
@@ -11,24 +11,29 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jobapi/jobapi/builds"
 )
 
 // reportArtifacts lists one junit artifact per build, its object key "report-<name>".
-type reportArtifacts struct{ ArtifactStore }
+type reportArtifacts struct{ Store }
 
-func (reportArtifacts) ArtifactsOf(_ context.Context, ids []int64) (map[int64][]Artifact, error) {
-	out := map[int64][]Artifact{}
+func (reportArtifacts) ArtifactsOf(_ context.Context, ids []int64) (map[int64][]builds.Artifact, error) {
+	out := map[int64][]builds.Artifact{}
 	for _, id := range ids {
-		out[id] = []Artifact{{ID: id, BuildID: id, FileType: "junit", FileFormat: ArtifactFormatGzip,
+		out[id] = []builds.Artifact{{ID: id, BuildID: id, FileType: "junit", FileFormat: builds.ArtifactFormatGzip,
 			ObjectKey: "report-" + string(rune('a'+id))}}
 	}
 	return out, nil
 }
 
+// unusedBuilds is a core the test report of a build already read never asks.
+type unusedBuilds struct{ Builds }
+
 // heldObjects serves every object as a one-case gzipped report, after hold is closed, and
 // counts the opens; an object store that is slow on purpose.
 type heldObjects struct {
-	ObjectStore
+	builds.ObjectStore
 	hold  chan struct{}
 	opens atomic.Int64
 }
@@ -55,10 +60,10 @@ func (o *heldObjects) Open(ctx context.Context, key string, _, _ int64) (io.Read
 func TestJUnitParseSlots(t *testing.T) {
 	t.Parallel()
 	objects := &heldObjects{hold: make(chan struct{})}
-	s := NewService(Deps{Objects: objects, Artifacts: reportArtifacts{}})
+	s := New(Deps{Builds: unusedBuilds{}, Objects: objects, Store: reportArtifacts{}})
 	s.reports = newJUnitReports(2, 2*time.Second, junitCacheSize)
 	ctx := context.Background()
-	job := func(id int64) Build { return Build{ID: id, Name: "unit"} }
+	job := func(id int64) builds.Build { return builds.Build{ID: id, Name: "unit"} }
 
 	var wg sync.WaitGroup
 	results := make([]TestReport, 3)
@@ -77,7 +82,7 @@ func TestJUnitParseSlots(t *testing.T) {
 	}
 	start := time.Now()
 	_, err := s.JobTestReport(ctx, job(3))
-	if !errors.Is(err, ErrUnavailable) || time.Since(start) > 10*time.Second {
+	if !errors.Is(err, builds.ErrUnavailable) || time.Since(start) > 10*time.Second {
 		t.Errorf("a third report with both slots busy: %v after %v, want ErrUnavailable after the wait", err, time.Since(start))
 	}
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)

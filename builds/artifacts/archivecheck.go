@@ -1,4 +1,4 @@
-package builds
+package artifacts
 
 import (
 	"bufio"
@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+
+	"github.com/jobapi/jobapi/builds"
 )
 
 // gitlab-runner sends no checksum header or field with an artifact upload (network/gitlab.go
@@ -41,9 +43,9 @@ type archiveCheck struct {
 func newArchiveCheck(format string) *archiveCheck {
 	var check func(io.Reader) error
 	switch format {
-	case ArtifactFormatZip:
+	case builds.ArtifactFormatZip:
 		check = checkZip
-	case ArtifactFormatGzip:
+	case builds.ArtifactFormatGzip:
 		check = checkGzip
 	default:
 		return nil
@@ -94,10 +96,10 @@ func (c *archiveCheck) Abort() {
 func checkGzip(r io.Reader) error {
 	zr, err := gzip.NewReader(bufio.NewReaderSize(r, 64<<10))
 	if err != nil {
-		return &ArchiveError{Format: ArtifactFormatGzip, Reason: err.Error()}
+		return &ArchiveError{Format: builds.ArtifactFormatGzip, Reason: err.Error()}
 	}
 	if _, err := io.Copy(io.Discard, zr); err != nil {
-		return &ArchiveError{Format: ArtifactFormatGzip, Reason: err.Error()}
+		return &ArchiveError{Format: builds.ArtifactFormatGzip, Reason: err.Error()}
 	}
 	return nil
 }
@@ -172,7 +174,7 @@ func (e *zipEntries) add(offset int64, crc uint32) {
 }
 
 func zipDamaged(format string, args ...any) error {
-	return &ArchiveError{Format: ArtifactFormatZip, Reason: fmt.Sprintf(format, args...)}
+	return &ArchiveError{Format: builds.ArtifactFormatZip, Reason: fmt.Sprintf(format, args...)}
 }
 
 // checkZip verifies a zip archive as it streams by: each entry's CRC-32 and sizes, whether
