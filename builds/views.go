@@ -16,6 +16,8 @@ type Views interface {
 	// Pipelines lists pipelines, newest first, without their builds; more reports whether
 	// another page follows (no count: counting a large table is what pages avoid).
 	Pipelines(ctx context.Context, f PipelineFilter, p Page) (list []Pipeline, more bool, err error)
+	// PipelineSummaries reads what a listing shows of the given pipelines' latest jobs.
+	PipelineSummaries(ctx context.Context, ids []int64) (map[int64]PipelineSummary, error)
 	// TraceRange returns up to max bytes of a build's log from offset from, and the size
 	// of the whole log. ErrNotFound when there is no such build.
 	TraceRange(ctx context.Context, id, from, max int64) (data []byte, size int64, err error)
@@ -33,6 +35,14 @@ type Views interface {
 type PipelineFilter struct {
 	ProjectID int64
 	Status    string
+}
+
+// PipelineSummary is what a pipeline listing shows of a pipeline's latest jobs without
+// reading them: whether one failed and was allowed to (GitLab's "passed with warnings"),
+// and their average coverage (nil: none has one), as Pipeline.Coverage computes it.
+type PipelineSummary struct {
+	Warnings bool
+	Coverage *float64
 }
 
 // BuildEvent is an event with the build it belongs to, for lists across builds.
@@ -62,6 +72,15 @@ func (s *Service) Pipelines(ctx context.Context, f PipelineFilter, p Page) ([]Pi
 		return nil, false, err
 	}
 	return v.Pipelines(ctx, f, p)
+}
+
+// PipelineSummaries reads the warnings and coverage of the listed pipelines.
+func (s *Service) PipelineSummaries(ctx context.Context, ids []int64) (map[int64]PipelineSummary, error) {
+	v, err := s.viewStore()
+	if err != nil {
+		return nil, err
+	}
+	return v.PipelineSummaries(ctx, ids)
 }
 
 // liveTraceRange returns up to max bytes of a build's live log (not archived) from offset

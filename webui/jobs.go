@@ -54,6 +54,7 @@ type chainLink struct {
 	Status        builds.Status
 	FailureReason string
 	Current       bool
+	Look          look
 }
 
 type timelineStep struct {
@@ -157,7 +158,7 @@ func (u *UI) chain(ctx context.Context, b builds.Build) ([]chainLink, error) {
 		return nil, nil
 	}
 	link := func(x builds.Build, current bool) chainLink {
-		return chainLink{ID: x.ID, ProjectID: x.ProjectID, Attempt: x.Attempt, Status: x.Status, FailureReason: x.FailureReason, Current: current}
+		return chainLink{ID: x.ID, ProjectID: x.ProjectID, Attempt: x.Attempt, Status: x.Status, FailureReason: x.FailureReason, Current: current, Look: jobLook(x)}
 	}
 	before := []chainLink{}
 	for prev, n := b.RetryOf, 0; prev != 0 && n < maxChain; n++ {

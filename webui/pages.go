@@ -41,16 +41,19 @@ var assetVersion = func() string {
 }()
 
 var funcs = template.FuncMap{
-	"dur":      durationText,
-	"since":    func(t time.Time, now time.Time) string { return durationText(now.Sub(t)) + " ago" },
-	"short":    func(sha string) string { return sha[:min(8, len(sha))] },
-	"rfc3339":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"clock":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
-	"statusOf": func(s builds.Status) string { return string(s) },
-	"label":    statusLabel,
-	"add":      func(a, b int) int { return a + b },
-	"add64":    func(a, b int64) int64 { return a + b },
-	"seconds":  func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) },
+	"dur":          durationText,
+	"since":        func(t time.Time, now time.Time) string { return durationText(now.Sub(t)) + " ago" },
+	"short":        func(sha string) string { return sha[:min(8, len(sha))] },
+	"rfc3339":      func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"clock":        func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+	"statusOf":     func(s builds.Status) string { return string(s) },
+	"label":        statusLabel,
+	"jobLook":      jobLook,
+	"pipelineLook": pipelineLook,
+	"coverage":     coverageText,
+	"add":          func(a, b int) int { return a + b },
+	"add64":        func(a, b int64) int64 { return a + b },
+	"seconds":      func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) },
 	"ms": func(d time.Duration) string {
 		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 0, 64)
 	},

@@ -34,6 +34,9 @@ type pipelinesData struct {
 type pipelineRow struct {
 	builds.Pipeline
 	Duration string
+	// Warnings: passed with warnings; Coverage: the average of its jobs' ("" for none).
+	Warnings bool
+	Coverage string
 }
 
 func (u *UI) pipelinesPage(w http.ResponseWriter, r *http.Request) {
@@ -62,13 +65,9 @@ func (u *UI) pipelinesPage(w http.ResponseWriter, r *http.Request) {
 			u.fail(w, r, err)
 			return
 		}
-		now := u.now()
-		for _, p := range list {
-			end := now
-			if p.FinishedAt != nil {
-				end = *p.FinishedAt
-			}
-			d.Rows = append(d.Rows, pipelineRow{Pipeline: p, Duration: durationText(end.Sub(p.CreatedAt))})
+		if d.Rows, err = u.pipelineRows(r, list); err != nil {
+			u.fail(w, r, err)
+			return
 		}
 		if d.Page > 1 {
 			d.PrevURL = pageURL(q, d.Page-1)
@@ -85,6 +84,31 @@ func (u *UI) pipelinesPage(w http.ResponseWriter, r *http.Request) {
 	u.render(w, r, status, "pipelines", v)
 }
 
+// pipelineRows are a page of pipelines as lists show them, with their jobs' warnings and
+// coverage read in one query.
+func (u *UI) pipelineRows(r *http.Request, list []builds.Pipeline) ([]pipelineRow, error) {
+	ids := make([]int64, len(list))
+	for i, p := range list {
+		ids[i] = p.ID
+	}
+	sums, err := u.svc.PipelineSummaries(r.Context(), ids)
+	if err != nil {
+		return nil, err
+	}
+	now := u.now()
+	rows := make([]pipelineRow, 0, len(list))
+	for _, p := range list {
+		end := now
+		if p.FinishedAt != nil {
+			end = *p.FinishedAt
+		}
+		sum := sums[p.ID]
+		rows = append(rows, pipelineRow{Pipeline: p, Duration: durationText(end.Sub(p.CreatedAt)),
+			Warnings: sum.Warnings, Coverage: coverageText(sum.Coverage)})
+	}
+	return rows, nil
+}
+
 func pageURL(q url.Values, page int) string {
 	c := url.Values{}
 	for k, v := range q {
@@ -97,13 +121,20 @@ func pageURL(q url.Values, page int) string {
 }
 
 // Layout of the pipeline graph: stages are columns of job cards, and needs edges are SVG
-// curves from a card's right edge to its dependant's left edge. The layout is computed
+// paths from a card's right edge to its dependant's left edge. The layout is computed
 // here, so the browser only draws: no script runs for a 2,000-job pipeline to appear.
+//
+// Cards sit on one grid of rows in every column, so the gaps between rows are free from
+// the first column to the last, and the gap between two columns is free from top to
+// bottom. An edge runs only there: it never passes under a card it does not connect (a
+// straight curve from build to package would cross the test stage's cards and read as
+// "unit 1/2 → package").
 const (
 	cardW    = 232
 	cardH    = 58
-	cardGapY = 10
+	cardGapY = 16
 	colW     = 296
+	colGap   = colW - cardW
 	headerH  = 34
 	padX     = 8
 )
@@ -118,6 +149,10 @@ type pipelineData struct {
 	// Jobs counts the latest attempts; Attempts all of them.
 	Jobs, Attempts int
 	Finished       bool
+	// Warnings: a latest job failed and was allowed to (the pipeline passed with warnings).
+	Warnings bool
+	// Coverage is the average of the latest jobs' coverage (GitLab's), "" when none has one.
+	Coverage string
 	// The pipeline's JUnit test report, read for the full page only (a live refresh
 	// redraws the graph, not this).
 	testsView
@@ -165,8 +200,11 @@ type jobCard struct {
 	Needs                           []string
 }
 
+// edge is a needs edge from the job From to the job To (build ids: what a test checks the
+// path against).
 type edge struct {
-	Path string
+	Path     string
+	From, To int64
 }
 
 // buildPipelineData lays out p; children maps its trigger jobs to their child pipelines.
@@ -177,6 +215,10 @@ func buildPipelineData(p builds.Pipeline, children map[int64]int64, now time.Tim
 		end = *p.FinishedAt
 	}
 	d.Duration = durationText(end.Sub(p.CreatedAt))
+	d.Warnings = pipelineWarnings(p)
+	if c, ok := p.Coverage(); ok {
+		d.Coverage = coverageText(&c)
+	}
 	earlier := map[string]int{}
 	latest := map[string]*jobCard{}
 	byStage := map[string][]builds.Build{}
@@ -218,7 +260,7 @@ func buildPipelineData(p builds.Pipeline, children map[int64]int64, now time.Tim
 				if !ok {
 					continue
 				}
-				d.Edges = append(d.Edges, edge{Path: curve(from.X+cardW, from.Y+cardH/2, c.X, c.Y+cardH/2)})
+				d.Edges = append(d.Edges, edge{Path: route(from.X, from.Y, c.X, c.Y, tallest), From: from.ID, To: c.ID})
 			}
 		}
 	}
@@ -227,15 +269,54 @@ func buildPipelineData(p builds.Pipeline, children map[int64]int64, now time.Tim
 	return d
 }
 
-// curve is a cubic Bézier from (x1, y1) to (x2, y2) leaving and entering horizontally; a
-// need within one column loops out to the right.
-func curve(x1, y1, x2, y2 int) string {
-	if x2 <= x1 {
-		bend := x1 + 40
-		return fmt.Sprintf("M%d %d C%d %d %d %d %d %d", x1, y1, bend, y1, bend, y2, x2+cardW, y2)
+// route is the path of a needs edge from the card at (fx, fy) to its dependant's card at
+// (tx, ty), in a graph of rows rows. It leaves the first card's right edge and enters the
+// second's left edge; every part of it lies in a gap between columns or between rows:
+//   - a need within one column loops out into the gap to the column's right;
+//   - a need on the next column is one curve across the gap between the two;
+//   - a need further left turns, in the gap after its column, into the lane between two
+//     rows nearest to both cards, runs along it past the columns in between, and turns
+//     back, in the gap before its dependant's column.
+//
+// A cubic Bézier stays within the box of its four points, so keeping those points in a
+// gap keeps the curve there.
+func route(fx, fy, tx, ty, rows int) string {
+	x1, y1 := fx+cardW, fy+cardH/2
+	x2, y2 := tx, ty+cardH/2
+	switch {
+	case tx <= fx:
+		bend := x1 + colGap*5/8
+		return fmt.Sprintf("M%d %d C%d %d %d %d %d %d", x1, y1, bend, y1, bend, y2, tx+cardW, y2)
+	case tx-fx <= colW:
+		mid := (x1 + x2) / 2
+		return fmt.Sprintf("M%d %d C%d %d %d %d %d %d", x1, y1, mid, y1, mid, y2, x2, y2)
 	}
-	mid := (x1 + x2) / 2
-	return fmt.Sprintf("M%d %d C%d %d %d %d %d %d", x1, y1, mid, y1, mid, y2, x2, y2)
+	lane := laneY(nearestLane(y1, y2, rows))
+	out, in := x1+colGap/2, x2-colGap/2
+	return fmt.Sprintf("M%d %d C%d %d %d %d %d %d L%d %d C%d %d %d %d %d %d",
+		x1, y1, out, y1, out, lane, x1+colGap, lane,
+		x2-colGap, lane,
+		in, lane, in, y2, x2, y2)
+}
+
+// laneY is the middle of the gap above row j (j = rows: the gap below the last row).
+func laneY(j int) int { return headerH + j*(cardH+cardGapY) - cardGapY/2 }
+
+// nearestLane picks the lane (1 … rows) closest to the middle of the two cards: the lane
+// above the first row runs through the stage names, so it is not one.
+func nearestLane(y1, y2, rows int) int {
+	best, bestDist := 1, -1
+	mid := (y1 + y2) / 2
+	for j := 1; j <= max(rows, 1); j++ {
+		dist := laneY(j) - mid
+		if dist < 0 {
+			dist = -dist
+		}
+		if bestDist < 0 || dist < bestDist {
+			best, bestDist = j, dist
+		}
+	}
+	return best
 }
 
 func (u *UI) pipelinePage(w http.ResponseWriter, r *http.Request) {

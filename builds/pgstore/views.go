@@ -57,6 +57,33 @@ func (s *Store) Pipelines(ctx context.Context, f builds.PipelineFilter, p builds
 	return list, more, nil
 }
 
+// PipelineSummaries reads, for each listed pipeline that has jobs, whether a latest job
+// failed with allow_failure and the average coverage of its latest jobs: one grouped read
+// through builds_pipeline_idx for a page of pipelines.
+func (s *Store) PipelineSummaries(ctx context.Context, ids []int64) (map[int64]builds.PipelineSummary, error) {
+	out := make(map[int64]builds.PipelineSummary, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `
+SELECT pipeline_id, bool_or(status = 'failed' AND allow_failure), avg(coverage)::float8
+FROM builds WHERE pipeline_id = ANY($1) AND retried_by IS NULL
+GROUP BY pipeline_id`, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var sum builds.PipelineSummary
+		if err := rows.Scan(&id, &sum.Warnings, &sum.Coverage); err != nil {
+			return nil, err
+		}
+		out[id] = sum
+	}
+	return out, rows.Err()
+}
+
 // traceRange cuts [from, to) out of the chunks that overlap it: the chunk holding from is
 // found through the primary key (build_id, offset_at), and only the bytes asked for leave
 // the server.
