@@ -53,6 +53,8 @@ var layerRules = []layerRule{
 		why: "the .gitlab-ci.yml compiler is pure: text in, builds' job definitions out, with a YAML parser; no storage, no transport"},
 	{pkgs: "./cisource", allowed: []string{"./builds", "./ciconfig"},
 		why: "the include reader runs git and fetches HTTPS with the standard library, for ciconfig's Includes"},
+	{pkgs: "./cipipeline", allowed: []string{"./builds", "./ciconfig", "./cisource"}, forbidden: []string{"net/http"},
+		why: "pipelines from the repository: the ref resolved and the file read with cisource, compiled with ciconfig, stored through builds; no transport, every caller (API, triggers, schedules, pushes) brings its own"},
 	{pkgs: "./idtoken", allowed: []string{"github.com/go-jose/go-jose/v4/..."},
 		why: "the ID token signer and its JWKS are go-jose's, with the standard library's crypto; keys reach it as values, not from storage"},
 	{pkgs: "./ciconfig/expr", allowed: []string{},

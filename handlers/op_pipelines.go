@@ -52,6 +52,12 @@ func (h *Handler) createPipeline(w http.ResponseWriter, r *http.Request) error {
 	if isForm(r) {
 		return &httpError{code: http.StatusUnsupportedMediaType, msg: "a pipeline definition must be sent as JSON, or as .gitlab-ci.yml with Content-Type application/yaml"}
 	}
+	if req, ok, err := refOnlyQuery(r); err != nil || ok {
+		if err != nil {
+			return err
+		}
+		return h.createPipelineFromRef(w, r, pid, req)
+	}
 	var def builds.PipelineDefinition
 	fromYAML := isYAML(r)
 	if fromYAML {
@@ -66,6 +72,9 @@ func (h *Handler) createPipeline(w http.ResponseWriter, r *http.Request) error {
 		var req pipelineRequest
 		if err := decodeJSON(r, &req, true); err != nil {
 			return err
+		}
+		if req = req.withQueryRef(r); req.fromRepository() {
+			return h.createPipelineFromRef(w, r, pid, req)
 		}
 		if req.CIConfig != nil {
 			if len(req.Stages) > 0 || len(req.Jobs) > 0 {
