@@ -242,14 +242,16 @@ type AuditEvent struct {
 
 // Project is a project as operators see it; repo_url never shows credentials.
 type Project struct {
-	ID                int64     `json:"id"`
-	Name              string    `json:"name"`
-	Path              string    `json:"path"`
-	PathWithNamespace string    `json:"path_with_namespace"`
-	RepoURL           string    `json:"repo_url"`
-	DefaultBranch     string    `json:"default_branch"`
-	CreatedAt         time.Time `json:"created_at"`
-	UpdatedAt         time.Time `json:"updated_at"`
+	ID                int64  `json:"id"`
+	Name              string `json:"name"`
+	Path              string `json:"path"`
+	PathWithNamespace string `json:"path_with_namespace"`
+	RepoURL           string `json:"repo_url"`
+	DefaultBranch     string `json:"default_branch"`
+	// CIConfigPath is the file a pipeline from the repository reads ("": .gitlab-ci.yml).
+	CIConfigPath string    `json:"ci_config_path"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
 }
 
 // ProjectVariable is a project CI/CD variable (GitLab's shape).

@@ -20,8 +20,11 @@ type Project struct {
 	// payload carries it so. Show RedactURL(RepoURL) anywhere else.
 	RepoURL       string
 	DefaultBranch string
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	// CIConfigPath is GitLab's ci_config_path: the file a pipeline from the repository
+	// reads ("": .gitlab-ci.yml).
+	CIConfigPath string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
 }
 
 // ProjectVariable is a project CI/CD variable (GitLab's shape).
@@ -45,6 +48,7 @@ type ProjectChange struct {
 	Path          *string
 	RepoURL       *string
 	DefaultBranch *string
+	CIConfigPath  *string
 }
 
 // VariableChange is a variable create or update: nil fields are left as they are.
@@ -142,6 +146,43 @@ func applyProject(p *Project, c ProjectChange) error {
 			return err
 		}
 		p.DefaultBranch = *c.DefaultBranch
+	}
+	if c.CIConfigPath != nil {
+		if err := CheckCIConfigPath(*c.CIConfigPath); err != nil {
+			return err
+		}
+		p.CIConfigPath = *c.CIConfigPath
+	}
+	return nil
+}
+
+// CheckCIConfigPath accepts a ci_config_path that names a file in the project's own
+// repository ("" is the default, .gitlab-ci.yml). GitLab's other forms, a file of another
+// project (path@group/project) and a URL, are refused by name rather than read as a path
+// that is never there; and since the path reaches git, it may not start with '-' or climb
+// out of the tree.
+func CheckCIConfigPath(s string) error {
+	switch {
+	case s == "":
+		return nil
+	case len(s) > MaxNameLength:
+		return invalid("ci_config_path is longer than %d characters", MaxNameLength)
+	case strings.Contains(s, "://"):
+		return invalid("ci_config_path %.60q: a URL is not supported by jobapi; give a path in the project's repository", s)
+	case strings.Contains(s, "@"):
+		return invalid("ci_config_path %.60q: a file of another project (path@group/project) is not supported by jobapi; give a path in the project's repository", s)
+	case strings.HasPrefix(s, "-"), strings.HasPrefix(s, "/"), strings.HasSuffix(s, "/"):
+		return invalid("ci_config_path %.60q must be a relative file path, not starting with '-' or '/'", s)
+	}
+	for _, r := range s {
+		if r < ' ' || r == 0x7f || r == ':' || r == '\\' {
+			return invalid("ci_config_path %.60q contains %q", s, r)
+		}
+	}
+	for _, part := range strings.Split(s, "/") {
+		if part == "" || part == "." || part == ".." {
+			return invalid("ci_config_path %.60q has an empty, '.' or '..' part", s)
+		}
 	}
 	return nil
 }
@@ -387,7 +428,8 @@ func projectTarget(id int64) string { return fmt.Sprintf("project:%d", id) }
 
 // projectDetail is what the audit log keeps of a project: the remote redacted.
 func projectDetail(p Project) map[string]any {
-	return map[string]any{"name": p.Name, "path": p.Path, "repo_url": RedactURL(p.RepoURL), "default_branch": p.DefaultBranch}
+	return map[string]any{"name": p.Name, "path": p.Path, "repo_url": RedactURL(p.RepoURL), "default_branch": p.DefaultBranch,
+		"ci_config_path": p.CIConfigPath}
 }
 
 // variableDetail never holds the value: masked or not, a variable may be a secret.

@@ -1,6 +1,7 @@
 package builds
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -68,5 +69,32 @@ func TestMaskedProjectVariableRules(t *testing.T) {
 	multi := "12345678\n"
 	if _, err := newVariable("K", VariableChange{Value: &multi, Masked: &yes}); err == nil {
 		t.Errorf("a multi-line masked value: accepted")
+	}
+}
+
+func TestCheckCIConfigPath(t *testing.T) {
+	for _, ok := range []string{"", ".gitlab-ci.yml", "ci/pipeline.yml", ".ci/main.yaml", "a b/c.yml"} {
+		if err := CheckCIConfigPath(ok); err != nil {
+			t.Errorf("CheckCIConfigPath(%q) = %v, want nil", ok, err)
+		}
+	}
+	for path, want := range map[string]string{
+		"ci.yml@group/other":         "another project",
+		"https://example.com/ci.yml": "a URL",
+		"--upload-pack=x":            "not starting with '-'",
+		"/abs/ci.yml":                "relative",
+		"ci/":                        "relative",
+		"../ci.yml":                  "'..'",
+		"ci//x.yml":                  "empty",
+		"ci/./x.yml":                 "'.'",
+		"a:b.yml":                    `':'`,
+		"a\nb.yml":                   `'\n'`,
+		strings.Repeat("c", 256):     "longer than 255",
+	} {
+		err := CheckCIConfigPath(path)
+		var ve *ValidationError
+		if !errors.As(err, &ve) || !strings.Contains(ve.Msg, want) || !strings.Contains(ve.Msg, "ci_config_path") {
+			t.Errorf("CheckCIConfigPath(%.40q) = %v, want a ValidationError naming ci_config_path and %q", path, err, want)
+		}
 	}
 }

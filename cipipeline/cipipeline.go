@@ -118,6 +118,9 @@ func (c *Creator) Compile(ctx context.Context, req FromRef) (Compiled, error) {
 		}
 	}
 	path := DefaultConfigPath
+	if jp.Project.CIConfigPath != "" {
+		path = jp.Project.CIConfigPath
+	}
 	src, err := c.Sources.Git.Read(ctx, remote, head.SHA, path)
 	switch {
 	case errors.Is(err, ciconfig.ErrIncludeNotFound):

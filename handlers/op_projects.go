@@ -22,15 +22,17 @@ type projectFields struct {
 	Path          *string `json:"path"`
 	RepoURL       *string `json:"repo_url"`
 	DefaultBranch *string `json:"default_branch"`
+	CIConfigPath  *string `json:"ci_config_path"`
 }
 
 func (f projectFields) change() builds.ProjectChange {
-	return builds.ProjectChange{Name: f.Name, Path: f.Path, RepoURL: f.RepoURL, DefaultBranch: f.DefaultBranch}
+	return builds.ProjectChange{Name: f.Name, Path: f.Path, RepoURL: f.RepoURL, DefaultBranch: f.DefaultBranch,
+		CIConfigPath: f.CIConfigPath}
 }
 
 func projectView(p builds.Project) api.Project {
 	return api.Project{ID: p.ID, Name: p.Name, Path: p.Path, PathWithNamespace: projectNamespace + "/" + p.Path,
-		RepoURL: builds.RedactURL(p.RepoURL), DefaultBranch: p.DefaultBranch, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+		RepoURL: builds.RedactURL(p.RepoURL), DefaultBranch: p.DefaultBranch, CIConfigPath: p.CIConfigPath, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
 }
 
 // projectError words the project sentinels for the client.

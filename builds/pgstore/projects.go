@@ -14,11 +14,17 @@ import (
 
 var _ builds.ProjectStore = (*Store)(nil)
 
-const projectCols = `id, name, path, repo_url, default_branch, created_at, updated_at`
+const projectCols = `id, name, path, repo_url, default_branch, created_at, updated_at, ci_config_path`
+
+// projectFields are the scan destinations of projectCols, in its order: every read of a
+// project scans through them, so that a column is added in two places only.
+func projectFields(p *builds.Project) []any {
+	return []any{&p.ID, &p.Name, &p.Path, &p.RepoURL, &p.DefaultBranch, &p.CreatedAt, &p.UpdatedAt, &p.CIConfigPath}
+}
 
 func scanProject(row pgx.Row) (builds.Project, error) {
 	var p builds.Project
-	err := row.Scan(&p.ID, &p.Name, &p.Path, &p.RepoURL, &p.DefaultBranch, &p.CreatedAt, &p.UpdatedAt)
+	err := row.Scan(projectFields(&p)...)
 	return p, err
 }
 
@@ -35,8 +41,8 @@ func uniqueViolation(err error, what string) error {
 // project.
 const insertProject = `
 WITH p AS (
-    INSERT INTO projects (name, path, repo_url, default_branch, created_at, updated_at)
-    VALUES ($1, $2, $3, $4, $5, $5)
+    INSERT INTO projects (name, path, repo_url, default_branch, created_at, updated_at, ci_config_path)
+    VALUES ($1, $2, $3, $4, $5, $5, $6)
     RETURNING *
 ), pb AS (
     INSERT INTO protected_refs (project_id, ref_type, name, created_at)
@@ -46,7 +52,7 @@ SELECT ` + projectCols + ` FROM p`
 
 // CreateProject stores a new project.
 func (s *Store) CreateProject(ctx context.Context, p builds.Project) (builds.Project, error) {
-	created, err := scanProject(s.pool.QueryRow(ctx, insertProject, p.Name, p.Path, p.RepoURL, p.DefaultBranch, p.CreatedAt))
+	created, err := scanProject(s.pool.QueryRow(ctx, insertProject, p.Name, p.Path, p.RepoURL, p.DefaultBranch, p.CreatedAt, p.CIConfigPath))
 	if err != nil {
 		return builds.Project{}, uniqueViolation(err, fmt.Sprintf("path %q", p.Path))
 	}
@@ -76,7 +82,7 @@ func (s *Store) Projects(ctx context.Context, pg builds.Page) ([]builds.Project,
 	var total int
 	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (builds.Project, error) {
 		var p builds.Project
-		err := row.Scan(&p.ID, &p.Name, &p.Path, &p.RepoURL, &p.DefaultBranch, &p.CreatedAt, &p.UpdatedAt, &total)
+		err := row.Scan(append(projectFields(&p), &total)...)
 		return p, err
 	})
 	if err == nil && len(list) == 0 && pg.Page > 1 {
@@ -89,7 +95,7 @@ func (s *Store) Projects(ctx context.Context, pg builds.Page) ([]builds.Project,
 const lockProject = `SELECT ` + projectCols + ` FROM projects WHERE id = $1 FOR UPDATE`
 
 const updateProject = `
-UPDATE projects SET name = $2, path = $3, repo_url = $4, default_branch = $5, updated_at = $6
+UPDATE projects SET name = $2, path = $3, repo_url = $4, default_branch = $5, updated_at = $6, ci_config_path = $7
 WHERE id = $1
 RETURNING ` + projectCols
 
@@ -104,7 +110,7 @@ func (s *Store) UpdateProject(ctx context.Context, id int64, apply func(*builds.
 		if err := apply(&p); err != nil {
 			return err
 		}
-		out, err = scanProject(tx.QueryRow(ctx, updateProject, id, p.Name, p.Path, p.RepoURL, p.DefaultBranch, now))
+		out, err = scanProject(tx.QueryRow(ctx, updateProject, id, p.Name, p.Path, p.RepoURL, p.DefaultBranch, now, p.CIConfigPath))
 		return uniqueViolation(err, fmt.Sprintf("path %q", p.Path))
 	})
 	return out, err
@@ -243,8 +249,7 @@ func (s *Store) JobProject(ctx context.Context, projectID int64) (builds.JobProj
 		vars  []variableRow
 		names builds.ProtectedRefNames
 	)
-	err := s.pool.QueryRow(ctx, jobProject, projectID).Scan(&p.ID, &p.Name, &p.Path, &p.RepoURL, &p.DefaultBranch,
-		&p.CreatedAt, &p.UpdatedAt, &vars, &names.Branches, &names.Tags)
+	err := s.pool.QueryRow(ctx, jobProject, projectID).Scan(append(projectFields(&p), &vars, &names.Branches, &names.Tags)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return builds.JobProject{}, nil
 	}

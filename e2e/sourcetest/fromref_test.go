@@ -203,3 +203,45 @@ func TestPipelineFromRefRefused(t *testing.T) {
 		t.Errorf("refs/heads/main: ref %q jobs %+v", p.Ref, p.Jobs)
 	}
 }
+
+// TestPipelineFromRefCIConfigPath: a project's ci_config_path (GitLab's project attribute)
+// names the file a pipeline from a ref reads; only paths in the project's own repository
+// are taken.
+func TestPipelineFromRefCIConfigPath(t *testing.T) {
+	t.Parallel()
+	m := newMonorepo(t)
+	sha := m.commit(map[string]string{"ci/pipeline.yml": "custom: {script: make}\n", ".gitlab-ci.yml": "default_file: {script: make}\n"})
+	inst := jobapitest.Start(t, jobapitest.Options{})
+	var project api.Project
+	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects",
+		map[string]any{"name": "app", "repo_url": "file://" + m.bare, "ci_config_path": "ci/pipeline.yml"}, &project)
+	if project.CIConfigPath != "ci/pipeline.yml" {
+		t.Errorf("created project's ci_config_path %q", project.CIConfigPath)
+	}
+	path := fmt.Sprintf("/api/v4/projects/%d/pipeline", project.ID)
+	var p api.Pipeline
+	inst.MustDo(t, http.StatusCreated, "POST", path, map[string]any{"ref": "main"}, &p)
+	if got := jobNames(p); !slices.Equal(got, []string{"custom"}) || p.Sha != sha {
+		t.Errorf("jobs %v at %s, want custom (ci/pipeline.yml) at %s", got, p.Sha, sha)
+	}
+
+	projectPath := fmt.Sprintf("/api/v4/projects/%d", project.ID)
+	inst.MustDo(t, http.StatusOK, "PUT", projectPath, map[string]any{"ci_config_path": "ci/missing.yml"}, &project)
+	resp, b := inst.Do(t, "POST", path, map[string]any{"ref": "main"})
+	if msg := jobapitest.WantJSONError(t, resp, b, http.StatusBadRequest); !strings.Contains(msg, "Missing CI config file: ci/missing.yml") {
+		t.Errorf("missing ci_config_path file: %q", msg)
+	}
+	for _, bad := range []string{".gitlab-ci.yml@group/other", "https://example.com/ci.yml", "../x.yml", "-x"} {
+		resp, b := inst.Do(t, "PUT", projectPath, map[string]any{"ci_config_path": bad})
+		if msg := jobapitest.WantJSONError(t, resp, b, http.StatusBadRequest); !strings.Contains(msg, "ci_config_path") {
+			t.Errorf("ci_config_path %q: %q", bad, msg)
+		}
+	}
+	// Back to the default, in GitLab's form encoding.
+	resp, b = inst.Do(t, "PUT", projectPath, "ci_config_path=", "Content-Type", "application/x-www-form-urlencoded")
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
+	inst.MustDo(t, http.StatusCreated, "POST", path, map[string]any{"ref": "main"}, &p)
+	if got := jobNames(p); !slices.Equal(got, []string{"default_file"}) {
+		t.Errorf("jobs %v, want default_file (.gitlab-ci.yml)", got)
+	}
+}

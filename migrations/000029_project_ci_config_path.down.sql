@@ -1,0 +1,1 @@
+ALTER TABLE projects DROP COLUMN IF EXISTS ci_config_path;
