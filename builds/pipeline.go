@@ -51,6 +51,9 @@ type Pipeline struct {
 	Depth            int
 	// AutoCancel: workflow:auto_cancel as the pipeline was created with (defaults filled).
 	AutoCancel AutoCancel
+	// Runs: what PipelineDurations needs, filled by listings that leave Builds out (nil:
+	// computed from Builds).
+	Runs *PipelineRuns
 }
 
 // PipelineDefinition is what an operator posts to create a pipeline.

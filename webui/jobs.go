@@ -39,6 +39,8 @@ type jobData struct {
 	// LiveLog: the window reaches the end of a log that still grows.
 	LiveLog   bool
 	Artifacts []artifactRow
+	// Duration: from its start (builds.JobDurations); Queued: its wait for a runner.
+	Duration, Queued string
 	// AckLeft is what is left of the ack deadline while the job waits.
 	AckLeft    *time.Duration
 	Cancelable bool
@@ -106,6 +108,8 @@ func (u *UI) jobPage(w http.ResponseWriter, r *http.Request) {
 	}
 	d := jobData{JobView: v, Cancelable: !v.Status.Finished(), Playable: v.Status == builds.StatusManual,
 		Retryable: v.Status.Finished() && v.RetriedBy == 0}
+	dur := builds.JobDurations(v.Build, u.now())
+	d.Duration, d.Queued = optionalDuration(dur.Run), optionalDuration(dur.Queued)
 	if v.Status == builds.StatusWaiting && v.AckDeadline != nil {
 		left := max(v.AckDeadline.Sub(u.now()), 0)
 		d.AckLeft = &left

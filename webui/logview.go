@@ -298,6 +298,14 @@ func lineBody(b *strings.Builder, l logLine) {
 	b.WriteString(`</span>`)
 }
 
+// optionalDuration is durationText of d, or "—" when there is none (not started).
+func optionalDuration(d *time.Duration) string {
+	if d == nil {
+		return "—"
+	}
+	return durationText(*d)
+}
+
 // durationText formats a section's or job's duration the way CI pages do: 1m 05s.
 func durationText(d time.Duration) string {
 	if d < 0 {

@@ -33,7 +33,9 @@ type pipelinesData struct {
 
 type pipelineRow struct {
 	builds.Pipeline
-	Duration string
+	// Duration is the time its jobs ran, Queued the wait before the first started
+	// (builds.PipelineDurations); "—" when there is none.
+	Duration, Queued string
 	// Warnings: passed with warnings; Coverage: the average of its jobs' ("" for none).
 	Warnings bool
 	Coverage string
@@ -98,12 +100,9 @@ func (u *UI) pipelineRows(r *http.Request, list []builds.Pipeline) ([]pipelineRo
 	now := u.now()
 	rows := make([]pipelineRow, 0, len(list))
 	for _, p := range list {
-		end := now
-		if p.FinishedAt != nil {
-			end = *p.FinishedAt
-		}
 		sum := sums[p.ID]
-		rows = append(rows, pipelineRow{Pipeline: p, Duration: durationText(end.Sub(p.CreatedAt)),
+		dur := builds.PipelineDurations(p, now)
+		rows = append(rows, pipelineRow{Pipeline: p, Duration: optionalDuration(dur.Run), Queued: optionalDuration(dur.Queued),
 			Warnings: sum.Warnings, Coverage: coverageText(sum.Coverage)})
 	}
 	return rows, nil
@@ -141,11 +140,12 @@ const (
 
 type pipelineData struct {
 	builds.Pipeline
-	Duration string
-	Stages   []stageColumn
-	Edges    []edge
-	Width    int
-	Height   int
+	// Duration and Queued as on the list (builds.PipelineDurations).
+	Duration, Queued string
+	Stages           []stageColumn
+	Edges            []edge
+	Width            int
+	Height           int
 	// Jobs counts the latest attempts; Attempts all of them.
 	Jobs, Attempts int
 	Finished       bool
@@ -210,11 +210,8 @@ type edge struct {
 // buildPipelineData lays out p; children maps its trigger jobs to their child pipelines.
 func buildPipelineData(p builds.Pipeline, children map[int64]int64, now time.Time) pipelineData {
 	d := pipelineData{Pipeline: p, Attempts: len(p.Builds), Finished: p.FinishedAt != nil}
-	end := now
-	if p.FinishedAt != nil {
-		end = *p.FinishedAt
-	}
-	d.Duration = durationText(end.Sub(p.CreatedAt))
+	dur := builds.PipelineDurations(p, now)
+	d.Duration, d.Queued = optionalDuration(dur.Run), optionalDuration(dur.Queued)
 	d.Warnings = pipelineWarnings(p)
 	if c, ok := p.Coverage(); ok {
 		d.Coverage = coverageText(&c)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -15,6 +16,13 @@ var _ builds.Views = (*Store)(nil)
 
 const pipelineListCols = `id, project_id, ref, sha, stages, timeout_strategy, status, created_at, updated_at,
     finished_at, iid, source, before_sha, variables`
+
+// pipelineRunsJoin adds to a pipeline row what its durations need without its builds
+// (builds.PipelineRuns): its first start, and the latest attempts' run periods.
+const pipelineRunsJoin = ` LEFT JOIN LATERAL (SELECT min(b.started_at) AS first_started,
+        array_agg(b.started_at ORDER BY b.id) FILTER (WHERE b.retried_by IS NULL AND b.started_at IS NOT NULL) AS starts,
+        array_agg(b.finished_at ORDER BY b.id) FILTER (WHERE b.retried_by IS NULL AND b.started_at IS NOT NULL) AS ends
+    FROM builds b WHERE b.pipeline_id = pipelines.id) runs ON true`
 
 // Pipelines lists pipelines newest first. The conditions are written into the statement
 // only when set (their values stay bound), so that a project's listing walks
@@ -30,7 +38,7 @@ func (s *Store) Pipelines(ctx context.Context, f builds.PipelineFilter, p builds
 		args = append(args, f.Status)
 		where = append(where, "status = $"+strconv.Itoa(len(args)))
 	}
-	q := `SELECT ` + pipelineListCols + ` FROM pipelines`
+	q := `SELECT ` + pipelineListCols + `, runs.first_started, runs.starts, runs.ends FROM pipelines` + pipelineRunsJoin
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
@@ -43,9 +51,22 @@ func (s *Store) Pipelines(ctx context.Context, f builds.PipelineFilter, p builds
 	}
 	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (builds.Pipeline, error) {
 		var p builds.Pipeline
+		var (
+			runs   builds.PipelineRuns
+			starts []time.Time
+			ends   []*time.Time
+		)
 		err := row.Scan(&p.ID, &p.ProjectID, &p.Ref, &p.SHA, &p.Stages, &p.TimeoutStrategy, &p.Status,
-			&p.CreatedAt, &p.UpdatedAt, &p.FinishedAt, &p.IID, &p.Source, &p.BeforeSHA, &p.Variables)
-		return p, err
+			&p.CreatedAt, &p.UpdatedAt, &p.FinishedAt, &p.IID, &p.Source, &p.BeforeSHA, &p.Variables,
+			&runs.FirstStarted, &starts, &ends)
+		if err != nil || len(starts) != len(ends) {
+			return p, err
+		}
+		for i, s := range starts {
+			runs.Periods = append(runs.Periods, builds.RunPeriod{Started: s, Finished: ends[i]})
+		}
+		p.Runs = &runs
+		return p, nil
 	})
 	if err != nil {
 		return nil, false, err
