@@ -89,6 +89,8 @@ type Service struct {
 	resourceGroups ResourceGroupStore
 	// views serve the operator web UI's listings (nil: they answer ErrUnavailable).
 	views Views
+	// lists serve GitLab's filtered job, commit status and runner lists (nil: ErrUnavailable).
+	lists Listings
 	// traces lists the finished builds whose logs wait to be archived into objects (nil:
 	// logs stay live); archiveRequests carries this replica's finishes to its worker.
 	traces          TraceArchiveStore
@@ -140,6 +142,8 @@ type Deps struct {
 	ResourceGroups ResourceGroupStore
 	// Views serve the web UI's listings (nil: they answer ErrUnavailable).
 	Views Views
+	// Listings serve GitLab's filtered lists (nil: they answer ErrUnavailable).
+	Listings Listings
 	// TraceArchives lists the finished builds whose logs wait to be archived into Objects
 	// (nil: logs are never archived).
 	TraceArchives TraceArchiveStore
@@ -181,7 +185,7 @@ func NewService(d Deps) *Service {
 	}
 	s := &Service{store: d.Store, leases: d.Leases, queue: d.Queue, gate: d.TwoPhase, cfg: cfg, now: d.Now, log: d.Log,
 		observer: d.Observer, events: d.Events, audits: d.Audit, projects: d.Projects,
-		objects: d.Objects, cleanup: d.ObjectCleanup, environments: d.Environments, resourceGroups: d.ResourceGroups, views: d.Views, changes: d.Changes,
+		objects: d.Objects, cleanup: d.ObjectCleanup, environments: d.Environments, resourceGroups: d.ResourceGroups, views: d.Views, lists: d.Listings, changes: d.Changes,
 		live: d.Live, traces: d.TraceArchives, archiveRequests: make(chan int64, archiveRequestBuffer),
 		batch:   changeBatch{pending: map[Change]struct{}{}},
 		runners: newRunnerCache(cfg.RunnerCacheTTL), hub: newPipelineHub(), jobs: newJobCache(jobCacheSize),

@@ -369,7 +369,7 @@ type domain struct {
 // so that a store role or a setting added here reaches both.
 func ServiceDeps(cfg Config, store *pgstore.Store) builds.Deps {
 	return builds.Deps{Store: store, Audit: store, Projects: store, ObjectCleanup: store, Environments: store,
-		ResourceGroups: store, Views: store, TraceArchives: store,
+		ResourceGroups: store, Views: store, Listings: store, TraceArchives: store,
 		Config: builds.Config{TraceChunkSize: cfg.TraceChunkSize, AckTTL: cfg.AckTTL, MaxProvisioningWait: cfg.MaxProvisioningWait,
 			TraceLimit: cfg.TraceLimit, LongPoll: cfg.LongPoll, Policy: builds.DefaultRetryPolicy(cfg.AutoRetryMax),
 			MaxManagersPerRunner: cfg.MaxManagersPerRunner, RunnerTokenExpiresIn: cfg.RunnerTokenExpiresIn,

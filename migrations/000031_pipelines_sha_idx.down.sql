@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY IF EXISTS pipelines_project_sha_idx;
