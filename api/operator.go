@@ -137,10 +137,8 @@ type PipelineVariable struct {
 	VariableType string `json:"variable_type"`
 }
 
-// JobRunner and JobRunnerManager identify who holds a job.
-type JobRunner struct {
-	ID int64 `json:"id"`
-}
+// JobRunner is the runner that holds or held a job: GitLab's short runner form.
+type JobRunner = ListedRunner
 
 // JobRunnerManager identifies the machine that holds a job.
 type JobRunnerManager struct {
@@ -155,23 +153,32 @@ type JobAck struct {
 
 // JobDetail is GET /api/v4/projects/:project_id/jobs/:job_id.
 type JobDetail struct {
-	ID            int64             `json:"id"`
-	ProjectID     int64             `json:"project_id"`
-	PipelineID    int64             `json:"pipeline_id"`
-	Name          string            `json:"name"`
-	Stage         string            `json:"stage"`
-	Status        string            `json:"status"`
-	FailureReason *string           `json:"failure_reason"`
-	Attempt       int               `json:"attempt"`
-	RetryOf       *int64            `json:"retry_of"`
-	RetriedBy     *int64            `json:"retried_by"`
-	TwoPhase      bool              `json:"two_phase"`
-	Runner        *JobRunner        `json:"runner"`
-	RunnerManager *JobRunnerManager `json:"runner_manager"`
-	Ack           *JobAck           `json:"ack"`
-	Tags          []string          `json:"tag_list"`
-	Timeout       int               `json:"timeout"`
-	AllowFailure  bool              `json:"allow_failure"`
+	ID            int64   `json:"id"`
+	ProjectID     int64   `json:"project_id"`
+	PipelineID    int64   `json:"pipeline_id"`
+	Name          string  `json:"name"`
+	Stage         string  `json:"stage"`
+	Status        string  `json:"status"`
+	FailureReason *string `json:"failure_reason"`
+	// Ref is the branch or tag name; Tag says which.
+	Ref string `json:"ref"`
+	Tag bool   `json:"tag"`
+	// Duration: seconds from started_at to finished_at (or now, while it runs);
+	// QueuedDuration: from queued_at to started_at (or now, while it waits).
+	Duration       *float64          `json:"duration"`
+	QueuedDuration *float64          `json:"queued_duration"`
+	WebURL         string            `json:"web_url"`
+	Pipeline       *JobPipeline      `json:"pipeline"`
+	Attempt        int               `json:"attempt"`
+	RetryOf        *int64            `json:"retry_of"`
+	RetriedBy      *int64            `json:"retried_by"`
+	TwoPhase       bool              `json:"two_phase"`
+	Runner         *JobRunner        `json:"runner"`
+	RunnerManager  *JobRunnerManager `json:"runner_manager"`
+	Ack            *JobAck           `json:"ack"`
+	Tags           []string          `json:"tag_list"`
+	Timeout        int               `json:"timeout"`
+	AllowFailure   bool              `json:"allow_failure"`
 	// When is .gitlab-ci.yml's when (on_success, on_failure, always, manual, delayed).
 	When string `json:"when"`
 	// ScheduledAt: when a delayed job becomes pending, once it is scheduled.

@@ -111,22 +111,10 @@ func (s *Service) ProjectKnown(ctx context.Context, projectID int64) (bool, erro
 	return l.ProjectKnown(ctx, projectID)
 }
 
-// knownProject is ErrNotFound for a project that does not exist.
-func (s *Service) knownProject(ctx context.Context, l Listings, projectID int64) error {
-	ok, err := l.ProjectKnown(ctx, projectID)
-	if err == nil && !ok {
-		err = ErrNotFound
-	}
-	return err
-}
-
-// ProjectJobs lists a project's jobs, newest first; ErrNotFound for an unknown project.
+// ProjectJobs lists a project's jobs, newest first (the caller checks the project: ProjectKnown).
 func (s *Service) ProjectJobs(ctx context.Context, f JobFilter, p Page) ([]JobView, int, error) {
 	l, err := s.listings()
 	if err != nil {
-		return nil, 0, err
-	}
-	if err := s.knownProject(ctx, l, f.ProjectID); err != nil {
 		return nil, 0, err
 	}
 	list, total, err := l.ProjectJobs(ctx, f, p)
@@ -146,14 +134,10 @@ func jobViews(list []Build) []JobView {
 	return out
 }
 
-// CommitStatuses lists the builds of a project's pipelines at a commit; ErrNotFound for an
-// unknown project.
+// CommitStatuses lists the builds of a project's pipelines at a commit.
 func (s *Service) CommitStatuses(ctx context.Context, f CommitStatusFilter, p Page) ([]Build, int, error) {
 	l, err := s.listings()
 	if err != nil {
-		return nil, 0, err
-	}
-	if err := s.knownProject(ctx, l, f.ProjectID); err != nil {
 		return nil, 0, err
 	}
 	return l.CommitStatuses(ctx, f, p)
@@ -190,19 +174,6 @@ func (s *Service) RunnerListing(ctx context.Context, f RunnerFilter, p Page) ([]
 	}
 	f.Now = s.now()
 	return l.RunnerListing(ctx, f, p)
-}
-
-// ProjectRunners lists the runners a project's jobs may run on: every runner, as jobapi's
-// runners are all the instance's. ErrNotFound for an unknown project.
-func (s *Service) ProjectRunners(ctx context.Context, projectID int64, f RunnerFilter, p Page) ([]ListedRunner, int, error) {
-	l, err := s.listings()
-	if err != nil {
-		return nil, 0, err
-	}
-	if err := s.knownProject(ctx, l, projectID); err != nil {
-		return nil, 0, err
-	}
-	return s.RunnerListing(ctx, f, p)
 }
 
 // RunnersByID returns runners by id with their status now.

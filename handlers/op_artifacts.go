@@ -11,6 +11,8 @@ import (
 	"strconv"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/jobapi/jobapi/builds"
 )
 
 // getJobArtifacts is the operator's download of a job's archive (GitLab's GET
@@ -24,16 +26,7 @@ func (h *Handler) getJobArtifacts(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	content, err := h.arts.ArtifactContent(r.Context(), a)
-	if err != nil {
-		return err
-	}
-	defer content.Close()
-	setArtifactHeaders(w, a)
-	// Ranges, If-None-Match (the ETag is the SHA-256) and If-Modified-Since; a range it
-	// cannot serve is a 416 in plain text.
-	http.ServeContent(w, r, a.Filename, a.CreatedAt, content)
-	return nil
+	return h.serveArchive(w, r, a)
 }
 
 // getJobArtifactFile is the operator's download of one file out of a job's zip archive
@@ -43,7 +36,38 @@ func (h *Handler) getJobArtifactFile(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	name := chi.URLParam(r, "*")
+	return h.serveArchiveFile(w, r, pid, id, chi.URLParam(r, "*"))
+}
+
+// deleteJobArtifacts is GitLab's DELETE /projects/:id/jobs/:job_id/artifacts: every
+// artifact of the job goes; their objects leave the store now or with the next pass.
+func (h *Handler) deleteJobArtifacts(w http.ResponseWriter, r *http.Request) error {
+	pid, id, err := h.jobIDs(r)
+	if err != nil {
+		return err
+	}
+	if err := h.arts.DeleteJobArtifacts(r.Context(), pid, id, actor(r)); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// serveArchive answers with an artifact archive: ranges, If-None-Match (the ETag is its
+// SHA-256) and If-Modified-Since; a range it cannot serve is a 416 in plain text.
+func (h *Handler) serveArchive(w http.ResponseWriter, r *http.Request, a builds.Artifact) error {
+	content, err := h.arts.ArtifactContent(r.Context(), a)
+	if err != nil {
+		return err
+	}
+	defer content.Close()
+	setArtifactHeaders(w, a)
+	http.ServeContent(w, r, a.Filename, a.CreatedAt, content)
+	return nil
+}
+
+// serveArchiveFile answers with one file out of a job's zip archive.
+func (h *Handler) serveArchiveFile(w http.ResponseWriter, r *http.Request, pid, id int64, name string) error {
 	m, err := h.arts.ArchiveFile(r.Context(), pid, id, name)
 	if err != nil {
 		return err
@@ -61,19 +85,5 @@ func (h *Handler) getJobArtifactFile(w http.ResponseWriter, r *http.Request) err
 	if _, err := io.Copy(w, m); err != nil && r.Context().Err() == nil {
 		h.log.WarnContext(r.Context(), "artifact file download cut short", "job_id", id, "file", m.Name, "error", err)
 	}
-	return nil
-}
-
-// deleteJobArtifacts is GitLab's DELETE /projects/:id/jobs/:job_id/artifacts: every
-// artifact of the job goes; their objects leave the store now or with the next pass.
-func (h *Handler) deleteJobArtifacts(w http.ResponseWriter, r *http.Request) error {
-	pid, id, err := h.jobIDs(r)
-	if err != nil {
-		return err
-	}
-	if err := h.arts.DeleteJobArtifacts(r.Context(), pid, id, actor(r)); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -77,8 +77,7 @@ func (h *Handler) getJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, jobView(v))
-	return nil
+	return h.writeJob(w, r, http.StatusOK, v)
 }
 
 func (h *Handler) getEvents(w http.ResponseWriter, r *http.Request) error {
@@ -114,8 +113,7 @@ func (h *Handler) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, jobView(v))
-	return nil
+	return h.writeJob(w, r, http.StatusOK, v)
 }
 
 func (h *Handler) retryJob(w http.ResponseWriter, r *http.Request) error {
@@ -127,8 +125,7 @@ func (h *Handler) retryJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, jobView(v))
-	return nil
+	return h.writeJob(w, r, http.StatusCreated, v)
 }
 
 // playJob is GitLab's POST /projects/:id/jobs/:job_id/play: a manual job becomes pending.
@@ -141,8 +138,7 @@ func (h *Handler) playJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, jobView(v))
-	return nil
+	return h.writeJob(w, r, http.StatusOK, v)
 }
 
 func (h *Handler) listJobs(w http.ResponseWriter, r *http.Request) error {
@@ -168,9 +164,9 @@ func (h *Handler) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if err := h.arts.WithArtifacts(r.Context(), views); err != nil {
 		return err
 	}
-	out := make([]api.JobDetail, len(views))
-	for i, v := range views {
-		out[i] = jobView(v)
+	out, err := h.jobDetails(r, views)
+	if err != nil {
+		return err
 	}
 	writePage(w, p, total, out)
 	return nil

@@ -133,18 +133,31 @@ func (h *Handler) getPipeline(w http.ResponseWriter, r *http.Request) error {
 }
 
 // getPipelineJobs pages like every list endpoint (SPEC §7): a pipeline of thousands of
-// jobs would otherwise be one response of megabytes.
+// jobs would otherwise be one response of megabytes. As GitLab, it lists the latest attempt
+// of each job unless include_retried=true, in the states scope[] names.
 func (h *Handler) getPipelineJobs(w http.ResponseWriter, r *http.Request) error {
 	pg, err := pageOf(r)
 	if err != nil {
 		return err
+	}
+	scopes, err := jobScopes(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	withRetried := false
+	if v := r.URL.Query().Get("include_retried"); v != "" {
+		if withRetried, err = parseBool(v); err != nil {
+			return badRequest("include_retried: expected true or false, got %.40q", v)
+		}
 	}
 	p, err := h.pipeline(r)
 	if err != nil {
 		return err
 	}
 	// GitLab lists a pipeline's trigger jobs apart (…/bridges), not among its jobs.
-	jobsOnly := slices.DeleteFunc(p.Builds, func(b builds.Build) bool { return b.Bridge })
+	jobsOnly := slices.DeleteFunc(p.Builds, func(b builds.Build) bool {
+		return b.Bridge || b.RetriedBy != 0 && !withRetried || len(scopes) > 0 && !slices.Contains(scopes, b.Status)
+	})
 	from := min((pg.Page-1)*pg.PerPage, len(jobsOnly))
 	to := min(from+pg.PerPage, len(jobsOnly))
 	views := make([]builds.JobView, 0, to-from)
@@ -154,9 +167,9 @@ func (h *Handler) getPipelineJobs(w http.ResponseWriter, r *http.Request) error 
 	if err := h.arts.WithArtifacts(r.Context(), views); err != nil {
 		return err
 	}
-	jobs := make([]api.JobDetail, len(views))
-	for i, v := range views {
-		jobs[i] = jobView(v)
+	jobs, err := h.jobDetails(r, views)
+	if err != nil {
+		return err
 	}
 	writePage(w, pg, len(jobsOnly), jobs)
 	return nil

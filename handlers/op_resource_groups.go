@@ -85,9 +85,9 @@ func (h *Handler) upcomingJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	jobs := make([]api.JobDetail, len(views))
-	for i, v := range views {
-		jobs[i] = jobView(v)
+	jobs, err := h.jobDetails(r, views)
+	if err != nil {
+		return err
 	}
 	writePage(w, pg, total, jobs)
 	return nil

@@ -118,6 +118,17 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 			r.Get("/features", h.wrap(h.listFeatures))
 			r.Post("/features/{name}", h.wrap(h.setFeature))
 			r.Delete("/features/{name}", h.wrap(h.deleteFeature))
+
+			// GitLab's lists and reads that team scripts call (python-gitlab and the like).
+			r.Get("/projects/{project_id}/jobs", h.wrap(h.listProjectJobs))
+			r.Head("/projects/{project_id}/jobs/{job_id}/trace", h.wrap(h.getTrace))
+			r.Get("/projects/{project_id}/jobs/artifacts/{ref_name}/download", h.wrap(h.getRefArtifacts))
+			r.Get("/projects/{project_id}/jobs/artifacts/{ref_name}/raw/*", h.wrap(h.getRefArtifactFile))
+			r.Get("/projects/{project_id}/repository/commits/{sha}/statuses", h.wrap(h.listCommitStatuses))
+			r.Get("/projects/{project_id}/runners", h.wrap(h.listProjectRunners))
+			r.Get("/runners/all", h.wrap(h.listAllRunners))
+			r.Get("/user", h.wrap(h.getUser))
+			r.Get("/version", h.wrap(h.getVersion))
 		})
 		r.With(h.requireAdmin, limitBody(limitPipeline), bodyDeadline(pipelineBodyTimeout)).Post("/projects/{project_id}/pipeline", h.wrap(h.createPipeline))
 		r.With(h.requireAdmin, limitBody(limitPipeline), bodyDeadline(pipelineBodyTimeout)).Post("/projects/{project_id}/ci/lint", h.wrap(h.lint))
