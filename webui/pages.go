@@ -51,9 +51,16 @@ var funcs = template.FuncMap{
 	"jobLook":      jobLook,
 	"pipelineLook": pipelineLook,
 	"coverage":     coverageText,
-	"add":          func(a, b int) int { return a + b },
-	"add64":        func(a, b int64) int64 { return a + b },
-	"seconds":      func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) },
+	// webURL is s when it is an http(s) URL to link to, else "".
+	"webURL": func(s string) string {
+		if builds.IsWebURL(s) {
+			return s
+		}
+		return ""
+	},
+	"add":     func(a, b int) int { return a + b },
+	"add64":   func(a, b int64) int64 { return a + b },
+	"seconds": func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) },
 	"ms": func(d time.Duration) string {
 		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 0, 64)
 	},

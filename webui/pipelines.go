@@ -24,11 +24,20 @@ type pipelinesData struct {
 	Filter   builds.PipelineFilter
 	Project  string // the filter's text, as typed
 	Statuses []string
-	Rows     []pipelineRow
-	Page     int
-	PrevURL  string
-	NextURL  string
+	Table    pipelineTable
 	Error    string
+}
+
+// pipelineTable is a page of pipelines (template "pipeline_table").
+type pipelineTable struct {
+	Rows []pipelineRow
+	// OneProject: every row is of one project (its page), so no project column.
+	OneProject       bool
+	Page             int
+	PrevURL, NextURL string
+	// Empty says why there are no rows.
+	Empty string
+	Now   time.Time
 }
 
 type pipelineRow struct {
@@ -43,7 +52,7 @@ type pipelineRow struct {
 
 func (u *UI) pipelinesPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	d := pipelinesData{Statuses: pipelineStatuses, Page: int(max(queryInt(r, "page", 1), 1)), Project: strings.TrimSpace(q.Get("project"))}
+	d := pipelinesData{Statuses: pipelineStatuses, Project: strings.TrimSpace(q.Get("project"))}
 	if d.Project != "" {
 		id, err := strconv.ParseInt(d.Project, 10, 64)
 		if err != nil || id <= 0 {
@@ -61,21 +70,15 @@ func (u *UI) pipelinesPage(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if d.Error != "" {
 		status = http.StatusBadRequest
+		d.Table = pipelineTable{Page: 1, Empty: "No pipelines match the filter."}
 	} else {
-		list, more, err := u.svc.Pipelines(r.Context(), d.Filter, builds.Page{Page: d.Page, PerPage: pipelinesPerPage})
-		if err != nil {
+		var err error
+		if d.Table, err = u.pipelineTable(r, d.Filter, "/pipelines"); err != nil {
 			u.fail(w, r, err)
 			return
 		}
-		if d.Rows, err = u.pipelineRows(r, list); err != nil {
-			u.fail(w, r, err)
-			return
-		}
-		if d.Page > 1 {
-			d.PrevURL = pageURL(q, d.Page-1)
-		}
-		if more {
-			d.NextURL = pageURL(q, d.Page+1)
+		if d.Project != "" || d.Filter.Status != "" {
+			d.Table.Empty = "No pipelines match the filter."
 		}
 	}
 	v := view{Title: "Pipelines", Nav: "pipelines", Live: "pipelines", Data: d}
@@ -84,6 +87,26 @@ func (u *UI) pipelinesPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u.render(w, r, status, "pipelines", v)
+}
+
+// pipelineTable reads the page of pipelines that ?page= names, for the page at path.
+func (u *UI) pipelineTable(r *http.Request, f builds.PipelineFilter, path string) (pipelineTable, error) {
+	t := pipelineTable{Page: int(max(queryInt(r, "page", 1), 1)), Empty: "No pipelines.", Now: u.now()}
+	list, more, err := u.svc.Pipelines(r.Context(), f, builds.Page{Page: t.Page, PerPage: pipelinesPerPage})
+	if err != nil {
+		return t, err
+	}
+	if t.Rows, err = u.pipelineRows(r, list); err != nil {
+		return t, err
+	}
+	q := r.URL.Query()
+	if t.Page > 1 {
+		t.PrevURL = pageURL(path, q, t.Page-1)
+	}
+	if more {
+		t.NextURL = pageURL(path, q, t.Page+1)
+	}
+	return t, nil
 }
 
 // pipelineRows are a page of pipelines as lists show them, with their jobs' warnings and
@@ -108,7 +131,8 @@ func (u *UI) pipelineRows(r *http.Request, list []builds.Pipeline) ([]pipelineRo
 	return rows, nil
 }
 
-func pageURL(q url.Values, page int) string {
+// pageURL is path with the query q (but the script's fragment=1) on page page.
+func pageURL(path string, q url.Values, page int) string {
 	c := url.Values{}
 	for k, v := range q {
 		if k != "fragment" {
@@ -116,7 +140,7 @@ func pageURL(q url.Values, page int) string {
 		}
 	}
 	c.Set("page", strconv.Itoa(page))
-	return "/pipelines?" + c.Encode()
+	return path + "?" + c.Encode()
 }
 
 // Layout of the pipeline graph: stages are columns of job cards, and needs edges are SVG
