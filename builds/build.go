@@ -218,15 +218,18 @@ const (
 	EventFinished        = "finished"
 	EventCancelRequested = "cancel_requested"
 	EventCanceled        = "canceled"
-	EventSkipped         = "skipped"
-	EventReopened        = "reopened"
-	EventTraceExceeded   = "trace_size_exceeded"
-	EventDroppedStuck    = "dropped_stuck"
-	EventStuckStage      = "stuck_stage"
-	EventRunnerDeleted   = "runner_deleted"
-	EventManual          = "manual"
-	EventScheduled       = "scheduled"
-	EventPlayed          = "played"
+	// EventForceCanceled: an operator ended a canceling build without its runner (GitLab's
+	// force_cancel).
+	EventForceCanceled = "force_canceled"
+	EventSkipped       = "skipped"
+	EventReopened      = "reopened"
+	EventTraceExceeded = "trace_size_exceeded"
+	EventDroppedStuck  = "dropped_stuck"
+	EventStuckStage    = "stuck_stage"
+	EventRunnerDeleted = "runner_deleted"
+	EventManual        = "manual"
+	EventScheduled     = "scheduled"
+	EventPlayed        = "played"
 	// EventWaitingForResource: released (or retried, played, come due) into
 	// waiting_for_resource; the queued event follows when the group is assigned.
 	EventWaitingForResource = "waiting_for_resource"

@@ -69,6 +69,7 @@
 //	waiting, running                                       | its runner deleted (operator or unregister)                    | failed    | runner_deleted       | runner_system_failure
 //	running                                                | operator cancels the job or pipeline, or auto-cancel⁶          | canceling | cancel_requested     | -
 //	canceling                                              | final update (PUT success or failed)                           | canceled  | finished             | -
+//	canceling                                              | operator force-cancels it (POST …/cancel?force=true)           | canceled  | force_canceled       | -
 //	canceling                                              | reaper: canceling without updates                              | canceled  | dropped_stuck        | -
 //	canceling                                              | stuck stage², pessimistic                                      | canceled  | stuck_stage          | -
 //	canceling                                              | its runner deleted                                             | canceled  | runner_deleted       | -

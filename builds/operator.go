@@ -167,6 +167,33 @@ func (s *Service) CancelJob(ctx context.Context, projectID, id int64, actor stri
 	return v, nil
 }
 
+// ForceCancelJob is GitLab's cancel with force=true: a build in canceling (its runner gone,
+// so no final update will come) ends canceled now instead of after JOBAPI_CANCELING_TIMEOUT.
+// Any other build is canceled as CancelJob does: GitLab's force applies only to canceling,
+// and a running build is asked to cancel first so that its runner can still stop it.
+func (s *Service) ForceCancelJob(ctx context.Context, projectID, id int64, actor string) (JobView, error) {
+	for round := 0; round < 5; round++ {
+		b, err := s.job(ctx, projectID, id)
+		if err != nil {
+			return JobView{}, err
+		}
+		if b.Status != StatusCanceling {
+			return s.CancelJob(ctx, projectID, id, actor)
+		}
+		f, err := s.finish(ctx, Finish{BuildID: id, From: []Status{StatusCanceling}, To: StatusCanceled,
+			Event: EventForceCanceled, Detail: map[string]any{"actor": actor}, RunnerManager: b.RunnerSystemID, Now: s.now()})
+		if errors.Is(err, ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return JobView{}, err
+		}
+		s.audit(ctx, actor, "job_force_canceled", jobTarget(id), nil)
+		return s.view(ctx, f.Build), nil
+	}
+	return JobView{}, fmt.Errorf("force cancel build %d: %w", id, ErrConflict)
+}
+
 func (s *Service) cancelJob(ctx context.Context, projectID, id int64, actor string) (JobView, error) {
 	for round := 0; round < 5; round++ {
 		b, err := s.store.Build(ctx, id)

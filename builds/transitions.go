@@ -74,6 +74,7 @@ var BuildTransitions = []Transition{
 	{From: []Status{StatusWaiting, StatusRunning}, Trigger: "its runner deleted (operator or unregister)", To: StatusFailed, Event: EventRunnerDeleted, Reason: ReasonRunnerSystemFailure},
 	{From: []Status{StatusRunning}, Trigger: "operator cancels the job or pipeline, or auto-cancel⁶", To: StatusCanceling, Event: EventCancelRequested},
 	{From: []Status{StatusCanceling}, Trigger: "final update (PUT success or failed)", To: StatusCanceled, Event: EventFinished},
+	{From: []Status{StatusCanceling}, Trigger: "operator force-cancels it (POST …/cancel?force=true)", To: StatusCanceled, Event: EventForceCanceled},
 	{From: []Status{StatusCanceling}, Trigger: "reaper: canceling without updates", To: StatusCanceled, Event: EventDroppedStuck},
 	{From: []Status{StatusCanceling}, Trigger: "stuck stage², pessimistic", To: StatusCanceled, Event: EventStuckStage},
 	{From: []Status{StatusCanceling}, Trigger: "its runner deleted", To: StatusCanceled, Event: EventRunnerDeleted},

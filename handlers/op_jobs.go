@@ -109,7 +109,16 @@ func (h *Handler) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	v, err := h.svc.CancelJob(r.Context(), pid, id, actor(r))
+	// GitLab's force=true ends a job stuck in canceling at once.
+	force, err := queryBool(r.URL.Query().Get("force"), "force")
+	if err != nil {
+		return err
+	}
+	cancel := h.svc.CancelJob
+	if force {
+		cancel = h.svc.ForceCancelJob
+	}
+	v, err := cancel(r.Context(), pid, id, actor(r))
 	if err != nil {
 		return err
 	}
