@@ -21,6 +21,12 @@ func TestRetryPolicy(t *testing.T) {
 		{"job retry when excludes reason", 1, RetryRule{Max: 2, When: []string{ReasonRunnerSystemFailure}}, ReasonScriptFailure, false},
 		{"job retry always", 1, RetryRule{Max: 2, When: []string{"always"}}, ReasonUnknownFailure, true},
 		{"stuck_or_timeout covers job timeout", 1, RetryRule{Max: 1, When: []string{ReasonStuckOrTimeoutFailure}}, ReasonJobExecutionTimeout, true},
+		// A runner that vanished mid-job: GitLab's stuck-job worker fails it as
+		// stuck_or_timeout_failure; jobapi's reaper names it no_updates_running.
+		{"stuck_or_timeout covers a vanished runner", 1, RetryRule{Max: 1, When: []string{ReasonStuckOrTimeoutFailure}}, ReasonNoUpdatesRunning, true},
+		{"stuck_or_timeout covers stuck pending", 1, RetryRule{Max: 1, When: []string{ReasonStuckOrTimeoutFailure}}, ReasonStuckPending, true},
+		{"stuck_or_timeout does not cover a runner system failure", 1, RetryRule{Max: 1, When: []string{ReasonStuckOrTimeoutFailure}}, ReasonRunnerSystemFailure, false},
+		{"a vanished runner is not a script failure", 1, RetryRule{Max: 1, When: []string{ReasonScriptFailure}}, ReasonNoUpdatesRunning, false},
 		{"job max above default extends it", 3, RetryRule{Max: 5}, ReasonRunnerProvisioningTimeout, true},
 		{"canceled never retried", 1, RetryRule{Max: 5}, ReasonJobCanceled, false},
 	}
