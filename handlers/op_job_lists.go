@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
@@ -118,7 +117,7 @@ func (h *Handler) jobDetails(r *http.Request, views []builds.JobView) ([]api.Job
 		d := jobView(v)
 		projectURL := projects[v.ProjectID]
 		d.WebURL = fmt.Sprintf("%s/-/jobs/%d", projectURL, v.ID)
-		d.Duration, d.QueuedDuration = jobDurations(v.Build, now)
+		d.Duration, d.QueuedDuration = seconds(builds.JobDurations(v.Build, now))
 		if p, ok := pipelines[v.PipelineID]; ok {
 			d.Ref, d.Tag = refName(p.Ref)
 			d.Pipeline = &api.JobPipeline{ID: p.ID, IID: p.IID, ProjectID: p.ProjectID, Ref: d.Ref, Sha: p.SHA,
@@ -163,32 +162,6 @@ func refName(ref string) (string, bool) {
 	return name, kind == "tag"
 }
 
-// jobDurations are GitLab's duration (started to finished, or to now while it runs) and
-// queued_duration (queued to started, or to now while it waits) in seconds; nil before the
-// start, or before the queue. A job that ended without starting was queued until its end.
-func jobDurations(b builds.Build, now time.Time) (duration, queued *float64) {
-	if b.StartedAt != nil {
-		end := now
-		if b.FinishedAt != nil {
-			end = *b.FinishedAt
-		}
-		d := end.Sub(*b.StartedAt).Seconds()
-		duration = &d
-	}
-	if b.QueuedAt != nil {
-		end := now
-		switch {
-		case b.StartedAt != nil:
-			end = *b.StartedAt
-		case b.FinishedAt != nil:
-			end = *b.FinishedAt
-		}
-		q := max(end.Sub(*b.QueuedAt).Seconds(), 0)
-		queued = &q
-	}
-	return duration, queued
-}
-
 // writeJob answers with one job in GitLab's shape.
 func (h *Handler) writeJob(w http.ResponseWriter, r *http.Request, code int, v builds.JobView) error {
 	out, err := h.jobDetail(r, v)
@@ -197,4 +170,17 @@ func (h *Handler) writeJob(w http.ResponseWriter, r *http.Request, code int, v b
 	}
 	writeJSON(w, code, out)
 	return nil
+}
+
+// seconds are GitLab's duration and queued_duration: builds.JobDurations in seconds.
+func seconds(d builds.Durations) (duration, queued *float64) {
+	if d.Run != nil {
+		s := d.Run.Seconds()
+		duration = &s
+	}
+	if d.Queued != nil {
+		s := d.Queued.Seconds()
+		queued = &s
+	}
+	return duration, queued
 }
