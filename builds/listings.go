@@ -12,6 +12,8 @@ import (
 type Listings interface {
 	// ProjectKnown reports whether a project exists: a row, or pipelines of an implicit one.
 	ProjectKnown(ctx context.Context, projectID int64) (bool, error)
+	// ProjectPaths returns the paths of the projects that have rows; implicit ones are absent.
+	ProjectPaths(ctx context.Context, ids []int64) (map[int64]string, error)
 	// ProjectJobs lists a project's builds (every attempt), newest first.
 	ProjectJobs(ctx context.Context, f JobFilter, p Page) ([]Build, int, error)
 	// CommitStatuses lists the builds of a project's pipelines at a commit, oldest first.
@@ -109,6 +111,18 @@ func (s *Service) ProjectKnown(ctx context.Context, projectID int64) (bool, erro
 		return false, err
 	}
 	return l.ProjectKnown(ctx, projectID)
+}
+
+// ProjectPaths returns the paths of projects by id; an implicit project is absent.
+func (s *Service) ProjectPaths(ctx context.Context, ids []int64) (map[int64]string, error) {
+	l, err := s.listings()
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return map[int64]string{}, nil
+	}
+	return l.ProjectPaths(ctx, ids)
 }
 
 // ProjectJobs lists a project's jobs, newest first (the caller checks the project: ProjectKnown).

@@ -45,10 +45,11 @@ func (h *Handler) listCommitStatuses(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	base := h.externalBase(r)
-	projectURL, err := h.projectWebURL(r, base, pid)
+	paths, err := h.svc.ProjectPaths(r.Context(), []int64{pid})
 	if err != nil {
 		return err
 	}
+	projectURL := projectWebURL(base, pid, paths)
 	author := adminUser(base)
 	out := make([]api.CommitStatus, len(list))
 	for i, b := range list {

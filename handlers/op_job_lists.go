@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -86,22 +85,24 @@ func (h *Handler) requireProject(r *http.Request, pid int64) error {
 // links, its pipeline and its runner, read in one query each for the whole list.
 func (h *Handler) jobDetails(r *http.Request, views []builds.JobView) ([]api.JobDetail, error) {
 	ctx := r.Context()
-	var pipelineIDs, runnerIDs []int64
-	projects := map[int64]string{} // project id → its web URL
+	var pipelineIDs, runnerIDs, projectIDs []int64
 	for _, v := range views {
 		pipelineIDs = append(pipelineIDs, v.PipelineID)
 		if v.RunnerID != 0 {
 			runnerIDs = append(runnerIDs, v.RunnerID)
 		}
-		projects[v.ProjectID] = ""
+		if !slices.Contains(projectIDs, v.ProjectID) {
+			projectIDs = append(projectIDs, v.ProjectID)
+		}
+	}
+	paths, err := h.svc.ProjectPaths(ctx, projectIDs)
+	if err != nil {
+		return nil, err
 	}
 	base := h.externalBase(r)
-	for id := range projects {
-		u, err := h.projectWebURL(r, base, id)
-		if err != nil {
-			return nil, err
-		}
-		projects[id] = u
+	projects := map[int64]string{} // project id → its web URL
+	for _, id := range projectIDs {
+		projects[id] = projectWebURL(base, id, paths)
 	}
 	pipelines, err := h.svc.PipelinesByID(ctx, pipelineIDs)
 	if err != nil {
@@ -143,17 +144,14 @@ func (h *Handler) jobDetail(r *http.Request, v builds.JobView) (api.JobDetail, e
 }
 
 // projectWebURL is where GitLab would show the project: the base, the namespace and its path
-// (project-<id> for an implicit project), as CI_PROJECT_URL says in its jobs.
-func (h *Handler) projectWebURL(r *http.Request, base string, id int64) (string, error) {
-	path := fmt.Sprintf("project-%d", id)
-	p, err := h.svc.Project(r.Context(), id)
-	switch {
-	case err == nil:
-		path = p.Path
-	case !errors.Is(err, builds.ErrNotFound):
-		return "", err
+// (project-<id> for an implicit project, which has none in paths), as CI_PROJECT_URL says
+// in its jobs.
+func projectWebURL(base string, id int64, paths map[int64]string) string {
+	path, ok := paths[id]
+	if !ok {
+		path = fmt.Sprintf("project-%d", id)
 	}
-	return base + "/" + projectNamespace + "/" + path, nil
+	return base + "/" + projectNamespace + "/" + path
 }
 
 // refName is GitLab's ref of a job or pipeline: the branch or tag name, and whether a tag.

@@ -22,6 +22,22 @@ func (s *Store) ProjectKnown(ctx context.Context, projectID int64) (bool, error)
 	return ok, err
 }
 
+// ProjectPaths returns the paths of the projects that have rows.
+func (s *Store) ProjectPaths(ctx context.Context, ids []int64) (map[int64]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, path FROM projects WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int64]string{}
+	var id int64
+	var path string
+	_, err = pgx.ForEachRow(rows, []any{&id, &path}, func() error {
+		out[id] = path
+		return nil
+	})
+	return out, err
+}
+
 // projectJobs walks builds_project_idx backwards. Trigger jobs are not listed: GitLab lists
 // them apart (…/pipelines/:id/bridges), and a project's jobs are its Ci::Builds.
 const (

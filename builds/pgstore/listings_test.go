@@ -182,6 +182,13 @@ func TestProjectJobsAndCommitStatuses(t *testing.T) {
 	if got, want := statuses(builds.CommitStatusFilter{Stage: "build", Name: "compile", Ref: "feature"}), []int64{p2.Builds[0].ID}; !slices.Equal(got, want) {
 		t.Errorf("stage build, name compile, ref feature: %v, want %v", got, want)
 	}
+	app, err := store.CreateProject(ctx, builds.Project{Name: "App", Path: "app", DefaultBranch: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if paths, err := store.ProjectPaths(ctx, []int64{app.ID, 41}); err != nil || len(paths) != 1 || paths[app.ID] != "app" {
+		t.Errorf("ProjectPaths of a project and an implicit one: %v (%v), want only the project's path", paths, err)
+	}
 	summaries, err := store.PipelinesByID(ctx, []int64{p1.ID, p2.ID, 999999})
 	if err != nil || len(summaries) != 2 || summaries[p2.ID].Ref != "feature" || summaries[p1.ID].SHA != sha {
 		t.Errorf("PipelinesByID: %+v (%v)", summaries, err)

@@ -34,6 +34,10 @@ func gitlabScenario(t *testing.T, c *client, runnerToken, systemID string) {
 	if len(jobs) != 1 || jobs[0].ID != job.ID || jobs[0].Pipeline == nil || jobs[0].Pipeline.Sha != sha {
 		t.Errorf("the project's newest successful or failed job = %+v, want package (%d)", jobs, job.ID)
 	}
+	// An implicit project (no row) is shown at project-<id>, as its jobs' CI_PROJECT_URL.
+	if len(jobs) == 1 && !strings.HasSuffix(jobs[0].WebURL, path("/jobapi/project-%d/-/jobs/%d", projectID, job.ID)) {
+		t.Errorf("web_url of an implicit project's job = %q", jobs[0].WebURL)
+	}
 	c.do(http.StatusOK, "GET", path("/api/v4/projects/%d/jobs?scope=success,canceled", projectID), nil, admin)
 	c.do(http.StatusBadRequest, "GET", path("/api/v4/projects/%d/jobs?scope[]=bogus", projectID), nil, admin, invalid)
 	c.do(http.StatusBadRequest, "GET", path("/api/v4/projects/%d/jobs?scope=bogus", projectID), nil, admin)
