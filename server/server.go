@@ -26,6 +26,7 @@ import (
 	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/builds/pgstore"
 	"github.com/jobapi/jobapi/builds/redisstore"
+	"github.com/jobapi/jobapi/cipipeline"
 	"github.com/jobapi/jobapi/cisource"
 	"github.com/jobapi/jobapi/downstream"
 	"github.com/jobapi/jobapi/featureflags"
@@ -413,8 +414,6 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 	// against one budget whichever door it knocks on.
 	guard := builds.NewAdminGuard(cfg.AdminToken, failureLimiter{rl})
 	guard.PerClient = cfg.RateLimitAdminTokenFailures
-	ui := webui.New(webui.Deps{Service: d.svc, Artifacts: d.arts, AdminToken: cfg.AdminToken, AdminGuard: guard, Flags: fl.web, Revocations: d.rs,
-		Hub: hub, TraceWatch: d.rs, ExternalURL: cfg.ExternalURL, Log: log, Now: opts.Now})
 	// include: local fetches into a directory of this replica's own, removed once the
 	// replica stopped (Server.Wait); those of replicas killed before are removed here.
 	git, err := cisource.OpenReplicaCache(os.TempDir())
@@ -423,6 +422,10 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 	}
 	d.includes = git
 	sources := &cisource.Source{Git: git, Remote: cisource.NewRemote()}
+	// The web UI's "Run a pipeline" creates it as the API's POST …/pipeline with a ref does.
+	ui := webui.New(webui.Deps{Service: d.svc, Artifacts: d.arts, AdminToken: cfg.AdminToken, AdminGuard: guard, Flags: fl.web, Revocations: d.rs,
+		Hub: hub, TraceWatch: d.rs, ExternalURL: cfg.ExternalURL, Log: log, Now: opts.Now,
+		Pipelines: &cipipeline.Creator{Service: d.svc, Sources: sources, ServerURL: cfg.ExternalURL, Namespace: handlers.ProjectNamespace}})
 	d.bridges = &downstream.Bridges{Service: d.svc, Artifacts: d.arts, Sources: sources, ServerURL: cfg.ExternalURL,
 		Namespace: handlers.ProjectNamespace, Interval: cfg.SweepInterval, Log: log, Now: opts.Now}
 	h := handlers.New(handlers.Deps{UI: ui, Service: d.svc, Artifacts: d.arts, Includes: sources, AdminToken: cfg.AdminToken, AdminGuard: guard, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,

@@ -6,6 +6,7 @@ package webui
 // crafted link put its own words ("your token expired, send it to …") on jobapi's page.
 var notices = map[string]string{
 	"pipeline_canceled":    "Pipeline canceled.",
+	"pipeline_created":     "Pipeline created.",
 	"job_canceled":         "Job canceled.",
 	"job_cancel_requested": "Cancel requested: the runner stops the job at its next update.",
 	"job_retried":          "Job retried.",

@@ -28,6 +28,7 @@ import (
 
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/artifacts"
+	"github.com/jobapi/jobapi/cipipeline"
 )
 
 //go:embed templates/*.html templates/partials/*.html
@@ -75,6 +76,8 @@ type Deps struct {
 	// a Redis outage keeps sessions working (signature and expiry still checked) and a
 	// sign-out during it is not remembered server-side; both are logged.
 	Revocations Revocations
+	// Pipelines runs the "Run a pipeline" form (nil: the form says this server cannot).
+	Pipelines *cipipeline.Creator
 	// Hub delivers change notifications to live pages (nil: pages do not update live).
 	Hub *Hub
 	// TraceWatch makes runners send their log every few seconds while a page tails it.
@@ -88,6 +91,7 @@ type Deps struct {
 // UI is the web UI's HTTP handler.
 type UI struct {
 	svc        *builds.Service
+	pipelines  *cipipeline.Creator
 	arts       *artifacts.Service
 	flags      Flags
 	sessions   *sessions
@@ -112,7 +116,7 @@ func New(d Deps) *UI {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	u := &UI{svc: d.Service, arts: d.Artifacts, flags: d.Flags, hub: d.Hub, traceWatch: d.TraceWatch, log: d.Log, now: d.Now,
+	u := &UI{svc: d.Service, pipelines: d.Pipelines, arts: d.Artifacts, flags: d.Flags, hub: d.Hub, traceWatch: d.TraceWatch, log: d.Log, now: d.Now,
 		sessions: newSessions(d.AdminToken, d.Revocations, d.Now), pages: mustParsePages(),
 		lines: newLineCounts(256), admin: d.AdminGuard}
 	if u.admin == nil {
@@ -149,6 +153,7 @@ func (u *UI) routes() http.Handler {
 		r.Get("/projects", u.projectsPage)
 		r.Get("/projects/{project_id}", u.projectPage)
 		r.Get("/projects/{project_id}/environments", u.environmentsPage)
+		r.Get("/projects/{project_id}/pipelines/new", u.newPipelinePage)
 		r.Get("/projects/{project_id}/pipelines/{pipeline_id}", u.pipelinePage)
 		r.Get("/projects/{project_id}/jobs/{job_id}", u.jobPage)
 		r.Get("/projects/{project_id}/jobs/{job_id}/log", u.jobLog)
@@ -161,6 +166,7 @@ func (u *UI) routes() http.Handler {
 		r.Group(func(r chi.Router) {
 			r.Use(u.requireCSRF)
 			r.Post("/sign_out", u.signOut)
+			r.Post("/projects/{project_id}/pipelines", u.createPipeline)
 			r.Post("/projects/{project_id}/pipelines/{pipeline_id}/cancel", u.cancelPipeline)
 			r.Post("/projects/{project_id}/jobs/{job_id}/cancel", u.jobAction)
 			r.Post("/projects/{project_id}/jobs/{job_id}/retry", u.jobAction)
