@@ -3,6 +3,7 @@ package handlers
 import (
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -83,4 +84,53 @@ func unescapedParam(r *http.Request, key, name string) (string, error) {
 		return "", badRequest("%s is not validly URL-encoded", name)
 	}
 	return out, nil
+}
+
+// refArtifactsPrefix and the ref's end mark GitLab's artifacts-by-ref paths:
+// /api/v4/projects/:id/jobs/artifacts/:ref_name/download and …/:ref_name/raw/*path.
+const refArtifactsPrefix = "/api/v4/projects/"
+
+// refSlashes lets the artifacts-by-ref calls name a ref with an unencoded / in it, as
+// GitLab's route does (python-gitlab 3.x sends feature/x as it is): before routing, the
+// ref's slashes are encoded, so that the router takes the ref as one segment as it takes
+// feature%2Fx. The ref ends at the first /raw/, or else before a final /download.
+func refSlashes(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if raw, ok := encodeRefSlashes(r.URL.EscapedPath()); ok {
+			if p, err := url.PathUnescape(raw); err == nil {
+				u := *r.URL
+				u.Path, u.RawPath = p, raw
+				r = r.Clone(r.Context())
+				r.URL = &u
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// encodeRefSlashes rewrites an artifacts-by-ref path whose ref has unencoded slashes;
+// ok false leaves every other path alone.
+func encodeRefSlashes(raw string) (string, bool) {
+	rest, ok := strings.CutPrefix(raw, refArtifactsPrefix)
+	if !ok {
+		return "", false
+	}
+	project, rest, ok := strings.Cut(rest, "/")
+	if !ok || project == "" {
+		return "", false
+	}
+	rest, ok = strings.CutPrefix(rest, "jobs/artifacts/")
+	if !ok {
+		return "", false
+	}
+	var ref, tail string
+	if i := strings.Index(rest, "/raw/"); i > 0 {
+		ref, tail = rest[:i], rest[i:]
+	} else if r, ok := strings.CutSuffix(rest, "/download"); ok {
+		ref, tail = r, "/download"
+	}
+	if !strings.Contains(ref, "/") {
+		return "", false
+	}
+	return refArtifactsPrefix + project + "/jobs/artifacts/" + strings.ReplaceAll(ref, "/", "%2F") + tail, true
 }

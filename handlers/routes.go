@@ -33,7 +33,7 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 	r := chi.NewRouter()
 	// The operator bound is the default: it also covers unmatched paths, whose bodies the
 	// server drains after the 404.
-	r.Use(h.requestID, h.recoverer, h.observe, bodyDeadline(operatorBodyTimeout))
+	r.Use(h.requestID, h.recoverer, h.observe, bodyDeadline(operatorBodyTimeout), refSlashes)
 
 	r.Get("/-/liveness", h.liveness)
 	r.Get("/-/readiness", h.readiness)

@@ -421,6 +421,30 @@ func TestArtifactsByRef(t *testing.T) {
 	if string(body) != "PK" {
 		t.Errorf("range 0-1: %q", body)
 	}
+	// A ref with a / in its name, encoded or (as python-gitlab 3.x sends it) not.
+	resp, body := f.inst.Do(t, "POST", f.path("/pipeline?ref=feature%%2Fx&sha=%s", strings.Repeat("0f", 20)), fixtureYAML,
+		"Content-Type", "application/yaml")
+	jobapitest.WantStatus(t, resp, body, http.StatusCreated)
+	build = run.TakeNamed(t, "build")
+	res, err = run.UploadArtifacts(context.Background(), build, runnerclient.BytesContent(zipOf(t, map[string]string{"out/VERSION": "2.0.0\n"})),
+		runnerclient.ArtifactsOptions{BaseName: "artifacts.zip", Format: runnerclient.ArtifactFormatZip, Type: runnerclient.ArtifactTypeArchive})
+	if err != nil || res.Code != http.StatusCreated {
+		t.Fatalf("upload: %+v %v", res, err)
+	}
+	run.Finish(t, build, runnerclient.StateSuccess, "")
+	for _, j := range run.TakeAll(t, 2) {
+		run.Finish(t, j, runnerclient.StateSuccess, "")
+	}
+	for _, ref := range []string{"feature/x", "feature%2Fx"} {
+		r, body := f.inst.Do(t, "GET", f.path("/jobs/artifacts/%s/raw/out/VERSION?job=build", ref), nil)
+		jobapitest.WantStatus(t, r, body, http.StatusOK)
+		if string(body) != "2.0.0\n" {
+			t.Errorf("raw out/VERSION of ref %s: %q", ref, body)
+		}
+		r, body = f.inst.Do(t, "GET", f.path("/jobs/artifacts/%s/download?job=build", ref), nil)
+		jobapitest.WantStatus(t, r, body, http.StatusOK)
+	}
+
 	for path, code := range map[string]int{
 		f.path("/jobs/artifacts/main/download?job=test"):                 http.StatusNotFound, // no archive
 		f.path("/jobs/artifacts/main/download?job=deploy"):               http.StatusNotFound,
