@@ -87,6 +87,35 @@ type Pipeline struct {
 	// child pipeline (source parent_pipeline); null for a pipeline started otherwise.
 	ParentPipelineID *int64 `json:"parent_pipeline_id"`
 	ParentJobID      *int64 `json:"parent_job_id"`
+	// GitLab's fields: Tag for a tag pipeline (ref refs/tags/…); StartedAt, when its first
+	// job started; QueuedDuration, seconds from its creation to then; Duration, once it
+	// finished, the seconds during which one of its jobs ran; WebURL, its page in the web UI.
+	Tag            bool       `json:"tag"`
+	StartedAt      *time.Time `json:"started_at"`
+	QueuedDuration *float64   `json:"queued_duration"`
+	Duration       *int64     `json:"duration"`
+	WebURL         string     `json:"web_url"`
+}
+
+// PipelineBasic is a pipeline as GitLab's list (GET /projects/:id/pipelines) shows it.
+type PipelineBasic struct {
+	ID        int64     `json:"id"`
+	IID       int64     `json:"iid"`
+	ProjectID int64     `json:"project_id"`
+	Sha       string    `json:"sha"`
+	Ref       string    `json:"ref"`
+	Status    string    `json:"status"`
+	Source    string    `json:"source"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	WebURL    string    `json:"web_url"`
+}
+
+// PipelineVariableValue is one of GitLab's GET …/pipelines/:id/variables.
+type PipelineVariableValue struct {
+	Key          string `json:"key"`
+	Value        string `json:"value"`
+	VariableType string `json:"variable_type"`
 }
 
 // Bridge is a trigger job in GitLab's GET /projects/:id/pipelines/:pipeline_id/bridges.

@@ -32,6 +32,7 @@
 //	(new)                                                  | pipeline created, a resource_group job⁴, nothing to wait for   | resource  | waiting_for_resource | -
 //	(new)                                                  | retry (auto or operator): the new attempt                      | pending   | queued               | -
 //	(new)                                                  | retry of a resource_group job⁴: the new attempt                | resource  | waiting_for_resource | -
+//	(new)                                                  | pipeline retry: the new attempt, waiting its turn¹             | created   | created              | -
 //	created                                                | released: its predecessors finished¹                           | pending   | queued               | -
 //	created                                                | released, a resource_group job⁴                                | resource  | waiting_for_resource | -
 //	created                                                | released, when: manual                                         | manual    | manual               | -

@@ -192,6 +192,20 @@ type Store interface {
 	// ErrNotFound when the project has no such pipeline.
 	Bridges(ctx context.Context, projectID, pipelineID int64) ([]BridgeView, error)
 	Pipeline(ctx context.Context, projectID, id int64) (Pipeline, error)
+	// ProjectPipelines lists a project's pipelines by q (checked), a page of them without
+	// builds, and how many match.
+	ProjectPipelines(ctx context.Context, projectID int64, q PipelineQuery, pg Page) ([]Pipeline, int, error)
+	// LatestPipeline returns the newest pipeline of the project on one of refs, child
+	// pipelines left out, with its builds. ErrNotFound when there is none.
+	LatestPipeline(ctx context.Context, projectID int64, refs []string) (Pipeline, error)
+	// RetryPipeline creates a new attempt of each latest failed or canceled build of the
+	// pipeline and advances it, in one transaction; it returns the new attempts (none: nothing
+	// to retry). ErrNotFound.
+	RetryPipeline(ctx context.Context, projectID, id int64, now time.Time, actor string) ([]Build, error)
+	// DeletePipeline deletes a pipeline whose builds have all finished, with its builds and
+	// what hangs off them, and returns the builds' ids and statuses. ErrNotFound,
+	// ErrPipelineBusy.
+	DeletePipeline(ctx context.Context, projectID, id int64) ([]Build, error)
 	CancelPipeline(ctx context.Context, projectID, id int64, now time.Time) (Pipeline, error)
 
 	Claim(ctx context.Context, c Claim) (Claimed, error)

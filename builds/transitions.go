@@ -37,6 +37,7 @@ var BuildTransitions = []Transition{
 	{From: []Status{StatusNew}, Trigger: "pipeline created, a resource_group job⁴, nothing to wait for", To: StatusWaitingForResource, Event: EventWaitingForResource},
 	{From: []Status{StatusNew}, Trigger: "retry (auto or operator): the new attempt", To: StatusPending, Event: EventQueued},
 	{From: []Status{StatusNew}, Trigger: "retry of a resource_group job⁴: the new attempt", To: StatusWaitingForResource, Event: EventWaitingForResource},
+	{From: []Status{StatusNew}, Trigger: "pipeline retry: the new attempt, waiting its turn¹", To: StatusCreated, Event: EventCreated},
 	{From: []Status{StatusCreated}, Trigger: "released: its predecessors finished¹", To: StatusPending, Event: EventQueued},
 	{From: []Status{StatusCreated}, Trigger: "released, a resource_group job⁴", To: StatusWaitingForResource, Event: EventWaitingForResource},
 	{From: []Status{StatusCreated}, Trigger: "released, when: manual", To: StatusManual, Event: EventManual},

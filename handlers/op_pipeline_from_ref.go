@@ -45,7 +45,7 @@ func (h *Handler) createPipelineFromRef(w http.ResponseWriter, r *http.Request, 
 	if err != nil {
 		return err
 	}
-	out := pipelineView(p)
+	out := h.pipelineView(r, p)
 	if out.GitStrategy, err = h.gitStrategy(r, pid); err != nil {
 		return err
 	}

@@ -30,6 +30,8 @@ func pipelineView(p builds.Pipeline) api.Pipeline {
 			Attempt: b.Attempt, RetryOf: nonZero(b.RetryOf), RetriedBy: nonZero(b.RetriedBy), Bridge: b.Bridge}
 	}
 	out.ParentPipelineID, out.ParentJobID = nonZero(p.ParentPipelineID), nonZero(p.ParentBuildID)
+	_, out.Tag = builds.SplitRef(p.Ref)
+	out.StartedAt, out.QueuedDuration, out.Duration = p.StartedAt(), p.QueuedDuration(), p.Duration()
 	if c, ok := p.Coverage(); ok {
 		s := strconv.FormatFloat(c, 'f', 2, 64)
 		out.Coverage = &s
@@ -99,7 +101,7 @@ func (h *Handler) createPipeline(w http.ResponseWriter, r *http.Request) error {
 		// client that goes away does not stop it halfway.
 		h.svc.CancelRedundant(context.WithoutCancel(r.Context()), p)
 	}
-	out := pipelineView(p)
+	out := h.pipelineView(r, p)
 	if out.GitStrategy, err = h.gitStrategy(r, pid); err != nil {
 		return err
 	}
@@ -124,7 +126,7 @@ func (h *Handler) getPipeline(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := pipelineView(p)
+	out := h.pipelineView(r, p)
 	if out.GitStrategy, err = h.gitStrategy(r, p.ProjectID); err != nil {
 		return err
 	}
@@ -257,7 +259,7 @@ func (h *Handler) cancelPipeline(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, pipelineView(p))
+	writeJSON(w, http.StatusOK, h.pipelineView(r, p))
 	return nil
 }
 

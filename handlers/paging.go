@@ -7,6 +7,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/jobapi/jobapi/builds"
 )
@@ -71,4 +72,26 @@ func writePage(w http.ResponseWriter, p builds.Page, total int, body any) {
 	}
 	w.Header().Set("X-Next-Page", next)
 	writeJSON(w, http.StatusOK, body)
+}
+
+// pageLinks sets GitLab's Link header on a page of total items: rel="next" and "prev" where
+// they exist, "first" and "last", each the request's URL with its page changed, as GitLab's
+// clients (python-gitlab's get_all) follow them.
+func (h *Handler) pageLinks(w http.ResponseWriter, r *http.Request, p builds.Page, total int) {
+	last := max(1, (total+p.PerPage-1)/p.PerPage)
+	link := func(page int, rel string) string {
+		q := r.URL.Query()
+		q.Set("page", strconv.Itoa(page))
+		q.Set("per_page", strconv.Itoa(p.PerPage))
+		return "<" + h.externalBase(r) + r.URL.Path + "?" + q.Encode() + `>; rel="` + rel + `"`
+	}
+	var links []string
+	if p.Page > 1 {
+		links = append(links, link(min(p.Page-1, last), "prev"))
+	}
+	if p.Page < last {
+		links = append(links, link(p.Page+1, "next"))
+	}
+	links = append(links, link(1, "first"), link(last, "last"))
+	w.Header().Set("Link", strings.Join(links, ", "))
 }

@@ -89,7 +89,12 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 			r.Get("/projects/{project_id}/protected_tags/{name}", h.wrap(h.getProtectedRef(builds.RefTag)))
 			r.Delete("/projects/{project_id}/protected_tags/{name}", h.wrap(h.deleteProtectedRef(builds.RefTag)))
 
+			r.Get("/projects/{project_id}/pipelines", h.wrap(h.listPipelines))
+			r.Get("/projects/{project_id}/pipelines/latest", h.wrap(h.latestPipeline))
 			r.Get("/projects/{project_id}/pipelines/{pipeline_id}", h.wrap(h.getPipeline))
+			r.Delete("/projects/{project_id}/pipelines/{pipeline_id}", h.wrap(h.deletePipeline))
+			r.Get("/projects/{project_id}/pipelines/{pipeline_id}/variables", h.wrap(h.getPipelineVariables))
+			r.Post("/projects/{project_id}/pipelines/{pipeline_id}/retry", h.wrap(h.retryPipeline))
 			r.Get("/projects/{project_id}/pipelines/{pipeline_id}/jobs", h.wrap(h.getPipelineJobs))
 			r.Get("/projects/{project_id}/pipelines/{pipeline_id}/bridges", h.wrap(h.getPipelineBridges))
 			r.Get("/projects/{project_id}/pipelines/{pipeline_id}/test_report", h.wrap(h.getTestReport))

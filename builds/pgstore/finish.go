@@ -169,7 +169,7 @@ func afterFinish(ctx context.Context, tx querier, f builds.Finish, b builds.Buil
 	d := builds.DecideAutoRetry(f, b)
 	switch {
 	case d.Retry:
-		retry, err := createRetry(ctx, tx, b.ID, f.Now, f.Reason, "auto")
+		retry, err := createRetry(ctx, tx, b.ID, f.Now, f.Reason, "auto", false)
 		if err != nil {
 			return builds.Finished{}, err
 		}
@@ -185,7 +185,8 @@ func afterFinish(ctx context.Context, tx querier, f builds.Finish, b builds.Buil
 }
 
 // createRetry copies a build into a new pending attempt (a retry runs at once, whatever its
-// when, as GitLab enqueues retries immediately). retry_of is UNIQUE, so a second retry of
+// when, as GitLab enqueues retries immediately), or with $5 (held) a created one that waits
+// for its predecessors as a new pipeline's would (a pipeline retry of a stage not reached). retry_of is UNIQUE, so a second retry of
 // the same build fails instead of duplicating it. allow_failure comes from the definition
 // when the job lists exit codes: the failed attempt's may have been set by its exit code.
 // Only an ended build is retried (r), the states in which the table declares its retried
@@ -197,10 +198,11 @@ WITH r AS (
     INSERT INTO builds (project_id, pipeline_id, stage, stage_idx, name, status, tags, payload,
                         timeout_seconds, allow_failure, run_when, needs, attempt, retry_of, queued_at, created_at, updated_at,
                         resource_group_id, bridge, protected)
-    SELECT project_id, pipeline_id, stage, stage_idx, name, ` + queuedStatus + `, tags, payload, timeout_seconds,
+    SELECT project_id, pipeline_id, stage, stage_idx, name, CASE WHEN $5::boolean THEN 'created' ELSE ` + queuedStatus + ` END,
+           tags, payload, timeout_seconds,
            CASE WHEN payload ? 'allow_failure_exit_codes' THEN COALESCE((payload ->> 'allow_failure')::boolean, false)
                 ELSE allow_failure END,
-           run_when, needs, attempt + 1, id, $2, $2, $2, resource_group_id, bridge, protected
+           run_when, needs, attempt + 1, id, CASE WHEN $5::boolean THEN NULL ELSE $2::timestamptz END, $2, $2, resource_group_id, bridge, protected
     FROM builds WHERE id = (SELECT id FROM r)
     RETURNING *
 ), o AS (
@@ -213,7 +215,7 @@ WITH r AS (
     INSERT INTO build_events (build_id, type, at, detail)
     SELECT $1, 'retried', $2, jsonb_build_object('new_id', n.id, 'reason', $3::text, 'actor', $4::text) FROM n
     UNION ALL
-    SELECT n.id, CASE n.status WHEN 'pending' THEN 'queued' ELSE 'waiting_for_resource' END, $2,
+    SELECT n.id, CASE n.status WHEN 'pending' THEN 'queued' WHEN 'created' THEN 'created' ELSE 'waiting_for_resource' END, $2,
            jsonb_build_object('retry_of', $1::bigint, 'attempt', n.attempt) FROM n
 )
 SELECT ` + buildCols + ` FROM n b` + buildJoins
@@ -224,12 +226,12 @@ SELECT ` + buildCols + ` FROM n b` + buildJoins
 // pipeline (two sweepers, a sweep and a decline, two declines).
 const lockPipelineOf = `SELECT p.id FROM pipelines p JOIN builds b ON b.pipeline_id = p.id WHERE b.id = $1 FOR UPDATE OF p`
 
-func createRetry(ctx context.Context, tx querier, id int64, now time.Time, reason, actor string) (builds.Build, error) {
+func createRetry(ctx context.Context, tx querier, id int64, now time.Time, reason, actor string, held bool) (builds.Build, error) {
 	// Both statements in one round trip (a pipelined batch): they still run in order, the
 	// lock granted before the INSERT starts.
 	batch := &pgx.Batch{}
 	batch.Queue(lockPipelineOf, id)
-	batch.Queue(insertRetry, id, now, reason, actor)
+	batch.Queue(insertRetry, id, now, reason, actor, held)
 	br := tx.SendBatch(ctx, batch)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
@@ -263,7 +265,7 @@ func (s *Store) RetryBuild(ctx context.Context, id int64, now time.Time, actor s
 			return err
 		}
 		var err error
-		if retry, err = createRetry(ctx, tx, id, now, "operator", actor); err != nil {
+		if retry, err = createRetry(ctx, tx, id, now, "operator", actor, false); err != nil {
 			return err
 		}
 		_, err = advance(ctx, tx, pipelineID, now)

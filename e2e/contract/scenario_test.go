@@ -414,6 +414,41 @@ func TestScenario(t *testing.T) {
 		t.Errorf("canceled pipeline status = %s", p2.Status)
 	}
 
+	// ---- GitLab's pipeline list, latest, variables, retry and delete
+	var gp api.Pipeline
+	c.decode(&gp, http.StatusCreated, "POST", path("/api/v4/projects/%d/pipeline", projectID), jsonBody(t, map[string]any{
+		"ref": "release", "variables": []map[string]string{{"key": "DEPLOY", "value": "yes"}},
+		"jobs": []any{map[string]any{"name": "ship", "stage": "test", "script": "true"}}}), admin)
+	c.decode(&gp, http.StatusOK, "POST", path("/api/v4/projects/%d/pipelines/%d/cancel", projectID, gp.ID), nil, admin)
+	var pipelines []api.PipelineBasic
+	resp = c.decode(&pipelines, http.StatusOK, "GET", path("/api/v4/projects/%d/pipelines?ref=release&scope=finished&per_page=1", projectID), nil, admin)
+	if len(pipelines) != 1 || pipelines[0].ID != gp.ID {
+		t.Errorf("pipelines of release = %+v, want %d", pipelines, gp.ID)
+	}
+	wantHeader(t, "pipelines list", resp, "X-Total", "1")
+	c.do(http.StatusBadRequest, "GET", path("/api/v4/projects/%d/pipelines?scope=bogus", projectID), nil, admin, invalid)
+	var latest api.Pipeline
+	c.decode(&latest, http.StatusOK, "GET", path("/api/v4/projects/%d/pipelines/latest?ref=release", projectID), nil, admin)
+	if latest.ID != gp.ID {
+		t.Errorf("latest of release = %d, want %d", latest.ID, gp.ID)
+	}
+	c.do(http.StatusNotFound, "GET", path("/api/v4/projects/%d/pipelines/latest?ref=nothing-here", projectID), nil, admin)
+	var vars []api.PipelineVariableValue
+	c.decode(&vars, http.StatusOK, "GET", path("/api/v4/projects/%d/pipelines/%d/variables", projectID, gp.ID), nil, admin)
+	if len(vars) != 1 || vars[0].Key != "DEPLOY" || vars[0].Value != "yes" {
+		t.Errorf("pipeline variables = %+v", vars)
+	}
+	c.do(http.StatusNotFound, "GET", path("/api/v4/projects/%d/pipelines/99999999/variables", projectID), nil, admin)
+	c.decode(&gp, http.StatusCreated, "POST", path("/api/v4/projects/%d/pipelines/%d/retry", projectID, gp.ID), nil, admin)
+	if gp.Status != "pending" {
+		t.Errorf("retried pipeline status = %s, want pending", gp.Status)
+	}
+	c.do(http.StatusNotFound, "POST", path("/api/v4/projects/%d/pipelines/99999999/retry", projectID), nil, admin)
+	c.do(http.StatusConflict, "DELETE", path("/api/v4/projects/%d/pipelines/%d", projectID, gp.ID), nil, admin)
+	c.decode(&gp, http.StatusOK, "POST", path("/api/v4/projects/%d/pipelines/%d/cancel", projectID, gp.ID), nil, admin)
+	c.do(http.StatusNoContent, "DELETE", path("/api/v4/projects/%d/pipelines/%d", projectID, gp.ID), nil, admin)
+	c.do(http.StatusNotFound, "DELETE", path("/api/v4/projects/%d/pipelines/%d", projectID, gp.ID), nil, admin)
+
 	// ---- needs, manual and delayed jobs: the pipeline is blocked on the manual job until
 	// it is played; play of any other job is a 400
 	var p4 api.Pipeline

@@ -1,0 +1,171 @@
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/jobapi/jobapi/api"
+	"github.com/jobapi/jobapi/builds"
+)
+
+// GitLab's read and control calls on a project's pipelines: the list with its filters, the
+// latest of a ref, a pipeline's variables, retry and delete.
+
+// listPipelines is GitLab's GET /projects/:id/pipelines: newest first by default, paged,
+// each pipeline in GitLab's short form (no jobs).
+func (h *Handler) listPipelines(w http.ResponseWriter, r *http.Request) error {
+	pid, err := projectID(r)
+	if err != nil {
+		return err
+	}
+	pg, err := pageOf(r)
+	if err != nil {
+		return err
+	}
+	f, err := pipelineFilterOf(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	list, total, err := h.svc.ProjectPipelines(r.Context(), pid, f, pg)
+	if err != nil {
+		return err
+	}
+	base := h.externalBase(r)
+	out := make([]api.PipelineBasic, len(list))
+	for i, p := range list {
+		out[i] = api.PipelineBasic{ID: p.ID, IID: p.IID, ProjectID: p.ProjectID, Sha: p.SHA, Ref: p.Ref, Status: p.Status,
+			Source: p.Source, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, WebURL: pipelineWebURL(base, p)}
+	}
+	h.pageLinks(w, r, pg, total)
+	writePage(w, pg, total, out)
+	return nil
+}
+
+// pipelineFilterOf reads GitLab's filters; the service checks their values.
+func pipelineFilterOf(q url.Values) (builds.PipelineQuery, error) {
+	f := builds.PipelineQuery{Scope: q.Get("scope"), Status: q.Get("status"), Ref: q.Get("ref"), SHA: q.Get("sha"),
+		Source: q.Get("source"), OrderBy: q.Get("order_by"), Sort: q.Get("sort")}
+	for _, t := range []struct {
+		name string
+		to   **time.Time
+	}{{"updated_after", &f.UpdatedAfter}, {"updated_before", &f.UpdatedBefore}} {
+		v := q.Get(t.name)
+		if v == "" {
+			continue
+		}
+		at, err := parseISOTime(v)
+		if err != nil {
+			return f, badRequest("%s is invalid: want an ISO 8601 time such as 2019-03-15T08:00:00Z, got %.40q", t.name, v)
+		}
+		*t.to = &at
+	}
+	return f, nil
+}
+
+// parseISOTime reads the ISO 8601 forms GitLab's API takes: a time with its zone, or a date
+// (midnight UTC).
+func parseISOTime(v string) (time.Time, error) {
+	if at, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return at, nil
+	}
+	return time.Parse("2006-01-02", v)
+}
+
+// latestPipeline is GitLab's GET /projects/:id/pipelines/latest?ref=…: the newest pipeline
+// of the ref (the default branch without one), with GitLab's single-pipeline fields.
+func (h *Handler) latestPipeline(w http.ResponseWriter, r *http.Request) error {
+	pid, err := projectID(r)
+	if err != nil {
+		return err
+	}
+	p, err := h.svc.LatestPipeline(r.Context(), pid, r.URL.Query().Get("ref"))
+	if err != nil {
+		return err
+	}
+	return h.writePipeline(w, r, http.StatusOK, p)
+}
+
+// pipelineView is pipelineView(p) with the pipeline's web_url.
+func (h *Handler) pipelineView(r *http.Request, p builds.Pipeline) api.Pipeline {
+	out := pipelineView(p)
+	out.WebURL = pipelineWebURL(h.externalBase(r), p)
+	return out
+}
+
+// pipelineWebURL is the pipeline's page in the web UI.
+func pipelineWebURL(base string, p builds.Pipeline) string {
+	return fmt.Sprintf("%s/projects/%d/pipelines/%d", base, p.ProjectID, p.ID)
+}
+
+// writePipeline answers one pipeline in the shape of GET …/pipelines/:id.
+func (h *Handler) writePipeline(w http.ResponseWriter, r *http.Request, code int, p builds.Pipeline) error {
+	out := h.pipelineView(r, p)
+	var err error
+	if out.GitStrategy, err = h.gitStrategy(r, p.ProjectID); err != nil {
+		return err
+	}
+	writeJSON(w, code, out)
+	return nil
+}
+
+// getPipelineVariables is GitLab's GET …/pipelines/:id/variables: the pipeline's own
+// variables with their values, as GitLab shows them (the pipeline object lists only their
+// keys and types).
+func (h *Handler) getPipelineVariables(w http.ResponseWriter, r *http.Request) error {
+	p, err := h.pipeline(r)
+	if err != nil {
+		return err
+	}
+	out := make([]api.PipelineVariableValue, len(p.Variables))
+	for i, v := range p.Variables {
+		out[i] = api.PipelineVariableValue{Key: v.Key, Value: v.Value, VariableType: builds.VariableEnv}
+		if v.File {
+			out[i].VariableType = builds.VariableFile
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// retryPipeline is GitLab's POST …/pipelines/:id/retry: its failed and canceled jobs run
+// again; 201 with the pipeline, as GitLab answers.
+func (h *Handler) retryPipeline(w http.ResponseWriter, r *http.Request) error {
+	pid, err := projectID(r)
+	if err != nil {
+		return err
+	}
+	id, err := pathID(r, "pipeline_id")
+	if err != nil {
+		return err
+	}
+	p, err := h.svc.RetryPipeline(r.Context(), pid, id, actor(r))
+	if err != nil {
+		return err
+	}
+	return h.writePipeline(w, r, http.StatusCreated, p)
+}
+
+// deletePipeline is GitLab's DELETE …/pipelines/:id: 204, the pipeline gone with its jobs,
+// logs and artifacts. A pipeline with a job not finished is a 409: cancel it first.
+func (h *Handler) deletePipeline(w http.ResponseWriter, r *http.Request) error {
+	pid, err := projectID(r)
+	if err != nil {
+		return err
+	}
+	id, err := pathID(r, "pipeline_id")
+	if err != nil {
+		return err
+	}
+	err = h.svc.DeletePipeline(r.Context(), pid, id, actor(r))
+	if errors.Is(err, builds.ErrPipelineBusy) {
+		return &httpError{code: http.StatusConflict, msg: "409 Conflict - " + builds.ErrPipelineBusy.Error()}
+	}
+	if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
