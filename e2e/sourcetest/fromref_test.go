@@ -3,6 +3,7 @@ package sourcetest_test
 import (
 	"fmt"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -243,5 +244,44 @@ func TestPipelineFromRefCIConfigPath(t *testing.T) {
 	inst.MustDo(t, http.StatusCreated, "POST", path, map[string]any{"ref": "main"}, &p)
 	if got := jobNames(p); !slices.Equal(got, []string{"default_file"}) {
 		t.Errorf("jobs %v, want default_file (.gitlab-ci.yml)", got)
+	}
+}
+
+// TestPythonGitlabPipelines: Debian's python-gitlab drives pipelines as a team's script
+// would (testdata/pipelines.py): create from a ref of a real repository, list with filters
+// and pages, variables, cancel, retry, latest, delete.
+func TestPythonGitlabPipelines(t *testing.T) {
+	t.Parallel()
+	python := ""
+	for _, p := range []string{"/usr/bin/python3", "python3"} {
+		if exec.Command(p, "-c", "import gitlab").Run() == nil {
+			python = p
+			break
+		}
+	}
+	if python == "" {
+		// .ci/run installs it; a run without it must say so, not pass without trying.
+		t.Fatal("python-gitlab is not installed: apt-get install python3-gitlab (Debian's, for /usr/bin/python3)")
+	}
+	m := newMonorepo(t)
+	head := m.commit(map[string]string{".gitlab-ci.yml": `
+stages: [build, deploy]
+build:
+  stage: build
+  script: make
+deploy:
+  stage: deploy
+  script: ./deploy
+  rules:
+    - if: $DEPLOY == "yes"
+`})
+	git(t, m.work, "tag", "v1.0")
+	git(t, m.work, "push", "--quiet", m.bare, "v1.0")
+	inst := jobapitest.Start(t, jobapitest.Options{})
+	var project api.Project
+	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "app", "repo_url": "file://" + m.bare}, &project)
+	out, err := exec.Command(python, "testdata/pipelines.py", inst.URL, jobapitest.AdminToken, fmt.Sprint(project.ID), head).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ok") {
+		t.Fatalf("python-gitlab: %v\n%s", err, out)
 	}
 }
