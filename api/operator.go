@@ -88,8 +88,9 @@ type Pipeline struct {
 	ParentPipelineID *int64 `json:"parent_pipeline_id"`
 	ParentJobID      *int64 `json:"parent_job_id"`
 	// GitLab's fields: Tag for a tag pipeline (ref refs/tags/…); StartedAt, when its first
-	// job started; QueuedDuration, seconds from its creation to then; Duration, once it
-	// finished, the seconds during which one of its jobs ran; WebURL, its page in the web UI.
+	// job started; QueuedDuration, seconds from its creation to then (to now before);
+	// Duration, the seconds during which one of its latest jobs ran (to now while one runs);
+	// WebURL, its page in the web UI.
 	Tag            bool       `json:"tag"`
 	StartedAt      *time.Time `json:"started_at"`
 	QueuedDuration *float64   `json:"queued_duration"`
@@ -97,7 +98,8 @@ type Pipeline struct {
 	WebURL         string     `json:"web_url"`
 }
 
-// PipelineBasic is a pipeline as GitLab's list (GET /projects/:id/pipelines) shows it.
+// PipelineBasic is a pipeline as GitLab's list (GET /projects/:id/pipelines) shows it: Ref
+// is the branch or tag name, as GitLab's.
 type PipelineBasic struct {
 	ID        int64     `json:"id"`
 	IID       int64     `json:"iid"`

@@ -56,7 +56,7 @@ func (f PipelineQuery) Check() error {
 		{"sort", f.Sort, PipelineSorts},
 	} {
 		if c.value != "" && !slices.Contains(c.values, c.value) {
-			return invalid("%s does not have a valid value: want one of %s", c.name, strings.Join(c.values, ", "))
+			return invalid("%s does not have a valid value: %.40q is not one of %s", c.name, c.value, strings.Join(c.values, ", "))
 		}
 	}
 	if f.Ref != "" && len(f.Ref) > MaxNameLength {
@@ -173,58 +173,3 @@ func (s *Service) DeletePipeline(ctx context.Context, projectID, id int64, actor
 
 // ErrPipelineBusy: a pipeline with unfinished jobs cannot be deleted.
 var ErrPipelineBusy = errors.New("the pipeline has unfinished jobs; cancel it first")
-
-// StartedAt is when the pipeline's first job started (nil before one did).
-func (p Pipeline) StartedAt() *time.Time {
-	var first *time.Time
-	for _, b := range p.Builds {
-		if b.StartedAt != nil && (first == nil || b.StartedAt.Before(*first)) {
-			first = b.StartedAt
-		}
-	}
-	return first
-}
-
-// QueuedDuration is how long the pipeline waited for its first job to start, in seconds.
-func (p Pipeline) QueuedDuration() *float64 {
-	started := p.StartedAt()
-	if started == nil {
-		return nil
-	}
-	d := started.Sub(p.CreatedAt).Seconds()
-	return &d
-}
-
-// Duration is GitLab's pipeline duration once it finished: the seconds during which one of
-// its latest attempts ran (the union of their started..finished periods, gaps left out).
-func (p Pipeline) Duration() *int64 {
-	if p.FinishedAt == nil {
-		return nil
-	}
-	type period struct{ from, to time.Time }
-	var periods []period
-	for _, b := range p.Builds {
-		if b.RetriedBy == 0 && b.StartedAt != nil && b.FinishedAt != nil && b.FinishedAt.After(*b.StartedAt) {
-			periods = append(periods, period{*b.StartedAt, *b.FinishedAt})
-		}
-	}
-	if len(periods) == 0 {
-		return nil
-	}
-	slices.SortFunc(periods, func(a, b period) int { return a.from.Compare(b.from) })
-	var total time.Duration
-	cur := periods[0]
-	for _, next := range periods[1:] {
-		if next.from.After(cur.to) {
-			total += cur.to.Sub(cur.from)
-			cur = next
-			continue
-		}
-		if next.to.After(cur.to) {
-			cur.to = next.to
-		}
-	}
-	total += cur.to.Sub(cur.from)
-	secs := int64(total / time.Second)
-	return &secs
-}

@@ -29,6 +29,9 @@ func (h *Handler) listPipelines(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := h.requireProject(r, pid); err != nil {
+		return err
+	}
 	list, total, err := h.svc.ProjectPipelines(r.Context(), pid, f, pg)
 	if err != nil {
 		return err
@@ -36,7 +39,8 @@ func (h *Handler) listPipelines(w http.ResponseWriter, r *http.Request) error {
 	base := h.externalBase(r)
 	out := make([]api.PipelineBasic, len(list))
 	for i, p := range list {
-		out[i] = api.PipelineBasic{ID: p.ID, IID: p.IID, ProjectID: p.ProjectID, Sha: p.SHA, Ref: p.Ref, Status: p.Status,
+		ref, _ := refName(p.Ref)
+		out[i] = api.PipelineBasic{ID: p.ID, IID: p.IID, ProjectID: p.ProjectID, Sha: p.SHA, Ref: ref, Status: p.Status,
 			Source: p.Source, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, WebURL: pipelineWebURL(base, p)}
 	}
 	h.pageLinks(w, r, pg, total)
@@ -81,6 +85,9 @@ func (h *Handler) latestPipeline(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := h.requireProject(r, pid); err != nil {
+		return err
+	}
 	p, err := h.svc.LatestPipeline(r.Context(), pid, r.URL.Query().Get("ref"))
 	if err != nil {
 		return err
@@ -88,10 +95,22 @@ func (h *Handler) latestPipeline(w http.ResponseWriter, r *http.Request) error {
 	return h.writePipeline(w, r, http.StatusOK, p)
 }
 
-// pipelineView is pipelineView(p) with the pipeline's web_url.
+// pipelineView is pipelineView(p) with GitLab's fields that need the clock and the request:
+// the durations as builds.PipelineDurations counts them (the jobs' run periods joined, to
+// now while one runs; queued from creation to the first start), started_at and web_url.
 func (h *Handler) pipelineView(r *http.Request, p builds.Pipeline) api.Pipeline {
 	out := pipelineView(p)
 	out.WebURL = pipelineWebURL(h.externalBase(r), p)
+	d := builds.PipelineDurations(p, h.svc.Now())
+	if d.Run != nil {
+		secs := int64(*d.Run / time.Second)
+		out.Duration = &secs
+	}
+	if d.Queued != nil {
+		secs := d.Queued.Seconds()
+		out.QueuedDuration = &secs
+	}
+	out.StartedAt = builds.RunsOf(p).FirstStarted
 	return out
 }
 

@@ -31,7 +31,6 @@ func pipelineView(p builds.Pipeline) api.Pipeline {
 	}
 	out.ParentPipelineID, out.ParentJobID = nonZero(p.ParentPipelineID), nonZero(p.ParentBuildID)
 	_, out.Tag = builds.SplitRef(p.Ref)
-	out.StartedAt, out.QueuedDuration, out.Duration = p.StartedAt(), p.QueuedDuration(), p.Duration()
 	if c, ok := p.Coverage(); ok {
 		s := strconv.FormatFloat(c, 'f', 2, 64)
 		out.Coverage = &s
