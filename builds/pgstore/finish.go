@@ -185,24 +185,32 @@ func afterFinish(ctx context.Context, tx querier, f builds.Finish, b builds.Buil
 }
 
 // createRetry copies a build into a new pending attempt (a retry runs at once, whatever its
-// when, as GitLab enqueues retries immediately), or with $5 (held) a created one that waits
-// for its predecessors as a new pipeline's would (a pipeline retry of a stage not reached). retry_of is UNIQUE, so a second retry of
-// the same build fails instead of duplicating it. allow_failure comes from the definition
+// when, as GitLab enqueues retries immediately): insertRetry. insertHeldRetry makes it a
+// created one instead, which waits for its predecessors as a new pipeline's would (a
+// pipeline retry's job of a stage not reached yet, or of a needs pipeline). retry_of is
+// UNIQUE, so a second retry of the same build fails instead of duplicating it. allow_failure comes from the definition
 // when the job lists exit codes: the failed attempt's may have been set by its exit code.
 // Only an ended build is retried (r), the states in which the table declares its retried
 // event: otherwise nothing is inserted and the caller gets no row.
-const insertRetry = `
+const (
+	insertRetry     = retryHead + queuedStatus + retryQueuedAt + `$2` + retryBody + queuedRetryEvent + retryTail
+	insertHeldRetry = retryHead + `'created'` + retryQueuedAt + `NULL` + retryBody + `'created'` + retryTail
+)
+
+const (
+	retryHead = `
 WITH r AS (
     SELECT id FROM builds WHERE id = $1 AND status IN ('success', 'failed', 'canceled')
 ), n AS (
     INSERT INTO builds (project_id, pipeline_id, stage, stage_idx, name, status, tags, payload,
                         timeout_seconds, allow_failure, run_when, needs, attempt, retry_of, queued_at, created_at, updated_at,
                         resource_group_id, bridge, protected)
-    SELECT project_id, pipeline_id, stage, stage_idx, name, CASE WHEN $5::boolean THEN 'created' ELSE ` + queuedStatus + ` END,
-           tags, payload, timeout_seconds,
+    SELECT project_id, pipeline_id, stage, stage_idx, name, `
+	retryQueuedAt = `, tags, payload, timeout_seconds,
            CASE WHEN payload ? 'allow_failure_exit_codes' THEN COALESCE((payload ->> 'allow_failure')::boolean, false)
                 ELSE allow_failure END,
-           run_when, needs, attempt + 1, id, CASE WHEN $5::boolean THEN NULL ELSE $2::timestamptz END, $2, $2, resource_group_id, bridge, protected
+           run_when, needs, attempt + 1, id, `
+	retryBody = `, $2, $2, resource_group_id, bridge, protected
     FROM builds WHERE id = (SELECT id FROM r)
     RETURNING *
 ), o AS (
@@ -215,10 +223,13 @@ WITH r AS (
     INSERT INTO build_events (build_id, type, at, detail)
     SELECT $1, 'retried', $2, jsonb_build_object('new_id', n.id, 'reason', $3::text, 'actor', $4::text) FROM n
     UNION ALL
-    SELECT n.id, CASE n.status WHEN 'pending' THEN 'queued' WHEN 'created' THEN 'created' ELSE 'waiting_for_resource' END, $2,
+    SELECT n.id, `
+	queuedRetryEvent = `CASE n.status WHEN 'pending' THEN 'queued' ELSE 'waiting_for_resource' END`
+	retryTail        = `, $2,
            jsonb_build_object('retry_of', $1::bigint, 'attempt', n.attempt) FROM n
 )
 SELECT ` + buildCols + ` FROM n b` + buildJoins
+)
 
 // lockPipelineOf takes the pipeline row lock before the retry's INSERT. The INSERT's
 // foreign-key check takes KEY SHARE on the pipeline row; upgrading that to advance's
@@ -231,7 +242,11 @@ func createRetry(ctx context.Context, tx querier, id int64, now time.Time, reaso
 	// lock granted before the INSERT starts.
 	batch := &pgx.Batch{}
 	batch.Queue(lockPipelineOf, id)
-	batch.Queue(insertRetry, id, now, reason, actor, held)
+	insert := insertRetry
+	if held {
+		insert = insertHeldRetry
+	}
+	batch.Queue(insert, id, now, reason, actor)
 	br := tx.SendBatch(ctx, batch)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
