@@ -1,7 +1,6 @@
 package builds
 
 import (
-	"context"
 	"errors"
 	"time"
 )
@@ -53,8 +52,3 @@ const (
 // ErrUploadExpired: an upload took so long that its object was cleaned up before its row
 // could be committed.
 var ErrUploadExpired = errors.New("the upload took longer than the upload timeout")
-
-// discardUpload removes an object no row needs now (see DiscardObject).
-func (s *Service) discardUpload(ctx context.Context, key string) {
-	DiscardObject(ctx, s.objects, s.cleanup, s.log, key)
-}

@@ -2,9 +2,11 @@ package builds
 
 import "context"
 
-// What the concerns beside the core (builds/artifacts) ask of it: a project's build, a
-// running job's token checked, an operator action recorded. They depend on the core; the
-// core knows nothing of them.
+// What the concerns beside the core (builds/artifacts, builds/joblogs) ask of it: a
+// project's build, a running job's token checked, an operator action recorded, a hint for
+// live views (and, for the log archive, the live log: SealLog, DropLiveTail,
+// LiveTraceRange, LiveTraceLines). They depend on the core; the core knows nothing of
+// them.
 
 // ProjectJob returns one build of a project; ErrNotFound when the project has no such build.
 func (s *Service) ProjectJob(ctx context.Context, projectID, id int64) (Build, error) {
@@ -30,3 +32,7 @@ func (s *Service) RunningJob(ctx context.Context, id int64, token string) (Build
 func (s *Service) RecordAudit(ctx context.Context, actor, action, target string, detail map[string]any) {
 	s.audit(ctx, actor, action, target, detail)
 }
+
+// Changed records a hint for live views (see changed): the log archive tells them a log
+// moved.
+func (s *Service) Changed(c Change) { s.changed(c) }

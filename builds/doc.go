@@ -140,11 +140,11 @@
 // before it commits, and LiveLog.Open closes it before reading, so the archive reads every
 // byte that was acknowledged.
 //
-// Archived logs (tracelog.go, tracearchive.go, traceread.go): whatever ends a build lists
-// it for archiving in the finishing transaction (a trigger), and after the commit
-// Service.ArchiveTraces (at once on the replica that took the final update, and in
-// reaper.TraceArchiver's pass on every replica) streams the log once out of LiveLog.Open
-// into the ObjectStore, computing the coverage on the way, commits its "trace" Artifact,
-// then calls LiveLog.Drop. Reads (OpenTrace, TraceRange, TraceLines) take the archive when
-// there is one, else the live log.
+// Archived logs (package joblogs): whatever ends a build lists it for archiving in the
+// finishing transaction (a trigger), and after the commit joblogs' ArchiveTraces (at once
+// on the replica that took the final update, told by TraceArchiveRequests, and in
+// reaper.TraceArchiver's pass on every replica) streams the log once out of SealLog into
+// the ObjectStore, computing the coverage on the way, commits its "trace" Artifact, then
+// drops the live log (DropLiveTail). Its reads (OpenTrace, TraceRange, TraceLines) take
+// the archive when there is one, else the live log (LiveTraceRange, LiveTraceLines).
 package builds

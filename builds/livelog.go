@@ -64,6 +64,66 @@ func (l liveLog) Drop(ctx context.Context, id int64) error {
 	return l.s.store.DeleteTraceChunks(ctx, id)
 }
 
+// ArtifactTypeTrace is a build's archived log (GitLab's file_type trace): once a build has
+// finished, however it finished, package joblogs archives its whole log as one object,
+// recorded as an Artifact of this type (GitLab's job.log, never expired, not deleted with
+// the job's other artifacts), and drops the live log.
+const ArtifactTypeTrace = "trace"
+
+// TraceArchiveRequests delivers the ids of builds this replica just finished, for a worker
+// to archive their logs at once (see reaper.TraceArchiver); the background pass archives
+// what it misses.
+func (s *Service) TraceArchiveRequests() <-chan int64 { return s.archiveRequests }
+
+// requestTraceArchive asks this replica's archive worker to archive a finished build now;
+// when the worker is busy (or there is none) the request is dropped, and the pass does it.
+func (s *Service) requestTraceArchive(id int64) {
+	select {
+	case s.archiveRequests <- id:
+	default:
+	}
+}
+
+// SealLog closes a finished build's live log to appends and returns the whole log, for its
+// archive (package joblogs). It reads the log as LiveLog.Open does, from what the archive's
+// claim read already: the status, the size Postgres holds (stored) and, for a short log,
+// Postgres's part itself (read; nil when the claim did not read it). The part of a finished
+// build's log in Postgres no longer changes: every append to it requires the build on its
+// runner, so the claim, which follows the finish's commit, may read it before Redis is
+// closed. Redis is closed and read in one call that also drops its bytes when Postgres
+// holds them all (as it does after every finish this Service makes, which flushes first):
+// live is then false. When live is true, the archive drops the tail (DropLiveTail) after
+// its commit.
+func (s *Service) SealLog(ctx context.Context, id int64, status Status, stored int64, read []TraceChunk) (log io.Reader, live bool, err error) {
+	tail := liveTail{}
+	if s.live != nil {
+		base, data, dropped, err := s.live.Seal(ctx, id, status, stored)
+		if err != nil {
+			return nil, false, fmt.Errorf("close live log of build %d: %w: %w", id, ErrUnavailable, err)
+		}
+		if !dropped {
+			tail, live = liveTail{base: base, data: data, ok: true}, true
+		}
+	}
+	r := &logReader{ctx: ctx, store: s.store, id: id, tail: tail, stored: stored}
+	if read != nil {
+		r.next, r.haveNext = read, true
+	}
+	return r, live, nil
+}
+
+// DropLiveTail deletes a finished build's live bytes in Redis once its archive holds them,
+// leaving a closed state behind for a while. ErrUnavailable when Redis cannot do it.
+func (s *Service) DropLiveTail(ctx context.Context, id int64, status Status) error {
+	if s.live == nil {
+		return nil
+	}
+	if err := s.live.Drop(ctx, id, status); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
 // liveTail is a snapshot of a build's live bytes: data starts at offset base.
 type liveTail struct {
 	base int64

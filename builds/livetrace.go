@@ -54,11 +54,11 @@ import (
 // older than any finish takes. A fence that cannot reach Redis is skipped (logged): a Redis
 // that comes back may then take appends until the next state check.
 //
-// The archive: LiveLog.Open of a finished build closes the tail first, then reads Redis,
-// then Postgres, so it has every acknowledged byte, whichever path ended the build (the
-// background passes close after their commit). Reading Redis before Postgres matters: a chunk flushed
-// meanwhile moves B up only after its Postgres commit, so the Postgres read, made later,
-// has it.
+// The archive: SealLog, like LiveLog.Open of a finished build, closes the tail first, then
+// reads Redis, then Postgres, so it has every acknowledged byte, whichever path ended the
+// build (the background passes close after their commit). Reading Redis before Postgres
+// matters: a chunk flushed meanwhile moves B up only after its Postgres commit, so the
+// Postgres read, made later, has it.
 
 // LiveTraces keeps the live tails of build logs (Redis). Every method may fail when Redis
 // is unreachable or refuses writes; the Service then uses Postgres.

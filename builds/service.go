@@ -79,10 +79,6 @@ type Service struct {
 	audits    AuditLog
 	hub       *pipelineHub
 	projects  ProjectStore
-	// objects holds archived job logs, written through the cleanup list (nil: logs stay
-	// live).
-	objects ObjectStore
-	cleanup ObjectCleanup
 	// environments keeps environments and deployments (nil: their API answers 503).
 	environments EnvironmentStore
 	// resourceGroups: nil answers their API with ErrUnavailable.
@@ -91,9 +87,7 @@ type Service struct {
 	views Views
 	// lists serve GitLab's filtered job, commit status and runner lists (nil: ErrUnavailable).
 	lists Listings
-	// traces lists the finished builds whose logs wait to be archived into objects (nil:
-	// logs stay live); archiveRequests carries this replica's finishes to its worker.
-	traces          TraceArchiveStore
+	// archiveRequests carries this replica's finishes to its log archive worker.
 	archiveRequests chan int64
 	// changes carries hints for live views; batch holds them until the next flush.
 	changes ChangeFeed
@@ -132,10 +126,6 @@ type Deps struct {
 	// Projects holds projects and their variables (nil: every project is implicit, and the
 	// project API answers 404).
 	Projects ProjectStore
-	// Objects keeps archived job logs, written through ObjectCleanup (nil: logs are never
-	// archived). Job artifacts are package builds/artifacts'.
-	Objects       ObjectStore
-	ObjectCleanup ObjectCleanup
 	// Environments keeps environments and deployments (nil: their API answers 503).
 	Environments EnvironmentStore
 	// ResourceGroups keeps resource groups (nil: their API answers 503).
@@ -144,9 +134,6 @@ type Deps struct {
 	Views Views
 	// Listings serve GitLab's filtered lists (nil: they answer ErrUnavailable).
 	Listings Listings
-	// TraceArchives lists the finished builds whose logs wait to be archived into Objects
-	// (nil: logs are never archived).
-	TraceArchives TraceArchiveStore
 	// Changes carries hints for live views between replicas (nil: none are sent); run
 	// RunChangeFeed in the background.
 	Changes ChangeFeed
@@ -185,8 +172,8 @@ func NewService(d Deps) *Service {
 	}
 	s := &Service{store: d.Store, leases: d.Leases, queue: d.Queue, gate: d.TwoPhase, cfg: cfg, now: d.Now, log: d.Log,
 		observer: d.Observer, events: d.Events, audits: d.Audit, projects: d.Projects,
-		objects: d.Objects, cleanup: d.ObjectCleanup, environments: d.Environments, resourceGroups: d.ResourceGroups, views: d.Views, lists: d.Listings, changes: d.Changes,
-		live: d.Live, traces: d.TraceArchives, archiveRequests: make(chan int64, archiveRequestBuffer),
+		environments: d.Environments, resourceGroups: d.ResourceGroups, views: d.Views, lists: d.Listings, changes: d.Changes,
+		live: d.Live, archiveRequests: make(chan int64, archiveRequestBuffer),
 		batch:   changeBatch{pending: map[Change]struct{}{}},
 		runners: newRunnerCache(cfg.RunnerCacheTTL), hub: newPipelineHub(), jobs: newJobCache(jobCacheSize),
 		touches: newRecent[time.Time](jobCacheSize)}

@@ -83,9 +83,9 @@ func (s *Service) PipelineSummaries(ctx context.Context, ids []int64) (map[int64
 	return v.PipelineSummaries(ctx, ids)
 }
 
-// liveTraceRange returns up to max bytes of a build's live log (not archived) from offset
+// LiveTraceRange returns up to max bytes of a build's live log (not archived) from offset
 // from, and the log's size: Postgres's chunks completed with the tail in Redis.
-func (s *Service) liveTraceRange(ctx context.Context, id, from, max int64) ([]byte, int64, error) {
+func (s *Service) LiveTraceRange(ctx context.Context, id, from, max int64) ([]byte, int64, error) {
 	v, err := s.viewStore()
 	if err != nil {
 		return nil, 0, err
@@ -99,8 +99,8 @@ func (s *Service) liveTraceRange(ctx context.Context, id, from, max int64) ([]by
 	return data, size, nil
 }
 
-// liveTraceLines counts the line breaks before offset before in a build's live log.
-func (s *Service) liveTraceLines(ctx context.Context, id, before int64) (int64, error) {
+// LiveTraceLines counts the line breaks before offset before in a build's live log.
+func (s *Service) LiveTraceLines(ctx context.Context, id, before int64) (int64, error) {
 	v, err := s.viewStore()
 	if err != nil {
 		return 0, err

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/artifacts"
+	"github.com/jobapi/jobapi/builds/joblogs"
 	"github.com/jobapi/jobapi/cisource"
 )
 
@@ -37,7 +38,9 @@ type Health interface {
 type Deps struct {
 	Service *builds.Service
 	// Artifacts serves the jobs' artifacts and the pipelines' test reports.
-	Artifacts  *artifacts.Service
+	Artifacts *artifacts.Service
+	// Logs reads the jobs' logs, archived or live.
+	Logs       *joblogs.Service
 	AdminToken string
 	// AdminGuard checks AdminToken and throttles guessing (nil: checked without throttling).
 	AdminGuard *builds.AdminGuard
@@ -69,6 +72,7 @@ type Deps struct {
 type Handler struct {
 	svc   *builds.Service
 	arts  *artifacts.Service
+	logs  *joblogs.Service
 	admin *builds.AdminGuard
 	// registrationHash is the registration token's hash (nil: registration is off).
 	registrationHash []byte
@@ -98,6 +102,7 @@ func New(d Deps) http.Handler {
 	h := &Handler{
 		svc:           d.Service,
 		arts:          d.Artifacts,
+		logs:          d.Logs,
 		log:           d.Logger,
 		flags:         d.Flags,
 		health:        d.Health,

@@ -15,7 +15,7 @@ func (h *Handler) getTrace(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	trace, err := h.svc.OpenTrace(r.Context(), pid, id)
+	trace, err := h.logs.OpenTrace(r.Context(), pid, id)
 	if err != nil {
 		return err
 	}

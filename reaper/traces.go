@@ -7,11 +7,11 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/joblogs"
 	"github.com/jobapi/jobapi/periodic"
 )
 
-// TraceArchiver archives finished builds' logs into the object store (builds.Service's
+// TraceArchiver archives finished builds' logs into the object store (joblogs.Service's
 // ArchiveTraces): at once for the builds this replica finished (Requests), and in a pass
 // every Interval for every build whose log is not archived yet, whichever replica or path
 // finished it, so that a store outage, a failed attempt or a replica killed before its
@@ -19,7 +19,7 @@ import (
 // LOCKED and a lease.
 type TraceArchiver struct {
 	Archive interface {
-		ArchiveTraces(ctx context.Context, limit int, ids []int64) (builds.TraceArchivePass, error)
+		ArchiveTraces(ctx context.Context, limit int, ids []int64) (joblogs.ArchivePass, error)
 	}
 	// Requests are builds just finished on this replica (nil: the pass alone).
 	Requests <-chan int64
@@ -27,7 +27,7 @@ type TraceArchiver struct {
 	Batch    int
 	Log      *slog.Logger
 	// OnPass, when set, is told what each batch did (the metrics).
-	OnPass func(builds.TraceArchivePass, error)
+	OnPass func(joblogs.ArchivePass, error)
 }
 
 func (t *TraceArchiver) batch() int {
@@ -38,24 +38,19 @@ func (t *TraceArchiver) batch() int {
 }
 
 // PassOnce archives every due log, batch by batch, until a batch comes back short.
-func (t *TraceArchiver) PassOnce(ctx context.Context) (builds.TraceArchivePass, error) {
-	var total builds.TraceArchivePass
+func (t *TraceArchiver) PassOnce(ctx context.Context) (joblogs.ArchivePass, error) {
+	var total joblogs.ArchivePass
 	for {
 		res, err := t.Archive.ArchiveTraces(ctx, t.batch(), nil)
 		t.report(res, err)
-		total.Claimed += res.Claimed
-		total.Archived += res.Archived
-		total.Empty += res.Empty
-		total.Dropped += res.Dropped
-		total.Failed += res.Failed
-		total.Bytes += res.Bytes
+		total.Add(res)
 		if err != nil || res.Claimed < t.batch() {
 			return total, err
 		}
 	}
 }
 
-func (t *TraceArchiver) report(res builds.TraceArchivePass, err error) {
+func (t *TraceArchiver) report(res joblogs.ArchivePass, err error) {
 	if t.OnPass != nil {
 		t.OnPass(res, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/joblogs"
 	"github.com/jobapi/jobapi/featureflags"
 	"github.com/jobapi/jobapi/reaper"
 	"github.com/jobapi/jobapi/retry"
@@ -154,7 +155,7 @@ func (m *metrics) stuck(r builds.StuckResult, err error) {
 	}
 }
 
-func (m *metrics) traceArchives(r builds.TraceArchivePass, err error) {
+func (m *metrics) traceArchives(r joblogs.ArchivePass, err error) {
 	if err != nil {
 		m.workerErrors.WithLabelValues("trace_archive").Inc()
 	}

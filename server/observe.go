@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/joblogs"
 	"github.com/jobapi/jobapi/builds/pgstore"
 )
 
@@ -126,7 +127,7 @@ func sampleBuilds(ctx context.Context, reg *prometheus.Registry, store *pgstore.
 
 // sampleTraceBacklog keeps gauges of the logs waiting to be archived and the age of the
 // oldest, read every period: a backlog that grows says the object store is failing.
-func sampleTraceBacklog(ctx context.Context, reg *prometheus.Registry, svc *builds.Service, period time.Duration, log *slog.Logger) error {
+func sampleTraceBacklog(ctx context.Context, reg *prometheus.Registry, logs *joblogs.Service, period time.Duration, log *slog.Logger) error {
 	backlog := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "jobapi_trace_archive_backlog", Help: "Finished builds whose logs are not archived yet (or whose live log is not dropped yet), sampled from Postgres.",
 	})
@@ -136,7 +137,7 @@ func sampleTraceBacklog(ctx context.Context, reg *prometheus.Registry, svc *buil
 	reg.MustRegister(backlog, oldest)
 	for {
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		n, age, err := svc.TraceArchiveBacklog(qctx)
+		n, age, err := logs.TraceArchiveBacklog(qctx)
 		cancel()
 		if err == nil {
 			backlog.Set(float64(n))

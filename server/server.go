@@ -24,6 +24,7 @@ import (
 
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/artifacts"
+	"github.com/jobapi/jobapi/builds/joblogs"
 	"github.com/jobapi/jobapi/builds/pgstore"
 	"github.com/jobapi/jobapi/builds/redisstore"
 	"github.com/jobapi/jobapi/cipipeline"
@@ -68,6 +69,8 @@ type Server struct {
 	Redis  redis.UniversalClient
 	// Hub fans change hints out to the web UI's live pages.
 	Hub *webui.Hub
+	// Logs archives and reads job logs.
+	Logs *joblogs.Service
 
 	cancel context.CancelFunc
 	group  *errgroup.Group
@@ -170,7 +173,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 		workers = append(workers, d.traces.ServeRequests)
 	} else {
 		workers = append(workers, d.traces.Run, func(ctx context.Context) error {
-			return sampleTraceBacklog(ctx, reg, d.svc, buildSamplePeriod, log)
+			return sampleTraceBacklog(ctx, reg, d.logs, buildSamplePeriod, log)
 		})
 	}
 	if fl.pg != nil {
@@ -182,7 +185,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 	}
 	s := &Server{URL: "http://" + ln.Addr().String(), Service: d.svc, Sweeper: d.sweeper, Reaper: d.reaper,
 		Stuck: d.stuck, Due: d.due, Artifacts: d.artifacts, Bridges: d.bridges, Failures: d.failures, Objects: be.objects, Traces: d.traces, Pool: be.pool, Redis: be.rdb, Hub: hub,
-		includes: d.includes}
+		Logs: d.logs, includes: d.includes}
 	s.run(ctx, srv, ln, workers, func() {
 		// Rate-limit counts decided locally during the drain, sent before Redis closes.
 		fctx, fcancel := context.WithTimeout(context.Background(), time.Second)
@@ -346,6 +349,7 @@ type domain struct {
 	rs      *redisstore.Store
 	svc     *builds.Service
 	arts    *artifacts.Service // job artifacts, over the same stores
+	logs    *joblogs.Service   // job logs' archive and reads, over the same stores
 	sweeper *retry.Sweeper
 	reaper  *reaper.Reaper
 	stuck   *reaper.StuckStages
@@ -369,8 +373,8 @@ type domain struct {
 // service from it too (with stand-ins for the two Redis roles the service cannot do without),
 // so that a store role or a setting added here reaches both.
 func ServiceDeps(cfg Config, store *pgstore.Store) builds.Deps {
-	return builds.Deps{Store: store, Audit: store, Projects: store, ObjectCleanup: store, Environments: store,
-		ResourceGroups: store, Views: store, Listings: store, TraceArchives: store,
+	return builds.Deps{Store: store, Audit: store, Projects: store, Environments: store,
+		ResourceGroups: store, Views: store, Listings: store,
 		Config: builds.Config{TraceChunkSize: cfg.TraceChunkSize, AckTTL: cfg.AckTTL, MaxProvisioningWait: cfg.MaxProvisioningWait,
 			TraceLimit: cfg.TraceLimit, LongPoll: cfg.LongPoll, Policy: builds.DefaultRetryPolicy(cfg.AutoRetryMax),
 			MaxManagersPerRunner: cfg.MaxManagersPerRunner, RunnerTokenExpiresIn: cfg.RunnerTokenExpiresIn,
@@ -381,10 +385,11 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 	d := domain{store: pgstore.New(be.pool), rs: redisstore.New(be.rdb, cfg.RedisKeyPrefix)}
 	deps := ServiceDeps(cfg, d.store)
 	deps.Leases, deps.Queue, deps.QueueFeed, deps.Events, deps.Changes, deps.Live = d.rs, d.rs, d.rs, d.rs, d.rs, d.rs
-	deps.TwoPhase, deps.Observer, deps.Objects, deps.Now, deps.Log = fl.flags, m, be.objects, opts.Now, log
+	deps.TwoPhase, deps.Observer, deps.Now, deps.Log = fl.flags, m, opts.Now, log
 	d.svc = builds.NewService(deps)
 	d.arts = artifacts.New(artifacts.Deps{Builds: d.svc, Store: d.store, Objects: be.objects, Now: opts.Now, Log: log,
 		Config: artifacts.Config{MaxSize: cfg.MaxArtifactSize, ExpireIn: cfg.ArtifactsExpireIn, UploadTimeout: cfg.ArtifactUploadTimeout}})
+	d.logs = joblogs.New(joblogs.Deps{Builds: d.svc, Store: d.store, Objects: be.objects, Log: log})
 	policy := deps.Config.Policy
 	d.sweeper = &retry.Sweeper{Store: d.store, Leases: d.rs, Queue: d.rs, Policy: policy,
 		Interval: cfg.SweepInterval, MaxWait: cfg.MaxProvisioningWait, Now: opts.Now, Log: log, OnSweep: m.sweep,
@@ -402,7 +407,7 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 	d.artifacts = &reaper.Artifacts{Store: d.store, Objects: be.objects, Interval: artifactsInterval, Now: opts.Now,
 		Log: log, OnPass: m.artifactsPass}
 	d.failures = &reaper.FailureCancels{Cancel: d.svc.CancelFailedOnce, Interval: cfg.SweepInterval, Log: log}
-	d.traces = &reaper.TraceArchiver{Archive: d.svc, Requests: d.svc.TraceArchiveRequests(),
+	d.traces = &reaper.TraceArchiver{Archive: d.logs, Requests: d.svc.TraceArchiveRequests(),
 		Interval: cfg.MaintenanceInterval, Log: log, OnPass: m.traceArchives}
 	return d
 }
@@ -423,12 +428,12 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 	d.includes = git
 	sources := &cisource.Source{Git: git, Remote: cisource.NewRemote()}
 	// The web UI's "Run a pipeline" creates it as the API's POST …/pipeline with a ref does.
-	ui := webui.New(webui.Deps{Service: d.svc, Artifacts: d.arts, AdminToken: cfg.AdminToken, AdminGuard: guard, Flags: fl.web, Revocations: d.rs,
+	ui := webui.New(webui.Deps{Service: d.svc, Artifacts: d.arts, Logs: d.logs, AdminToken: cfg.AdminToken, AdminGuard: guard, Flags: fl.web, Revocations: d.rs,
 		Hub: hub, TraceWatch: d.rs, ExternalURL: cfg.ExternalURL, Log: log, Now: opts.Now,
 		Pipelines: &cipipeline.Creator{Service: d.svc, Sources: sources, ServerURL: cfg.ExternalURL, Namespace: handlers.ProjectNamespace}})
 	d.bridges = &downstream.Bridges{Service: d.svc, Artifacts: d.arts, Sources: sources, ServerURL: cfg.ExternalURL,
 		Namespace: handlers.ProjectNamespace, Interval: cfg.SweepInterval, Log: log, Now: opts.Now}
-	h := handlers.New(handlers.Deps{UI: ui, Service: d.svc, Artifacts: d.arts, Includes: sources, AdminToken: cfg.AdminToken, AdminGuard: guard, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
+	h := handlers.New(handlers.Deps{UI: ui, Service: d.svc, Artifacts: d.arts, Logs: d.logs, Includes: sources, AdminToken: cfg.AdminToken, AdminGuard: guard, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
 		Flags: fl.admin, Health: health{store: d.store, redis: d.rs},
 		Registry: reg, TraceWatch: d.rs, Limiter: limiter{rl}, ExternalURL: cfg.ExternalURL,
 		ArtifactUploadTimeout: cfg.ArtifactUploadTimeout,

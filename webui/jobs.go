@@ -16,6 +16,7 @@ import (
 
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/artifacts"
+	"github.com/jobapi/jobapi/builds/joblogs"
 )
 
 // logWindowSize is how much of a log one page shows and one live fetch returns: a few
@@ -281,7 +282,7 @@ func sizeText(n int64) string {
 // from (its end cut at a line break unless it reaches the log's end), and the log's size.
 func (u *UI) readWindow(ctx context.Context, pid, id, from int64) ([]byte, int64, int64, error) {
 	read := max(from-1, 0)
-	data, size, err := u.svc.TraceRange(ctx, pid, id, read, logWindowSize+1)
+	data, size, err := u.logs.TraceRange(ctx, pid, id, read, logWindowSize+1)
 	if err != nil {
 		return nil, 0, 0, err
 	}
@@ -304,7 +305,7 @@ func (u *UI) readWindow(ctx context.Context, pid, id, from int64) ([]byte, int64
 
 func (u *UI) logWindowFor(ctx context.Context, d *jobData, r *http.Request) error {
 	pid, id := d.ProjectID, d.ID
-	_, size, err := u.svc.TraceRange(ctx, pid, id, 0, 0)
+	_, size, err := u.logs.TraceRange(ctx, pid, id, 0, 0)
 	if err != nil {
 		return err
 	}
@@ -318,7 +319,7 @@ func (u *UI) logWindowFor(ctx context.Context, d *jobData, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	firstLine, err := u.lines.count(ctx, u.svc, id, start)
+	firstLine, err := u.lines.count(ctx, u.logs, id, start)
 	if err != nil {
 		return err
 	}
@@ -372,14 +373,14 @@ func (u *UI) jobLog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	from := queryInt(r, "from", 0)
-	data, size, err := u.svc.TraceRange(ctx, pid, id, from, logWindowSize)
+	data, size, err := u.logs.TraceRange(ctx, pid, id, from, logWindowSize)
 	if err != nil {
 		u.fail(w, r, err)
 		return
 	}
 	line := queryInt(r, "line", 0)
 	if line <= 0 {
-		n, err := u.lines.count(ctx, u.svc, id, from)
+		n, err := u.lines.count(ctx, u.logs, id, from)
 		if err != nil {
 			u.fail(w, r, err)
 			return
@@ -415,7 +416,7 @@ func (u *UI) jobLogRaw(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	trace, err := u.svc.OpenTrace(ctx, pid, id)
+	trace, err := u.logs.OpenTrace(ctx, pid, id)
 	if err != nil {
 		u.fail(w, r, err)
 		return
@@ -520,7 +521,7 @@ func newLineCounts(max int) *lineCounts {
 	return &lineCounts{max: max, order: list.New(), byKey: map[[2]int64]*list.Element{}}
 }
 
-func (c *lineCounts) count(ctx context.Context, svc *builds.Service, id, before int64) (int64, error) {
+func (c *lineCounts) count(ctx context.Context, logs *joblogs.Service, id, before int64) (int64, error) {
 	if before <= 0 {
 		return 0, nil
 	}
@@ -533,7 +534,7 @@ func (c *lineCounts) count(ctx context.Context, svc *builds.Service, id, before 
 		return n, nil
 	}
 	c.mu.Unlock()
-	n, err := svc.TraceLines(ctx, id, before)
+	n, err := logs.TraceLines(ctx, id, before)
 	if err != nil {
 		return 0, err
 	}

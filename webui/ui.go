@@ -28,6 +28,7 @@ import (
 
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/artifacts"
+	"github.com/jobapi/jobapi/builds/joblogs"
 	"github.com/jobapi/jobapi/cipipeline"
 )
 
@@ -65,7 +66,9 @@ var ErrFlagInvalid = errors.New("invalid flag change")
 type Deps struct {
 	Service *builds.Service
 	// Artifacts serves the jobs' artifacts and test reports.
-	Artifacts  *artifacts.Service
+	Artifacts *artifacts.Service
+	// Logs reads the jobs' logs, archived or live.
+	Logs       *joblogs.Service
 	AdminToken string
 	// AdminGuard checks the sign-in token and throttles guessing (nil: AdminToken checked
 	// without throttling).
@@ -93,6 +96,7 @@ type UI struct {
 	svc        *builds.Service
 	pipelines  *cipipeline.Creator
 	arts       *artifacts.Service
+	logs       *joblogs.Service
 	flags      Flags
 	sessions   *sessions
 	admin      *builds.AdminGuard
@@ -116,7 +120,7 @@ func New(d Deps) *UI {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	u := &UI{svc: d.Service, pipelines: d.Pipelines, arts: d.Artifacts, flags: d.Flags, hub: d.Hub, traceWatch: d.TraceWatch, log: d.Log, now: d.Now,
+	u := &UI{svc: d.Service, pipelines: d.Pipelines, arts: d.Artifacts, logs: d.Logs, flags: d.Flags, hub: d.Hub, traceWatch: d.TraceWatch, log: d.Log, now: d.Now,
 		sessions: newSessions(d.AdminToken, d.Revocations, d.Now), pages: mustParsePages(),
 		lines: newLineCounts(256), admin: d.AdminGuard}
 	if u.admin == nil {

@@ -8,9 +8,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/joblogs"
 )
 
-var _ builds.TraceArchiveStore = (*Store)(nil)
+var _ joblogs.Store = (*Store)(nil)
 
 // claimTraceArchives leases a batch of due builds to the caller; SKIP LOCKED keeps
 // concurrent passes on disjoint builds, and the lease keeps them apart after the commit.
@@ -41,13 +42,13 @@ SELECT c.build_id, c.project_id, c.pipeline_id, c.coverage_regex, c.attempts, c.
 FROM c`
 
 // ClaimTraceArchives leases up to c.Limit due builds (of c.IDs, when not nil).
-func (s *Store) ClaimTraceArchives(ctx context.Context, c builds.TraceArchiveClaim) ([]builds.TraceArchiveJob, error) {
+func (s *Store) ClaimTraceArchives(ctx context.Context, c joblogs.ArchiveClaim) ([]joblogs.ArchiveJob, error) {
 	rows, err := s.pool.Query(ctx, claimTraceArchives, c.Now, c.Now.Add(c.Lease), c.Limit, c.IDs, c.KeyTag, c.KeyDue, c.InlineMax)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (builds.TraceArchiveJob, error) {
-		var j builds.TraceArchiveJob
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (joblogs.ArchiveJob, error) {
+		var j joblogs.ArchiveJob
 		var status string
 		err := row.Scan(&j.BuildID, &j.ProjectID, &j.PipelineID, &j.CoverageRegex, &j.Attempts, &j.Archived, &status,
 			&j.TraceSize, &j.ObjectKey, &j.Inline, &j.Stored)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/joblogs"
 	"github.com/jobapi/jobapi/testenv"
 )
 
@@ -76,9 +77,9 @@ func TestTraceArchiveClaims(t *testing.T) {
 }
 
 // claimArchives claims as the archive pass does, with a key tag of its own per call.
-func claimArchives(t *testing.T, store *Store, now time.Time, limit int, ids []int64) ([]builds.TraceArchiveJob, error) {
+func claimArchives(t *testing.T, store *Store, now time.Time, limit int, ids []int64) ([]joblogs.ArchiveJob, error) {
 	t.Helper()
-	return store.ClaimTraceArchives(t.Context(), builds.TraceArchiveClaim{Now: now, Lease: time.Minute, Limit: limit, IDs: ids,
+	return store.ClaimTraceArchives(t.Context(), joblogs.ArchiveClaim{Now: now, Lease: time.Minute, Limit: limit, IDs: ids,
 		KeyTag: fmt.Sprintf("t%d", time.Now().UnixNano()), KeyDue: now.Add(time.Hour), InlineMax: 1 << 10})
 }
 
@@ -129,7 +130,7 @@ func TestCommitTraceArchive(t *testing.T) {
 		return n
 	}
 	cov := 81.5
-	art := func(j builds.TraceArchiveJob) *builds.Artifact {
+	art := func(j joblogs.ArchiveJob) *builds.Artifact {
 		return &builds.Artifact{BuildID: j.BuildID, ProjectID: j.ProjectID, PipelineID: j.PipelineID, FileType: builds.ArtifactTypeTrace,
 			FileFormat: builds.ArtifactFormatRaw, Filename: "job.log", Size: 12, SHA256: make([]byte, 32), ObjectKey: j.ObjectKey, CreatedAt: now}
 	}

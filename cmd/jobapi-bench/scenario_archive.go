@@ -8,7 +8,7 @@ import (
 	"runtime/pprof"
 	"time"
 
-	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/joblogs"
 )
 
 // archive: what archiving a finished job's log costs, alone. The cycle scenario's finishes
@@ -52,12 +52,12 @@ INSERT INTO trace_archives (build_id, due_at) SELECT id, 'infinity' FROM unnest(
 	if _, err := e.db.Exec(sctx, `UPDATE trace_archives SET due_at = '-infinity'`); err != nil {
 		return nil, err
 	}
-	var passes builds.TraceArchivePass
+	var passes joblogs.ArchivePass
 	// The duration of each pass; a pass may find nothing when the replica's own pass
 	// claimed the batch first, which on a small run can be all of them.
 	rec := newRecorder()
 	for {
-		var res builds.TraceArchivePass
+		var res joblogs.ArchivePass
 		start := time.Now()
 		pprof.Do(sctx, pprof.Labels(labelKey, "server"), func(ctx context.Context) {
 			res, err = e.srv.Traces.PassOnce(ctx)

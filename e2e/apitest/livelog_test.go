@@ -51,14 +51,14 @@ func TestLiveLogReads(t *testing.T) {
 	for _, r := range []struct{ from, max int64 }{
 		{0, 100}, {int64(durable) - 50, 100}, {int64(durable), 10_000}, {100, 1 << 20}, {int64(len(want)) - 1, 5}, {int64(len(want)) + 10, 5},
 	} {
-		data, size, err := inst.Service.TraceRange(ctx, 7, job.ID, r.from, r.max)
+		data, size, err := inst.Logs.TraceRange(ctx, 7, job.ID, r.from, r.max)
 		from := min(r.from, int64(len(want)))
 		if exp := want[from:min(from+r.max, int64(len(want)))]; err != nil || size != int64(len(want)) || !bytes.Equal(data, exp) {
 			t.Errorf("TraceRange(%d, %d): %d bytes of %d, err %v; want %d bytes of %d", r.from, r.max, len(data), size, err, len(exp), len(want))
 		}
 	}
 	for _, before := range []int64{int64(durable) / 2, int64(durable), int64(durable) + 300, int64(len(want))} {
-		n, err := inst.Service.TraceLines(ctx, job.ID, before)
+		n, err := inst.Logs.TraceLines(ctx, job.ID, before)
 		if exp := int64(bytes.Count(want[:before], []byte("\n"))); err != nil || n != exp {
 			t.Errorf("TraceLines(%d): %d, err %v; want %d", before, n, err, exp)
 		}

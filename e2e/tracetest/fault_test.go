@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/joblogs"
 	"github.com/jobapi/jobapi/e2e/jobapitest"
 	"github.com/jobapi/jobapi/runnerclient"
 	"github.com/jobapi/jobapi/testenv"
@@ -93,7 +94,7 @@ func TestStoreOutageAtFinish(t *testing.T) {
 func TestReplicasArchiveConcurrently(t *testing.T) {
 	t.Parallel()
 	a := start(t, jobapitest.Options{}, nil)
-	b := a.Replica(t, jobapitest.Options{Now: func() time.Time { return time.Now().Add(builds.TraceArchiveLease + time.Minute) }})
+	b := a.Replica(t, jobapitest.Options{Now: func() time.Time { return time.Now().Add(joblogs.ArchiveLease + time.Minute) }})
 	r := a.NewRunner(t)
 	const n = 24
 	var jobs []jobapitest.Job

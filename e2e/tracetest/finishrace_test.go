@@ -189,7 +189,7 @@ func TestTraceRacesFinishes(t *testing.T) {
 		read := func() []byte {
 			// The archive (which reads with LiveLog.Open) once it is written, the live log
 			// before: a finished job's log, either way.
-			got, err := a.Service.Trace(ctx, 7, job.ID)
+			got, err := a.Logs.Trace(ctx, 7, job.ID)
 			if err != nil {
 				t.Fatalf("job %d: read its log: %v", i, err)
 			}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/joblogs"
 	"github.com/jobapi/jobapi/e2e/jobapitest"
 	"github.com/jobapi/jobapi/runnerclient"
 )
@@ -62,11 +63,11 @@ func TestReplicaKilledAroundArchive(t *testing.T) {
 			t.Fatal("a survivor took a claimed build within its lease")
 		}
 	}
-	clock.Store(int64(builds.TraceArchiveLease + time.Minute))
+	clock.Store(int64(joblogs.ArchiveLease + time.Minute))
 	passOnce(t, inst)
 	wantArchived(t, inst, 1, job.ID, log)
 
-	clock.Store(int64(builds.TraceArchiveLease + time.Hour))
+	clock.Store(int64(joblogs.ArchiveLease + time.Hour))
 	if _, err := inst.Artifacts.PassOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package builds
+package joblogs
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/jobapi/jobapi/builds"
 )
 
 // TraceContent is a build's log opened for reading anywhere (http.ServeContent serves
@@ -17,12 +19,12 @@ type TraceContent struct {
 	// Size is the length of the log read.
 	Size int64
 	// Archive is the archived log's artifact (nil: the live log is read).
-	Archive *Artifact
+	Archive *builds.Artifact
 }
 
-// OpenTrace opens a project's job's log. ErrNotFound when there is no such job.
+// OpenTrace opens a project's job's log. builds.ErrNotFound when there is no such job.
 func (s *Service) OpenTrace(ctx context.Context, projectID, id int64) (*TraceContent, error) {
-	if _, err := s.job(ctx, projectID, id); err != nil {
+	if _, err := s.builds.ProjectJob(ctx, projectID, id); err != nil {
 		return nil, err
 	}
 	return s.openTrace(ctx, id)
@@ -38,7 +40,7 @@ func (s *Service) openTrace(ctx context.Context, id int64) (*TraceContent, error
 		r.archive, r.size = archive, archive.Size
 		return &TraceContent{traceReader: r, Size: r.size, Archive: archive}, nil
 	}
-	_, size, err := s.liveTraceRange(ctx, id, 0, 0)
+	_, size, err := s.builds.LiveTraceRange(ctx, id, 0, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open the log of build %d: %w", id, err)
 	}
@@ -58,24 +60,9 @@ func (s *Service) openTrace(ctx context.Context, id int64) (*TraceContent, error
 // liveReadWindow is what one read of a live log asks of Postgres and Redis at most.
 const liveReadWindow = 1 << 20
 
-// traceArtifact returns a build's archived log, nil when it is not archived.
-func (s *Service) traceArtifact(ctx context.Context, id int64) (*Artifact, error) {
-	if s.traces == nil || s.objects == nil {
-		return nil, nil
-	}
-	a, err := s.traces.TraceArtifact(ctx, id)
-	if errors.Is(err, ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read the archive of the log of build %d: %w", id, err)
-	}
-	return &a, nil
-}
-
-// traceReader reads a log as an io.ReadSeeker: an archive like objectReader, keeping one
-// stream and reopening it only where a read does not follow the last one; a live log a
-// window at a time (liveTraceRange), holding nothing between reads. A live log that is
+// traceReader reads a log as an io.ReadSeeker: an archive keeping one stream and reopening
+// it only where a read does not follow the last one; a live log a window at a time
+// (builds.Service.LiveTraceRange), holding nothing between reads. A live log that is
 // archived and dropped while it is read goes on from the archive at the same offset: a
 // finished build's log does not change, so the bytes are the same.
 type traceReader struct {
@@ -85,7 +72,7 @@ type traceReader struct {
 	size int64
 
 	mu      sync.Mutex
-	archive *Artifact
+	archive *builds.Artifact
 	off     int64 // Read and Seek position
 	rc      io.ReadCloser
 	rcOff   int64 // where rc reads next
@@ -98,7 +85,7 @@ func (t *traceReader) readAt(p []byte, off int64) (int, error) {
 	p = p[:min(int64(len(p)), t.size-off)]
 	if t.archive == nil {
 		p = p[:min(len(p), liveReadWindow)]
-		data, _, err := t.svc.liveTraceRange(t.ctx, t.id, off, int64(len(p)))
+		data, _, err := t.svc.builds.LiveTraceRange(t.ctx, t.id, off, int64(len(p)))
 		if err == nil && len(data) == len(p) {
 			return copy(p, data), nil
 		}
@@ -172,6 +159,12 @@ func (t *traceReader) Close() error {
 	return err
 }
 
+// archived opens an archived log.
+func (s *Service) archived(ctx context.Context, id int64, archive *builds.Artifact) *TraceContent {
+	return &TraceContent{traceReader: &traceReader{ctx: ctx, svc: s, id: id, archive: archive, size: archive.Size},
+		Size: archive.Size, Archive: archive}
+}
+
 // Trace returns a build's whole log. For small logs and tests: servers stream with
 // OpenTrace.
 func (s *Service) Trace(ctx context.Context, projectID, id int64) ([]byte, error) {
@@ -186,7 +179,7 @@ func (s *Service) Trace(ctx context.Context, projectID, id int64) ([]byte, error
 // TraceRange returns up to max bytes of a project's job's log from offset from, and the
 // log's size; the archive when the log is archived, else the live log.
 func (s *Service) TraceRange(ctx context.Context, projectID, id, from, max int64) ([]byte, int64, error) {
-	if _, err := s.job(ctx, projectID, id); err != nil {
+	if _, err := s.builds.ProjectJob(ctx, projectID, id); err != nil {
 		return nil, 0, err
 	}
 	archive, err := s.traceArtifact(ctx, id)
@@ -194,10 +187,9 @@ func (s *Service) TraceRange(ctx context.Context, projectID, id, from, max int64
 		return nil, 0, err
 	}
 	if archive == nil {
-		return s.liveTraceRange(ctx, id, from, max)
+		return s.builds.LiveTraceRange(ctx, id, from, max)
 	}
-	t := &TraceContent{traceReader: &traceReader{ctx: ctx, svc: s, id: id, archive: archive, size: archive.Size},
-		Size: archive.Size, Archive: archive}
+	t := s.archived(ctx, id, archive)
 	defer func() { _ = t.Close() }()
 	from = min(max0(from), t.Size)
 	n := min(max0(max), t.Size-from)
@@ -215,8 +207,8 @@ func (s *Service) TraceRange(ctx context.Context, projectID, id, from, max int64
 }
 
 // TraceLines counts the line breaks before offset before in a build's log: in an archive
-// by reading it as a stream. A log only grows, and an archive is the log it was, so the count for an offset
-// never changes: callers may keep it.
+// by reading it as a stream. A log only grows, and an archive is the log it was, so the
+// count for an offset never changes: callers may keep it.
 func (s *Service) TraceLines(ctx context.Context, id, before int64) (int64, error) {
 	if before <= 0 {
 		return 0, nil
@@ -226,10 +218,9 @@ func (s *Service) TraceLines(ctx context.Context, id, before int64) (int64, erro
 		return 0, err
 	}
 	if archive == nil {
-		return s.liveTraceLines(ctx, id, before)
+		return s.builds.LiveTraceLines(ctx, id, before)
 	}
-	t := &TraceContent{traceReader: &traceReader{ctx: ctx, svc: s, id: id, archive: archive, size: archive.Size},
-		Size: archive.Size, Archive: archive}
+	t := s.archived(ctx, id, archive)
 	defer func() { _ = t.Close() }()
 	var c lineCounter
 	if _, err := io.CopyN(&c, t, min(before, t.Size)); err != nil {
@@ -237,6 +228,8 @@ func (s *Service) TraceLines(ctx context.Context, id, before int64) (int64, erro
 	}
 	return c.n, nil
 }
+
+func max0(v int64) int64 { return max(v, 0) }
 
 type lineCounter struct{ n int64 }
 
