@@ -1,14 +1,12 @@
 package builds
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"math/big"
 	"net/url"
 	"regexp"
 	"strings"
-	"time"
 )
 
 // Environment is a job's `environment:` from .gitlab-ci.yml once the pipeline is created:
@@ -152,72 +150,4 @@ func IsWebURL(s string) bool {
 	}
 	scheme := strings.ToLower(u.Scheme)
 	return scheme == "http" || scheme == "https"
-}
-
-// ProjectEnvironment is an environment of a project as the environments API shows it.
-type ProjectEnvironment struct {
-	ID          int64
-	ProjectID   int64
-	Name        string
-	Slug        string
-	ExternalURL string
-	State       string // available or stopped
-	Tier        string
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
-	// LastDeployment: the latest successful deployment (GitLab's last_deployment); nil
-	// when none succeeded or when not asked for.
-	LastDeployment *Deployment
-}
-
-// Deployment is one job's deployment to an environment. Status and FinishedAt are the
-// job's: created until it runs, then running, success, failed, canceled or skipped.
-type Deployment struct {
-	ID              int64
-	ProjectID       int64
-	EnvironmentID   int64
-	EnvironmentName string
-	Ref, SHA        string
-	Status          string
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
-	FinishedAt      *time.Time
-	// The job that deploys (GitLab's deployable).
-	Build Build
-}
-
-// EnvironmentStore keeps environments and deployments (Postgres). The store records them
-// itself when a pipeline is created, a deploy job retried, a deploy or stop job finished.
-type EnvironmentStore interface {
-	// Environments lists a project's environments by id, and how many it has.
-	Environments(ctx context.Context, projectID int64, p Page) ([]ProjectEnvironment, int, error)
-	// Environment returns one environment with its last deployment; ErrNotFound if the
-	// project has no such environment.
-	Environment(ctx context.Context, projectID, id int64) (ProjectEnvironment, error)
-	// Deployments lists a project's deployments by id, and how many it has.
-	Deployments(ctx context.Context, projectID int64, p Page) ([]Deployment, int, error)
-}
-
-// Environments lists a project's environments.
-func (s *Service) Environments(ctx context.Context, projectID int64, p Page) ([]ProjectEnvironment, int, error) {
-	if s.environments == nil {
-		return nil, 0, ErrUnavailable
-	}
-	return s.environments.Environments(ctx, projectID, p)
-}
-
-// Environment returns one environment of a project with its last deployment.
-func (s *Service) Environment(ctx context.Context, projectID, id int64) (ProjectEnvironment, error) {
-	if s.environments == nil {
-		return ProjectEnvironment{}, ErrUnavailable
-	}
-	return s.environments.Environment(ctx, projectID, id)
-}
-
-// Deployments lists a project's deployments.
-func (s *Service) Deployments(ctx context.Context, projectID int64, p Page) ([]Deployment, int, error) {
-	if s.environments == nil {
-		return nil, 0, ErrUnavailable
-	}
-	return s.environments.Deployments(ctx, projectID, p)
 }

@@ -70,7 +70,7 @@ func (c *jobCache) put(b Build, tokenHash []byte, extra []Variable) {
 	e := &cachedJob{}
 	copy(e.tokenHash[:], tokenHash)
 	for _, v := range slices.Concat(extra, b.Payload.Variables) {
-		if v.Masked && len(v.Value) >= minMaskedLength {
+		if v.Masked && len(v.Value) >= MinMaskedLength {
 			e.vars = append(e.vars, v)
 		}
 	}

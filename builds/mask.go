@@ -2,9 +2,9 @@ package builds
 
 import "bytes"
 
-// minMaskedLength is GitLab's minimum for a maskable value: shorter ones would mask
+// MinMaskedLength is GitLab's minimum for a maskable value: shorter ones would mask
 // ordinary words.
-const minMaskedLength = 8
+const MinMaskedLength = 8
 
 // maskSecrets hides the values of masked variables in a trace chunk, replacing each with as
 // many 'x' as it has bytes (as GitLab's MaskSecret does), so that offsets the runner counts
@@ -15,7 +15,7 @@ const minMaskedLength = 8
 func maskSecrets(data []byte, vars []Variable, jobToken string) []byte {
 	masked := false
 	mask := func(secret string) {
-		if len(secret) < minMaskedLength || !bytes.Contains(data, []byte(secret)) {
+		if len(secret) < MinMaskedLength || !bytes.Contains(data, []byte(secret)) {
 			return
 		}
 		if !masked {

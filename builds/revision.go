@@ -15,13 +15,15 @@ import (
 // neither the whole name nor a component starting with '-', as git check-ref-format
 // --branch refuses, so that it can never be taken for an option.
 func CheckRefName(field, s string) error {
-	if why := refNameProblem(s); why != "" {
+	if why := RefNameProblem(s); why != "" {
 		return invalid("%s %.60q is not a valid git ref name: %s", field, s, why)
 	}
 	return nil
 }
 
-func refNameProblem(s string) string {
+// RefNameProblem says why git's check-ref-format (with CheckRefName's additions) refuses s
+// as a ref name, or "".
+func RefNameProblem(s string) string {
 	switch {
 	case s == "":
 		return "it is empty"

@@ -78,9 +78,7 @@ type Service struct {
 	events    PipelineEvents
 	audits    AuditLog
 	hub       *pipelineHub
-	projects  ProjectStore
-	// environments keeps environments and deployments (nil: their API answers 503).
-	environments EnvironmentStore
+	projects  ProjectReader
 	// resourceGroups: nil answers their API with ErrUnavailable.
 	resourceGroups ResourceGroupStore
 	// views serve the operator web UI's listings (nil: they answer ErrUnavailable).
@@ -123,11 +121,9 @@ type Deps struct {
 	Observer Observer
 	// Audit records operator actions (nil: not recorded, and none listed).
 	Audit AuditLog
-	// Projects holds projects and their variables (nil: every project is implicit, and the
-	// project API answers 404).
-	Projects ProjectStore
-	// Environments keeps environments and deployments (nil: their API answers 503).
-	Environments EnvironmentStore
+	// Projects reads what jobs and new pipelines need of projects (nil: every project is
+	// implicit).
+	Projects ProjectReader
 	// ResourceGroups keeps resource groups (nil: their API answers 503).
 	ResourceGroups ResourceGroupStore
 	// Views serve the web UI's listings (nil: they answer ErrUnavailable).
@@ -172,7 +168,7 @@ func NewService(d Deps) *Service {
 	}
 	s := &Service{store: d.Store, leases: d.Leases, queue: d.Queue, gate: d.TwoPhase, cfg: cfg, now: d.Now, log: d.Log,
 		observer: d.Observer, events: d.Events, audits: d.Audit, projects: d.Projects,
-		environments: d.Environments, resourceGroups: d.ResourceGroups, views: d.Views, lists: d.Listings, changes: d.Changes,
+		resourceGroups: d.ResourceGroups, views: d.Views, lists: d.Listings, changes: d.Changes,
 		live: d.Live, archiveRequests: make(chan int64, archiveRequestBuffer),
 		batch:   changeBatch{pending: map[Change]struct{}{}},
 		runners: newRunnerCache(cfg.RunnerCacheTTL), hub: newPipelineHub(), jobs: newJobCache(jobCacheSize),

@@ -45,7 +45,7 @@ type Claimed struct {
 	// Dependencies are resolved from the payload's Dependencies and DependsOnStages.
 	Dependencies []Dependency
 	// Project is the build's project and its variables as the claim read them (nil: the
-	// store does not read them; the Service asks its ProjectStore).
+	// store does not read them; the Service asks its ProjectReader).
 	Project *JobProject
 }
 

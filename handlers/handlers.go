@@ -18,6 +18,7 @@ import (
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/builds/joblogs"
+	"github.com/jobapi/jobapi/builds/projects"
 	"github.com/jobapi/jobapi/cisource"
 )
 
@@ -40,7 +41,9 @@ type Deps struct {
 	// Artifacts serves the jobs' artifacts and the pipelines' test reports.
 	Artifacts *artifacts.Service
 	// Logs reads the jobs' logs, archived or live.
-	Logs       *joblogs.Service
+	Logs *joblogs.Service
+	// Projects keeps projects, their variables, protected refs and environments.
+	Projects   *projects.Service
 	AdminToken string
 	// AdminGuard checks AdminToken and throttles guessing (nil: checked without throttling).
 	AdminGuard *builds.AdminGuard
@@ -73,6 +76,7 @@ type Handler struct {
 	svc   *builds.Service
 	arts  *artifacts.Service
 	logs  *joblogs.Service
+	prj   *projects.Service
 	admin *builds.AdminGuard
 	// registrationHash is the registration token's hash (nil: registration is off).
 	registrationHash []byte
@@ -103,6 +107,7 @@ func New(d Deps) http.Handler {
 		svc:           d.Service,
 		arts:          d.Artifacts,
 		logs:          d.Logs,
+		prj:           d.Projects,
 		log:           d.Logger,
 		flags:         d.Flags,
 		health:        d.Health,

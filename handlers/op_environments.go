@@ -8,13 +8,14 @@ import (
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/projects"
 )
 
 // The environments and deployments API (GitLab's shapes): environments and deployments
 // come from .gitlab-ci.yml's environment, recorded by the store with the jobs.
 
 func (h *Handler) listEnvironments(w http.ResponseWriter, r *http.Request) error {
-	return writeProjectPage(w, r, h.svc.Environments, environmentView)
+	return writeProjectPage(w, r, h.prj.Environments, environmentView)
 }
 
 func (h *Handler) getEnvironment(w http.ResponseWriter, r *http.Request) error {
@@ -26,7 +27,7 @@ func (h *Handler) getEnvironment(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	e, err := h.svc.Environment(r.Context(), pid, id)
+	e, err := h.prj.Environment(r.Context(), pid, id)
 	if err != nil {
 		return err
 	}
@@ -46,10 +47,10 @@ func (h *Handler) getEnvironment(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) listDeployments(w http.ResponseWriter, r *http.Request) error {
-	return writeProjectPage(w, r, h.svc.Deployments, deploymentView)
+	return writeProjectPage(w, r, h.prj.Deployments, deploymentView)
 }
 
-func environmentView(e builds.ProjectEnvironment) api.Environment {
+func environmentView(e projects.ProjectEnvironment) api.Environment {
 	out := api.Environment{ID: e.ID, Name: e.Name, Slug: e.Slug, State: e.State, Tier: e.Tier,
 		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
 	// Only an http(s) URL is shown: a row written before that rule could hold anything.
@@ -60,7 +61,7 @@ func environmentView(e builds.ProjectEnvironment) api.Environment {
 	return out
 }
 
-func deploymentView(d builds.Deployment) api.Deployment {
+func deploymentView(d projects.Deployment) api.Deployment {
 	b := d.Build
 	return api.Deployment{ID: d.ID, Ref: d.Ref, Sha: d.SHA, Status: d.Status, CreatedAt: d.CreatedAt,
 		UpdatedAt: d.UpdatedAt, FinishedAt: d.FinishedAt,

@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/projects"
 )
 
 // variableFields is the body of POST and PUT /projects/:id/variables[/:key].
@@ -27,11 +28,11 @@ func variableView(v builds.ProjectVariable) api.ProjectVariable {
 		VariableType: v.VariableType, EnvironmentScope: "*"}
 }
 
-func (f variableFields) change() (builds.VariableChange, error) {
+func (f variableFields) change() (projects.VariableChange, error) {
 	if f.EnvironmentScope != nil && *f.EnvironmentScope != "*" {
-		return builds.VariableChange{}, badRequest("environment_scope: jobapi has no environments; only \"*\" is accepted")
+		return projects.VariableChange{}, badRequest("environment_scope: jobapi has no environments; only \"*\" is accepted")
 	}
-	c := builds.VariableChange{Value: f.Value, VariableType: f.VariableType}
+	c := projects.VariableChange{Value: f.Value, VariableType: f.VariableType}
 	if f.Masked != nil {
 		v := bool(*f.Masked)
 		c.Masked = &v
@@ -53,7 +54,7 @@ func (h *Handler) listVariables(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	vars, err := h.svc.ProjectVariables(r.Context(), id)
+	vars, err := h.prj.ProjectVariables(r.Context(), id)
 	if err != nil {
 		return projectError(err)
 	}
@@ -72,7 +73,7 @@ func (h *Handler) getVariable(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	v, err := h.svc.ProjectVariable(r.Context(), id, chi.URLParam(r, "key"))
+	v, err := h.prj.ProjectVariable(r.Context(), id, chi.URLParam(r, "key"))
 	if err != nil {
 		return projectError(err)
 	}
@@ -96,7 +97,7 @@ func (h *Handler) createVariable(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	v, err := h.svc.CreateProjectVariable(r.Context(), id, *f.Key, c, actor(r))
+	v, err := h.prj.CreateProjectVariable(r.Context(), id, *f.Key, c, actor(r))
 	if err != nil {
 		return projectError(err)
 	}
@@ -121,7 +122,7 @@ func (h *Handler) updateVariable(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	v, err := h.svc.UpdateProjectVariable(r.Context(), id, key, c, actor(r))
+	v, err := h.prj.UpdateProjectVariable(r.Context(), id, key, c, actor(r))
 	if err != nil {
 		return projectError(err)
 	}
@@ -134,7 +135,7 @@ func (h *Handler) deleteVariable(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := h.svc.DeleteProjectVariable(r.Context(), id, chi.URLParam(r, "key"), actor(r)); err != nil {
+	if err := h.prj.DeleteProjectVariable(r.Context(), id, chi.URLParam(r, "key"), actor(r)); err != nil {
 		return projectError(err)
 	}
 	w.WriteHeader(http.StatusNoContent)

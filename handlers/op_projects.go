@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/projects"
 )
 
 // ProjectNamespace is the one namespace jobapi has: CI_PROJECT_PATH is jobapi/<path>.
@@ -25,8 +26,8 @@ type projectFields struct {
 	CIConfigPath  *string `json:"ci_config_path"`
 }
 
-func (f projectFields) change() builds.ProjectChange {
-	return builds.ProjectChange{Name: f.Name, Path: f.Path, RepoURL: f.RepoURL, DefaultBranch: f.DefaultBranch,
+func (f projectFields) change() projects.ProjectChange {
+	return projects.ProjectChange{Name: f.Name, Path: f.Path, RepoURL: f.RepoURL, DefaultBranch: f.DefaultBranch,
 		CIConfigPath: f.CIConfigPath}
 }
 
@@ -40,7 +41,7 @@ func projectError(err error) error {
 	switch {
 	case errors.Is(err, builds.ErrExists):
 		return badRequest("%s", err.Error())
-	case errors.Is(err, builds.ErrProjectBusy):
+	case errors.Is(err, projects.ErrProjectBusy):
 		return &httpError{code: http.StatusConflict, msg: err.Error()}
 	case errors.Is(err, builds.ErrNotFound):
 		return &httpError{code: http.StatusNotFound, msg: "404 " + err.Error()}
@@ -53,7 +54,7 @@ func (h *Handler) createProject(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &f); err != nil {
 		return err
 	}
-	p, err := h.svc.CreateProject(r.Context(), f.change(), actor(r))
+	p, err := h.prj.CreateProject(r.Context(), f.change(), actor(r))
 	if err != nil {
 		return projectError(err)
 	}
@@ -66,7 +67,7 @@ func (h *Handler) listProjects(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	list, total, err := h.svc.Projects(r.Context(), pg)
+	list, total, err := h.prj.Projects(r.Context(), pg)
 	if err != nil {
 		return err
 	}
@@ -83,7 +84,7 @@ func (h *Handler) getProject(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p, err := h.svc.Project(r.Context(), id)
+	p, err := h.prj.Project(r.Context(), id)
 	if err != nil {
 		return projectError(err)
 	}
@@ -100,7 +101,7 @@ func (h *Handler) updateProject(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &f); err != nil {
 		return err
 	}
-	p, err := h.svc.UpdateProject(r.Context(), id, f.change(), actor(r))
+	p, err := h.prj.UpdateProject(r.Context(), id, f.change(), actor(r))
 	if err != nil {
 		return projectError(err)
 	}
@@ -113,7 +114,7 @@ func (h *Handler) deleteProject(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := h.svc.DeleteProject(r.Context(), id, actor(r)); err != nil {
+	if err := h.prj.DeleteProject(r.Context(), id, actor(r)); err != nil {
 		return projectError(err)
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -123,7 +124,7 @@ func (h *Handler) deleteProject(w http.ResponseWriter, r *http.Request) error {
 // gitStrategy is what a pipeline of the project clones with by default: none when the
 // project has no repository (implicit projects included).
 func (h *Handler) gitStrategy(r *http.Request, projectID int64) (string, error) {
-	p, err := h.svc.Project(r.Context(), projectID)
+	p, err := h.prj.Project(r.Context(), projectID)
 	switch {
 	case errors.Is(err, builds.ErrNotFound):
 		return "none", nil

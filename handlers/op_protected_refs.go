@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/projects"
 )
 
 // GitLab's /projects/:id/protected_branches and /projects/:id/protected_tags: a
@@ -62,40 +63,40 @@ func boolPtr(b *boolish) *bool {
 }
 
 // fields lists the parameters a ref type takes: a tag has only create_access_level.
-func (f protectedRefFields) change(refType string) (builds.ProtectedRefChange, error) {
-	if refType == builds.RefTag {
+func (f protectedRefFields) change(refType string) (projects.ProtectedRefChange, error) {
+	if refType == projects.RefTag {
 		for name, set := range map[string]bool{"push_access_level": f.PushAccessLevel != nil,
 			"merge_access_level": f.MergeAccessLevel != nil, "allow_force_push": f.AllowForcePush != nil,
 			"code_owner_approval_required": f.CodeOwnerApprovalRequired != nil} {
 			if set {
-				return builds.ProtectedRefChange{}, badRequest("%s is a protected branch's parameter, not a protected tag's", name)
+				return projects.ProtectedRefChange{}, badRequest("%s is a protected branch's parameter, not a protected tag's", name)
 			}
 		}
 	} else if f.CreateAccessLevel != nil {
-		return builds.ProtectedRefChange{}, badRequest("create_access_level is a protected tag's parameter, not a protected branch's")
+		return projects.ProtectedRefChange{}, badRequest("create_access_level is a protected tag's parameter, not a protected branch's")
 	}
-	return builds.ProtectedRefChange{Name: f.Name, PushAccessLevel: levelPtr(f.PushAccessLevel),
+	return projects.ProtectedRefChange{Name: f.Name, PushAccessLevel: levelPtr(f.PushAccessLevel),
 		MergeAccessLevel: levelPtr(f.MergeAccessLevel), CreateAccessLevel: levelPtr(f.CreateAccessLevel),
 		AllowForcePush: boolPtr(f.AllowForcePush), CodeOwnerApprovalRequired: boolPtr(f.CodeOwnerApprovalRequired)}, nil
 }
 
 func refAccess(id int64, level int) []api.RefAccessLevel {
-	return []api.RefAccessLevel{{ID: id, AccessLevel: level, AccessLevelDescription: builds.AccessLevelDescription(level)}}
+	return []api.RefAccessLevel{{ID: id, AccessLevel: level, AccessLevelDescription: projects.AccessLevelDescription(level)}}
 }
 
-func protectedBranchView(p builds.ProtectedRef) api.ProtectedBranch {
+func protectedBranchView(p projects.ProtectedRef) api.ProtectedBranch {
 	return api.ProtectedBranch{ID: p.ID, Name: p.Name, PushAccessLevels: refAccess(p.ID, p.PushAccessLevel),
 		MergeAccessLevels: refAccess(p.ID, p.MergeAccessLevel), AllowForcePush: p.AllowForcePush,
 		CodeOwnerApprovalRequired: p.CodeOwnerApprovalRequired}
 }
 
-func protectedTagView(p builds.ProtectedRef) api.ProtectedTag {
+func protectedTagView(p projects.ProtectedRef) api.ProtectedTag {
 	return api.ProtectedTag{Name: p.Name, CreateAccessLevels: refAccess(p.ID, p.CreateAccessLevel)}
 }
 
 // protectedRefView is the answer's shape for a ref type.
-func protectedRefView(p builds.ProtectedRef) any {
-	if p.RefType == builds.RefTag {
+func protectedRefView(p projects.ProtectedRef) any {
+	if p.RefType == projects.RefTag {
 		return protectedTagView(p)
 	}
 	return protectedBranchView(p)
@@ -133,7 +134,7 @@ func (h *Handler) listProtectedRefs(refType string) func(http.ResponseWriter, *h
 		if err != nil {
 			return err
 		}
-		list, err := h.svc.ProtectedRefs(r.Context(), pid, refType)
+		list, err := h.prj.ProtectedRefs(r.Context(), pid, refType)
 		if err != nil {
 			return projectError(err)
 		}
@@ -157,7 +158,7 @@ func (h *Handler) getProtectedRef(refType string) func(http.ResponseWriter, *htt
 		if err != nil {
 			return err
 		}
-		p, err := h.svc.ProtectedRef(r.Context(), pid, refType, name)
+		p, err := h.prj.ProtectedRef(r.Context(), pid, refType, name)
 		if err != nil {
 			return projectError(err)
 		}
@@ -180,7 +181,7 @@ func (h *Handler) createProtectedRef(refType string) func(http.ResponseWriter, *
 		if err != nil {
 			return err
 		}
-		p, err := h.svc.CreateProtectedRef(r.Context(), pid, refType, c, actor(r))
+		p, err := h.prj.CreateProtectedRef(r.Context(), pid, refType, c, actor(r))
 		if err != nil {
 			return protectedRefError(err)
 		}
@@ -199,7 +200,7 @@ func (h *Handler) deleteProtectedRef(refType string) func(http.ResponseWriter, *
 		if err != nil {
 			return err
 		}
-		if err := h.svc.DeleteProtectedRef(r.Context(), pid, refType, name, actor(r)); err != nil {
+		if err := h.prj.DeleteProtectedRef(r.Context(), pid, refType, name, actor(r)); err != nil {
 			return projectError(err)
 		}
 		w.WriteHeader(http.StatusNoContent)

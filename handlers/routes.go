@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/projects"
 )
 
 // Body limits per route family. A trace PATCH carries at most 1 MiB from gitlab-runner.
@@ -80,14 +80,14 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 			r.Put("/projects/{project_id}/variables/{key}", h.wrap(h.updateVariable))
 			r.Delete("/projects/{project_id}/variables/{key}", h.wrap(h.deleteVariable))
 
-			r.Get("/projects/{project_id}/protected_branches", h.wrap(h.listProtectedRefs(builds.RefBranch)))
-			r.Post("/projects/{project_id}/protected_branches", h.wrap(h.createProtectedRef(builds.RefBranch)))
-			r.Get("/projects/{project_id}/protected_branches/{name}", h.wrap(h.getProtectedRef(builds.RefBranch)))
-			r.Delete("/projects/{project_id}/protected_branches/{name}", h.wrap(h.deleteProtectedRef(builds.RefBranch)))
-			r.Get("/projects/{project_id}/protected_tags", h.wrap(h.listProtectedRefs(builds.RefTag)))
-			r.Post("/projects/{project_id}/protected_tags", h.wrap(h.createProtectedRef(builds.RefTag)))
-			r.Get("/projects/{project_id}/protected_tags/{name}", h.wrap(h.getProtectedRef(builds.RefTag)))
-			r.Delete("/projects/{project_id}/protected_tags/{name}", h.wrap(h.deleteProtectedRef(builds.RefTag)))
+			r.Get("/projects/{project_id}/protected_branches", h.wrap(h.listProtectedRefs(projects.RefBranch)))
+			r.Post("/projects/{project_id}/protected_branches", h.wrap(h.createProtectedRef(projects.RefBranch)))
+			r.Get("/projects/{project_id}/protected_branches/{name}", h.wrap(h.getProtectedRef(projects.RefBranch)))
+			r.Delete("/projects/{project_id}/protected_branches/{name}", h.wrap(h.deleteProtectedRef(projects.RefBranch)))
+			r.Get("/projects/{project_id}/protected_tags", h.wrap(h.listProtectedRefs(projects.RefTag)))
+			r.Post("/projects/{project_id}/protected_tags", h.wrap(h.createProtectedRef(projects.RefTag)))
+			r.Get("/projects/{project_id}/protected_tags/{name}", h.wrap(h.getProtectedRef(projects.RefTag)))
+			r.Delete("/projects/{project_id}/protected_tags/{name}", h.wrap(h.deleteProtectedRef(projects.RefTag)))
 
 			r.Get("/projects/{project_id}/pipelines", h.wrap(h.listPipelines))
 			r.Get("/projects/{project_id}/pipelines/latest", h.wrap(h.latestPipeline))

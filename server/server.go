@@ -26,6 +26,7 @@ import (
 	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/builds/joblogs"
 	"github.com/jobapi/jobapi/builds/pgstore"
+	"github.com/jobapi/jobapi/builds/projects"
 	"github.com/jobapi/jobapi/builds/redisstore"
 	"github.com/jobapi/jobapi/cipipeline"
 	"github.com/jobapi/jobapi/cisource"
@@ -71,6 +72,8 @@ type Server struct {
 	Hub *webui.Hub
 	// Logs archives and reads job logs.
 	Logs *joblogs.Service
+	// Projects keeps projects, their variables, protected refs and environments.
+	Projects *projects.Service
 
 	cancel context.CancelFunc
 	group  *errgroup.Group
@@ -185,7 +188,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 	}
 	s := &Server{URL: "http://" + ln.Addr().String(), Service: d.svc, Sweeper: d.sweeper, Reaper: d.reaper,
 		Stuck: d.stuck, Due: d.due, Artifacts: d.artifacts, Bridges: d.bridges, Failures: d.failures, Objects: be.objects, Traces: d.traces, Pool: be.pool, Redis: be.rdb, Hub: hub,
-		Logs: d.logs, includes: d.includes}
+		Logs: d.logs, Projects: d.prj, includes: d.includes}
 	s.run(ctx, srv, ln, workers, func() {
 		// Rate-limit counts decided locally during the drain, sent before Redis closes.
 		fctx, fcancel := context.WithTimeout(context.Background(), time.Second)
@@ -350,6 +353,7 @@ type domain struct {
 	svc     *builds.Service
 	arts    *artifacts.Service // job artifacts, over the same stores
 	logs    *joblogs.Service   // job logs' archive and reads, over the same stores
+	prj     *projects.Service  // projects and what is set on them, over the same stores
 	sweeper *retry.Sweeper
 	reaper  *reaper.Reaper
 	stuck   *reaper.StuckStages
@@ -373,7 +377,7 @@ type domain struct {
 // service from it too (with stand-ins for the two Redis roles the service cannot do without),
 // so that a store role or a setting added here reaches both.
 func ServiceDeps(cfg Config, store *pgstore.Store) builds.Deps {
-	return builds.Deps{Store: store, Audit: store, Projects: store, Environments: store,
+	return builds.Deps{Store: store, Audit: store, Projects: store,
 		ResourceGroups: store, Views: store, Listings: store,
 		Config: builds.Config{TraceChunkSize: cfg.TraceChunkSize, AckTTL: cfg.AckTTL, MaxProvisioningWait: cfg.MaxProvisioningWait,
 			TraceLimit: cfg.TraceLimit, LongPoll: cfg.LongPoll, Policy: builds.DefaultRetryPolicy(cfg.AutoRetryMax),
@@ -390,6 +394,7 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 	d.arts = artifacts.New(artifacts.Deps{Builds: d.svc, Store: d.store, Objects: be.objects, Now: opts.Now, Log: log,
 		Config: artifacts.Config{MaxSize: cfg.MaxArtifactSize, ExpireIn: cfg.ArtifactsExpireIn, UploadTimeout: cfg.ArtifactUploadTimeout}})
 	d.logs = joblogs.New(joblogs.Deps{Builds: d.svc, Store: d.store, Objects: be.objects, Log: log})
+	d.prj = projects.New(projects.Deps{Builds: d.svc, Store: d.store})
 	policy := deps.Config.Policy
 	d.sweeper = &retry.Sweeper{Store: d.store, Leases: d.rs, Queue: d.rs, Policy: policy,
 		Interval: cfg.SweepInterval, MaxWait: cfg.MaxProvisioningWait, Now: opts.Now, Log: log, OnSweep: m.sweep,
@@ -428,12 +433,12 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 	d.includes = git
 	sources := &cisource.Source{Git: git, Remote: cisource.NewRemote()}
 	// The web UI's "Run a pipeline" creates it as the API's POST …/pipeline with a ref does.
-	ui := webui.New(webui.Deps{Service: d.svc, Artifacts: d.arts, Logs: d.logs, AdminToken: cfg.AdminToken, AdminGuard: guard, Flags: fl.web, Revocations: d.rs,
+	ui := webui.New(webui.Deps{Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, AdminToken: cfg.AdminToken, AdminGuard: guard, Flags: fl.web, Revocations: d.rs,
 		Hub: hub, TraceWatch: d.rs, ExternalURL: cfg.ExternalURL, Log: log, Now: opts.Now,
 		Pipelines: &cipipeline.Creator{Service: d.svc, Sources: sources, ServerURL: cfg.ExternalURL, Namespace: handlers.ProjectNamespace}})
 	d.bridges = &downstream.Bridges{Service: d.svc, Artifacts: d.arts, Sources: sources, ServerURL: cfg.ExternalURL,
 		Namespace: handlers.ProjectNamespace, Interval: cfg.SweepInterval, Log: log, Now: opts.Now}
-	h := handlers.New(handlers.Deps{UI: ui, Service: d.svc, Artifacts: d.arts, Logs: d.logs, Includes: sources, AdminToken: cfg.AdminToken, AdminGuard: guard, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
+	h := handlers.New(handlers.Deps{UI: ui, Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, Includes: sources, AdminToken: cfg.AdminToken, AdminGuard: guard, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
 		Flags: fl.admin, Health: health{store: d.store, redis: d.rs},
 		Registry: reg, TraceWatch: d.rs, Limiter: limiter{rl}, ExternalURL: cfg.ExternalURL,
 		ArtifactUploadTimeout: cfg.ArtifactUploadTimeout,

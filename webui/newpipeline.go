@@ -53,7 +53,7 @@ func (u *UI) newPipelineForm(w http.ResponseWriter, r *http.Request) (newPipelin
 		return newPipelineData{}, false
 	}
 	d := newPipelineData{ProjectID: pid, Unavailable: u.pipelines == nil, Variables: make([]formVariable, newPipelineVariableRows)}
-	p, err := u.svc.Project(r.Context(), pid)
+	p, err := u.prj.Project(r.Context(), pid)
 	switch {
 	case err == nil:
 		d.Project = &projectRow{Project: p, Repo: builds.RedactURL(p.RepoURL)}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/projects"
 )
 
 const projectsPerPage = 50
@@ -26,7 +27,7 @@ type projectRow struct {
 
 func (u *UI) projectsPage(w http.ResponseWriter, r *http.Request) {
 	d := projectsData{Page: int(max(queryInt(r, "page", 1), 1))}
-	list, total, err := u.svc.Projects(r.Context(), builds.Page{Page: d.Page, PerPage: projectsPerPage})
+	list, total, err := u.prj.Projects(r.Context(), builds.Page{Page: d.Page, PerPage: projectsPerPage})
 	if err != nil {
 		u.fail(w, r, err)
 		return
@@ -59,7 +60,7 @@ func (u *UI) projectPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := projectData{ID: pid}
-	p, err := u.svc.Project(r.Context(), pid)
+	p, err := u.prj.Project(r.Context(), pid)
 	switch {
 	case err == nil:
 		d.Project = &projectRow{Project: p, Repo: builds.RedactURL(p.RepoURL)}
@@ -101,7 +102,7 @@ type environmentsData struct {
 }
 
 type environmentRow struct {
-	builds.ProjectEnvironment
+	projects.ProjectEnvironment
 	// URL is the external_url when it is an http(s) URL (the API's rule: a row written
 	// before that rule could hold anything, and a page must never link to javascript:).
 	URL string
@@ -114,7 +115,7 @@ func (u *UI) environmentsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := environmentsData{ProjectID: pid, Page: int(max(queryInt(r, "page", 1), 1))}
-	list, total, err := u.svc.Environments(r.Context(), pid, builds.Page{Page: d.Page, PerPage: environmentsPerPage})
+	list, total, err := u.prj.Environments(r.Context(), pid, builds.Page{Page: d.Page, PerPage: environmentsPerPage})
 	if err != nil {
 		u.fail(w, r, err)
 		return
@@ -122,7 +123,7 @@ func (u *UI) environmentsPage(w http.ResponseWriter, r *http.Request) {
 	d.Total = total
 	for _, e := range list {
 		// The list has no deployments; one read per environment, a page of them at most.
-		full, err := u.svc.Environment(r.Context(), pid, e.ID)
+		full, err := u.prj.Environment(r.Context(), pid, e.ID)
 		switch {
 		case err == nil:
 			e = full

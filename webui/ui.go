@@ -29,6 +29,7 @@ import (
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/builds/joblogs"
+	"github.com/jobapi/jobapi/builds/projects"
 	"github.com/jobapi/jobapi/cipipeline"
 )
 
@@ -68,7 +69,9 @@ type Deps struct {
 	// Artifacts serves the jobs' artifacts and test reports.
 	Artifacts *artifacts.Service
 	// Logs reads the jobs' logs, archived or live.
-	Logs       *joblogs.Service
+	Logs *joblogs.Service
+	// Projects keeps projects and their environments.
+	Projects   *projects.Service
 	AdminToken string
 	// AdminGuard checks the sign-in token and throttles guessing (nil: AdminToken checked
 	// without throttling).
@@ -97,6 +100,7 @@ type UI struct {
 	pipelines  *cipipeline.Creator
 	arts       *artifacts.Service
 	logs       *joblogs.Service
+	prj        *projects.Service
 	flags      Flags
 	sessions   *sessions
 	admin      *builds.AdminGuard
@@ -120,7 +124,7 @@ func New(d Deps) *UI {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	u := &UI{svc: d.Service, pipelines: d.Pipelines, arts: d.Artifacts, logs: d.Logs, flags: d.Flags, hub: d.Hub, traceWatch: d.TraceWatch, log: d.Log, now: d.Now,
+	u := &UI{svc: d.Service, pipelines: d.Pipelines, arts: d.Artifacts, logs: d.Logs, prj: d.Projects, flags: d.Flags, hub: d.Hub, traceWatch: d.TraceWatch, log: d.Log, now: d.Now,
 		sessions: newSessions(d.AdminToken, d.Revocations, d.Now), pages: mustParsePages(),
 		lines: newLineCounts(256), admin: d.AdminGuard}
 	if u.admin == nil {

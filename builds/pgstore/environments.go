@@ -8,9 +8,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/projects"
 )
 
-var _ builds.EnvironmentStore = (*Store)(nil)
+var _ projects.EnvironmentStore = (*Store)(nil)
 
 // recordEnvironments creates the environments a new pipeline's jobs name (the first time
 // a project names one; a deploy job's url and tier win over a stop job's) and a deployment
@@ -69,8 +70,8 @@ func finishEnvironment(ctx context.Context, tx querier, b builds.Build, to build
 
 const environmentCols = `e.id, e.project_id, e.name, e.slug, COALESCE(e.external_url, ''), e.state, e.tier, e.created_at, e.updated_at`
 
-func scanEnvironment(row pgx.Row) (builds.ProjectEnvironment, error) {
-	var e builds.ProjectEnvironment
+func scanEnvironment(row pgx.Row) (projects.ProjectEnvironment, error) {
+	var e projects.ProjectEnvironment
 	err := row.Scan(&e.ID, &e.ProjectID, &e.Name, &e.Slug, &e.ExternalURL, &e.State, &e.Tier, &e.CreatedAt, &e.UpdatedAt)
 	return e, err
 }
@@ -82,13 +83,13 @@ const (
 )
 
 // Environments lists a project's environments by id.
-func (s *Store) Environments(ctx context.Context, projectID int64, p builds.Page) ([]builds.ProjectEnvironment, int, error) {
+func (s *Store) Environments(ctx context.Context, projectID int64, p builds.Page) ([]projects.ProjectEnvironment, int, error) {
 	limit, off := offset(p)
 	rows, err := s.pool.Query(ctx, listEnvironments, projectID, limit, off)
 	if err != nil {
 		return nil, 0, err
 	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (builds.ProjectEnvironment, error) { return scanEnvironment(row) })
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (projects.ProjectEnvironment, error) { return scanEnvironment(row) })
 	if err != nil {
 		return nil, 0, err
 	}
@@ -98,7 +99,7 @@ func (s *Store) Environments(ctx context.Context, projectID int64, p builds.Page
 }
 
 // Environment returns one environment with its last successful deployment.
-func (s *Store) Environment(ctx context.Context, projectID, id int64) (builds.ProjectEnvironment, error) {
+func (s *Store) Environment(ctx context.Context, projectID, id int64) (projects.ProjectEnvironment, error) {
 	e, err := scanEnvironment(s.pool.QueryRow(ctx, environmentByID, projectID, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return e, builds.ErrNotFound
@@ -133,8 +134,8 @@ const (
 	lastDeployment   = `SELECT ` + deploymentCols + deploymentFrom + `WHERE d.environment_id = $1 AND b.status = 'success' ORDER BY d.id DESC LIMIT 1`
 )
 
-func scanDeployment(row pgx.Row) (builds.Deployment, error) {
-	var d builds.Deployment
+func scanDeployment(row pgx.Row) (projects.Deployment, error) {
+	var d projects.Deployment
 	var status string
 	dests := append([]any{&d.ID, &d.ProjectID, &d.EnvironmentID, &d.EnvironmentName, &d.Ref, &d.SHA, &d.Status,
 		&d.CreatedAt, &d.UpdatedAt, &d.FinishedAt}, buildDests(&d.Build, &status)...)
@@ -144,13 +145,13 @@ func scanDeployment(row pgx.Row) (builds.Deployment, error) {
 }
 
 // Deployments lists a project's deployments by id.
-func (s *Store) Deployments(ctx context.Context, projectID int64, p builds.Page) ([]builds.Deployment, int, error) {
+func (s *Store) Deployments(ctx context.Context, projectID int64, p builds.Page) ([]projects.Deployment, int, error) {
 	limit, off := offset(p)
 	rows, err := s.pool.Query(ctx, listDeployments, projectID, limit, off)
 	if err != nil {
 		return nil, 0, err
 	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (builds.Deployment, error) { return scanDeployment(row) })
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (projects.Deployment, error) { return scanDeployment(row) })
 	if err != nil {
 		return nil, 0, err
 	}

@@ -10,9 +10,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/projects"
 )
 
-var _ builds.ProjectStore = (*Store)(nil)
+var _ projects.Store = (*Store)(nil)
+var _ builds.ProjectReader = (*Store)(nil)
 
 const projectCols = `id, name, path, repo_url, default_branch, created_at, updated_at, ci_config_path`
 
@@ -137,7 +139,7 @@ func (s *Store) DeleteProject(ctx context.Context, id int64) error {
 	case deleted:
 		return nil
 	case exists:
-		return fmt.Errorf("project %d: %w", id, builds.ErrProjectBusy)
+		return fmt.Errorf("project %d: %w", id, projects.ErrProjectBusy)
 	}
 	return fmt.Errorf("project %d: %w", id, builds.ErrNotFound)
 }

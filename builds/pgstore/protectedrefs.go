@@ -9,15 +9,16 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/projects"
 )
 
-var _ builds.ProtectedRefStore = (*Store)(nil)
+var _ projects.ProtectedRefStore = (*Store)(nil)
 
 const protectedRefCols = `id, project_id, ref_type, name, push_access_level, merge_access_level, create_access_level,
     allow_force_push, code_owner_approval_required, created_at`
 
-func scanProtectedRef(row pgx.Row) (builds.ProtectedRef, error) {
-	var p builds.ProtectedRef
+func scanProtectedRef(row pgx.Row) (projects.ProtectedRef, error) {
+	var p projects.ProtectedRef
 	err := row.Scan(&p.ID, &p.ProjectID, &p.RefType, &p.Name, &p.PushAccessLevel, &p.MergeAccessLevel,
 		&p.CreateAccessLevel, &p.AllowForcePush, &p.CodeOwnerApprovalRequired, &p.CreatedAt)
 	return p, err
@@ -27,12 +28,12 @@ const protectedRefsOf = `SELECT ` + protectedRefCols + ` FROM protected_refs
 WHERE project_id = $1 AND ref_type = $2 ORDER BY name`
 
 // ProtectedRefs lists a project's protected refs of a type by name.
-func (s *Store) ProtectedRefs(ctx context.Context, projectID int64, refType string) ([]builds.ProtectedRef, error) {
+func (s *Store) ProtectedRefs(ctx context.Context, projectID int64, refType string) ([]projects.ProtectedRef, error) {
 	rows, err := s.pool.Query(ctx, protectedRefsOf, projectID, refType)
 	if err != nil {
 		return nil, err
 	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (builds.ProtectedRef, error) { return scanProtectedRef(row) })
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (projects.ProtectedRef, error) { return scanProtectedRef(row) })
 	if err != nil || len(list) > 0 {
 		return list, err
 	}
@@ -50,15 +51,15 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 RETURNING ` + protectedRefCols
 
 // CreateProtectedRef stores a protected ref.
-func (s *Store) CreateProtectedRef(ctx context.Context, p builds.ProtectedRef) (builds.ProtectedRef, error) {
+func (s *Store) CreateProtectedRef(ctx context.Context, p projects.ProtectedRef) (projects.ProtectedRef, error) {
 	created, err := scanProtectedRef(s.pool.QueryRow(ctx, insertProtectedRef, p.ProjectID, p.RefType, p.Name,
 		p.PushAccessLevel, p.MergeAccessLevel, p.CreateAccessLevel, p.AllowForcePush, p.CodeOwnerApprovalRequired, p.CreatedAt))
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23503" { // foreign_key_violation: no such project
-		return builds.ProtectedRef{}, fmt.Errorf("project %d: %w", p.ProjectID, builds.ErrNotFound)
+		return projects.ProtectedRef{}, fmt.Errorf("project %d: %w", p.ProjectID, builds.ErrNotFound)
 	}
 	if err != nil {
-		return builds.ProtectedRef{}, uniqueViolation(err, fmt.Sprintf("protected %s %q", p.RefType, p.Name))
+		return projects.ProtectedRef{}, uniqueViolation(err, fmt.Sprintf("protected %s %q", p.RefType, p.Name))
 	}
 	return created, nil
 }
