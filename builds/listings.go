@@ -26,6 +26,8 @@ type Listings interface {
 	PipelinesByID(ctx context.Context, ids []int64) (map[int64]Pipeline, error)
 	// RunnerListing lists runners, oldest first, each with its GitLab status at f.Now.
 	RunnerListing(ctx context.Context, f RunnerFilter, p Page) ([]ListedRunner, int, error)
+	// RunnerManagers returns the managers of runners by runner id, oldest first.
+	RunnerManagers(ctx context.Context, ids []int64) (map[int64][]Manager, error)
 	// RunnersByID returns runners by id with their status at now; unknown ids are absent.
 	RunnersByID(ctx context.Context, ids []int64, now time.Time) (map[int64]ListedRunner, error)
 }
@@ -200,4 +202,16 @@ func (s *Service) RunnersByID(ctx context.Context, ids []int64) (map[int64]Liste
 		return map[int64]ListedRunner{}, nil
 	}
 	return l.RunnersByID(ctx, ids, s.now())
+}
+
+// RunnerManagers returns the managers of runners, oldest first, by runner id.
+func (s *Service) RunnerManagers(ctx context.Context, ids []int64) (map[int64][]Manager, error) {
+	l, err := s.listings()
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return map[int64][]Manager{}, nil
+	}
+	return l.RunnerManagers(ctx, ids)
 }

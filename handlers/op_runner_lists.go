@@ -116,3 +116,45 @@ func listedRunnerView(r builds.ListedRunner) api.ListedRunner {
 		Online: r.Status == builds.RunnerOnline, Status: r.Status, TagList: tags, CreatedAt: r.CreatedAt,
 		ContactedAt: r.ContactedAt}
 }
+
+// hasRunnerFilter reports whether a runner list request names any of GitLab's filters.
+func hasRunnerFilter(q url.Values) bool {
+	for _, key := range []string{"type", "status", "scope", "paused", "tag_list", "tag_list[]"} {
+		if _, ok := q[key]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// listFilteredRunners is GET /runners with GitLab's filters (those of /runners/all): the
+// runners the filter selects, in the full form GET /runners answers, with their managers.
+func (h *Handler) listFilteredRunners(w http.ResponseWriter, r *http.Request, pg builds.Page) error {
+	f, none, err := runnerFilter(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	out := []api.Runner{}
+	total := 0
+	if !none {
+		list, n, err := h.svc.RunnerListing(r.Context(), f, pg)
+		if err != nil {
+			return err
+		}
+		ids := make([]int64, len(list))
+		for i, rn := range list {
+			ids[i] = rn.ID
+		}
+		managers, err := h.svc.RunnerManagers(r.Context(), ids)
+		if err != nil {
+			return err
+		}
+		total = n
+		for _, rn := range list {
+			rn.Managers = managers[rn.ID]
+			out = append(out, runnerView(rn.Runner))
+		}
+	}
+	writePage(w, pg, total, out)
+	return nil
+}

@@ -232,6 +232,9 @@ func (h *Handler) listRunners(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if hasRunnerFilter(r.URL.Query()) {
+		return h.listFilteredRunners(w, r, p)
+	}
 	list, total, err := h.svc.Runners(r.Context(), p)
 	if err != nil {
 		return err

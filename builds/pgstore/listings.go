@@ -211,3 +211,8 @@ func (s *Store) RunnersByID(ctx context.Context, ids []int64, now time.Time) (ma
 	}
 	return out, err
 }
+
+// RunnerManagers returns the managers of runners by runner id, oldest first.
+func (s *Store) RunnerManagers(ctx context.Context, ids []int64) (map[int64][]builds.Manager, error) {
+	return s.managers(ctx, ids)
+}

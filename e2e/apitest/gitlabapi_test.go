@@ -216,8 +216,8 @@ func TestProjectJobsList(t *testing.T) {
 
 // TestRunnerLists: GET /runners/all and /projects/:id/runners in GitLab's short form, with
 // GitLab's status (online once it asked for a job, never_contacted before) and its filters
-// (type, status, paused, tag_list); bad values are 400s naming the parameter, and an unknown
-// project a 404.
+// (type, status, paused, tag_list), which GET /runners takes too; bad values are 400s naming
+// the parameter, and an unknown project a 404.
 func TestRunnerLists(t *testing.T) {
 	t.Parallel()
 	f := newGitlabFixture(t)
@@ -243,7 +243,13 @@ func TestRunnerLists(t *testing.T) {
 	if r := all[1]; r.Status != "never_contacted" || r.Online || r.Active || !r.Paused || r.ContactedAt != nil {
 		t.Errorf("the idle runner: %+v", r)
 	}
-	for _, base := range []string{"/api/v4/runners/all", f.path("/runners")} {
+	// GET /runners takes the same filters and keeps its full form, managers included.
+	var owned []api.Runner
+	f.inst.MustDo(t, http.StatusOK, "GET", "/api/v4/runners?status=online", nil, &owned)
+	if len(owned) != 1 || owned[0].ID != f.runnerID || len(owned[0].Managers) != 1 || owned[0].Managers[0].SystemID != "s_fixture" {
+		t.Errorf("GET /runners?status=online: %+v, want the fixture's runner with its manager", owned)
+	}
+	for _, base := range []string{"/api/v4/runners/all", f.path("/runners"), "/api/v4/runners"} {
 		for query, want := range map[string][]int64{
 			"?status=online":              {f.runnerID},
 			"?status=never_contacted":     {idle.ID},

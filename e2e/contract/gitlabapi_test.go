@@ -74,6 +74,8 @@ func gitlabScenario(t *testing.T, c *client, runnerToken, systemID string) {
 		t.Error("no online runner, though one just ran a job")
 	}
 	c.do(http.StatusBadRequest, "GET", "/api/v4/runners/all?status=busy", nil, admin, invalid)
+	c.do(http.StatusOK, "GET", "/api/v4/runners?status=online&tag_list=a", nil, admin)
+	c.do(http.StatusBadRequest, "GET", "/api/v4/runners?paused=perhaps", nil, admin, invalid)
 	c.do(http.StatusOK, "GET", path("/api/v4/projects/%d/runners?tag_list=a,b&scope=active", projectID), nil, admin)
 	c.do(http.StatusBadRequest, "GET", path("/api/v4/projects/%d/runners?type=shared", projectID), nil, admin, invalid)
 	c.do(http.StatusNotFound, "GET", "/api/v4/projects/99999999/runners", nil, admin)

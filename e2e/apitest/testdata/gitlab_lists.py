@@ -51,6 +51,7 @@ assert [r.id for r in gl.runners.all(status="online")] == [runner_id]
 assert gl.runners.all(status="offline") == []
 assert [r.id for r in gl.runners.all(tag_list=["docker", "linux"])] == [runner_id]
 assert gl.runners.all(type="group_type") == []
+assert [r.id for r in gl.runners.list(status="online")] == [runner_id]  # GET /runners, filtered too
 
 # Who and what: gl.auth() (GET /user), gl.version().
 gl.auth()
