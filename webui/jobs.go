@@ -480,7 +480,12 @@ func (u *UI) jobAction(w http.ResponseWriter, r *http.Request) {
 	var notice string
 	switch action {
 	case "cancel":
-		v, err = u.svc.CancelJob(r.Context(), pid, id, actor(r))
+		cancel := u.svc.CancelJob
+		if r.PostFormValue("force") == "true" {
+			// The job page's "Force cancel" of a canceling job whose runner is gone.
+			cancel = u.svc.ForceCancelJob
+		}
+		v, err = cancel(r.Context(), pid, id, actor(r))
 		notice = "job_canceled"
 		if err == nil && v.Status == builds.StatusCanceling {
 			notice = "job_cancel_requested"

@@ -17,7 +17,9 @@ func TestForceCancelJob(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	_, token := createRunner(t, inst, nil, true)
-	cancel := func(id int64, query string) string { return fmt.Sprintf("/api/v4/projects/8/jobs/%d/cancel%s", id, query) }
+	cancel := func(id int64, query string) string {
+		return fmt.Sprintf("/api/v4/projects/8/jobs/%d/cancel%s", id, query)
+	}
 
 	t.Run("canceling ends canceled at once", func(t *testing.T) {
 		p := inst.CreatePipeline(t, 8, []string{"a", "b"},
