@@ -14,6 +14,10 @@ const (
 	SourceWeb      = "web"
 	SourceTrigger  = "trigger"
 	SourceSchedule = "schedule"
+	// SourceMergeRequestEvent: a merge (pull) request's webhook (builds/pushes). Not among
+	// Sources: such a pipeline carries its merge request (CI_MERGE_REQUEST_IID among its
+	// variables), which a bare source cannot claim.
+	SourceMergeRequestEvent = "merge_request_event"
 )
 
 // Sources lists the accepted pipeline sources.
@@ -41,6 +45,8 @@ func (d *PipelineDefinition) normalizeOrigin() error {
 		d.Source = SourceAPI
 	case d.Source == SourceParentPipeline && d.ParentBuildID != 0:
 		// a child pipeline, which only a bridge job creates (Service.CreateChild)
+	case d.Source == SourceMergeRequestEvent && slices.ContainsFunc(d.Variables, func(v Variable) bool { return v.Key == "CI_MERGE_REQUEST_IID" }):
+		// a merge request's pipeline, with its merge request's variables
 	case !slices.Contains(Sources, d.Source):
 		return invalid("source %.40q must be one of %v", d.Source, Sources)
 	}

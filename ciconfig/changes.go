@@ -162,13 +162,23 @@ func (f *repoFacts) changesHold(cl *changesClause, vars expr.Lookup, job, key st
 	fail := func(format string, args ...any) error {
 		return &Error{Line: line, Job: job, Key: key, Message: fmt.Sprintf(format, args...)}
 	}
+	compareTo := cl.compareTo
 	switch f.c.Source {
 	case "merge_request_event", "external_pull_request_event":
-		return false, fail("jobapi has no merge requests to compare a %s pipeline's files with", f.c.Source)
+		// GitLab compares a merge request pipeline's files with its target branch (the
+		// request's diff, from their merge base); compare_to, when given, wins.
+		target, _ := vars("CI_MERGE_REQUEST_TARGET_BRANCH_NAME")
+		switch {
+		case compareTo != "":
+		case target == "":
+			return false, fail("jobapi has no merge requests to compare a %s pipeline's files with: it has no CI_MERGE_REQUEST_TARGET_BRANCH_NAME", f.c.Source)
+		default:
+			compareTo = "refs/heads/" + target
+		}
 	}
 	var base string
-	if cl.compareTo != "" {
-		rev := expandExisting(cl.compareTo, vars)
+	if compareTo != "" {
+		rev := expandExisting(compareTo, vars)
 		if b, ok := f.bases[rev]; ok {
 			base = b
 		} else {
@@ -196,7 +206,7 @@ func (f *repoFacts) changesHold(cl *changesClause, vars expr.Lookup, job, key st
 		}
 		changed, err = repo.Changed(base)
 		if errors.Is(err, ErrRevisionNotFound) {
-			if cl.compareTo == "" {
+			if compareTo == "" {
 				return false, fail("before_sha %s is not a commit of the project's repository", base)
 			}
 			return false, fail("the merge base %s of compare_to is not in the project's repository", base)

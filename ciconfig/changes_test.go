@@ -408,3 +408,18 @@ func jobVar(j builds.JobDefinition, key string) string {
 	}
 	return ""
 }
+
+// A merge request pipeline's changes are the request's: from the merge base of its target
+// branch (CI_MERGE_REQUEST_TARGET_BRANCH_NAME) to its commit, as GitLab compares them.
+func TestRulesChangesMergeRequestTarget(t *testing.T) {
+	t.Parallel()
+	r := &repo{bases: map[string]string{"refs/heads/main": shaM}, changed: map[string][]string{shaM: {"services/web/app.ts"}}}
+	c := Context{Ref: "feature", Source: "merge_request_event", SHA: shaA, BeforeSHA: zeroSHA, Repository: r,
+		Variables: []builds.Variable{{Key: "CI_MERGE_REQUEST_TARGET_BRANCH_NAME", Value: "main"}}}
+	if got := names(mustCompile(t, monorepoRules, c)); !slices.Equal(got, []string{"web"}) {
+		t.Errorf("jobs %v, want web only", got)
+	}
+	if !slices.Equal(r.calls, []string{"merge-base refs/heads/main", "changed " + shaM}) {
+		t.Errorf("calls %v: want one merge base with main and one diff", r.calls)
+	}
+}

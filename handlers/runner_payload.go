@@ -269,9 +269,10 @@ func jobVariables(a builds.Assignment, base string, project jobProjectInfo, refN
 	vars.public("CI_COMMIT_REF_NAME", refName)
 	vars.public("CI_COMMIT_REF_SLUG", builds.RefSlug(refName))
 	vars.public("CI_COMMIT_REF_PROTECTED", strconv.FormatBool(protected))
-	if refType == "tag" {
+	switch {
+	case refType == "tag":
 		vars.public("CI_COMMIT_TAG", refName)
-	} else {
+	case a.Pipeline.Source != builds.SourceMergeRequestEvent: // as GitLab: no branch in a merge request pipeline
 		vars.public("CI_COMMIT_BRANCH", refName)
 	}
 	if env := b.Payload.Environment; env != nil {
