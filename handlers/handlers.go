@@ -19,6 +19,7 @@ import (
 	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/builds/joblogs"
 	"github.com/jobapi/jobapi/builds/projects"
+	"github.com/jobapi/jobapi/builds/pushes"
 	"github.com/jobapi/jobapi/cisource"
 )
 
@@ -66,6 +67,8 @@ type Deps struct {
 	UI http.Handler
 	// Includes reads .gitlab-ci.yml's include: files (nil: include is a 400).
 	Includes *cisource.Source
+	// Pushes receives forges' webhooks and keeps push settings (nil: those routes answer 501).
+	Pushes *pushes.Service
 	// IDTokens returns the signer of id_tokens, its keys loaded on first use (nil: the
 	// discovery endpoints answer 501 and a job with id_tokens is not handed out).
 	IDTokens func(context.Context) (IDTokenSigner, error)
@@ -92,6 +95,7 @@ type Handler struct {
 	uploadTimeout    time.Duration
 	ui               http.Handler
 	includes         *cisource.Source
+	pushes           *pushes.Service
 	idTokens         func(context.Context) (IDTokenSigner, error)
 }
 
@@ -120,6 +124,7 @@ func New(d Deps) http.Handler {
 		ui:            d.UI,
 		includes:      d.Includes,
 		idTokens:      d.IDTokens,
+		pushes:        d.Pushes,
 	}
 	if h.uploadTimeout <= 0 {
 		h.uploadTimeout = time.Hour

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/jobapi/jobapi/builds/projects"
+	"github.com/jobapi/jobapi/builds/pushes"
 )
 
 // Body limits per route family. A trace PATCH carries at most 1 MiB from gitlab-runner.
@@ -120,6 +121,10 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 			r.Get("/admin/jobs", h.wrap(h.listJobs))
 			r.Get("/admin/events", h.wrap(h.listAuditEvents))
 
+			r.Get("/projects/{project_id}/push_settings", h.wrap(h.needPushes(h.getPushSettings)))
+			r.Put("/projects/{project_id}/push_settings", h.wrap(h.needPushes(h.updatePushSettings)))
+			r.Post("/projects/{project_id}/push_settings/poll", h.wrap(h.needPushes(h.pollProject)))
+
 			r.Get("/features", h.wrap(h.listFeatures))
 			r.Post("/features/{name}", h.wrap(h.setFeature))
 			r.Delete("/features/{name}", h.wrap(h.deleteFeature))
@@ -135,6 +140,9 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 			r.Get("/user", h.wrap(h.getUser))
 			r.Get("/version", h.wrap(h.getVersion))
 		})
+		// Forges' webhooks: signed with the project's secret instead of a token.
+		r.With(limitBody(pushes.MaxPayload), bodyDeadline(pipelineBodyTimeout)).Post("/projects/{project_id}/hooks/inbound/{forge}",
+			h.wrap(h.needPushes(h.receiveWebhook)))
 		r.With(h.requireAdmin, limitBody(limitPipeline), bodyDeadline(pipelineBodyTimeout)).Post("/projects/{project_id}/pipeline", h.wrap(h.createPipeline))
 		r.With(h.requireAdmin, limitBody(limitPipeline), bodyDeadline(pipelineBodyTimeout)).Post("/projects/{project_id}/ci/lint", h.wrap(h.lint))
 	})

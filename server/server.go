@@ -27,6 +27,7 @@ import (
 	"github.com/jobapi/jobapi/builds/joblogs"
 	"github.com/jobapi/jobapi/builds/pgstore"
 	"github.com/jobapi/jobapi/builds/projects"
+	"github.com/jobapi/jobapi/builds/pushes"
 	"github.com/jobapi/jobapi/builds/redisstore"
 	"github.com/jobapi/jobapi/cipipeline"
 	"github.com/jobapi/jobapi/cisource"
@@ -74,6 +75,8 @@ type Server struct {
 	Logs *joblogs.Service
 	// Projects keeps projects, their variables, protected refs and environments.
 	Projects *projects.Service
+	// Pushes receives forges' webhooks and polls remotes; tests call PollOnce and PollProject.
+	Pushes *pushes.Service
 
 	cancel context.CancelFunc
 	group  *errgroup.Group
@@ -183,12 +186,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 		workers = append(workers, fl.pg.Run)
 	}
 	if !opts.DisableSweeper {
+		workers = append(workers, func(ctx context.Context) error { return d.pushes.Run(ctx, pollTick) })
 		workers = append(workers, d.sweeper.Run, d.reaper.Run, d.stuck.Run, d.due.Run, d.staleManagers.Run, d.artifacts.Run,
 			d.bridges.Run, d.failures.Run)
 	}
 	s := &Server{URL: "http://" + ln.Addr().String(), Service: d.svc, Sweeper: d.sweeper, Reaper: d.reaper,
 		Stuck: d.stuck, Due: d.due, Artifacts: d.artifacts, Bridges: d.bridges, Failures: d.failures, Objects: be.objects, Traces: d.traces, Pool: be.pool, Redis: be.rdb, Hub: hub,
-		Logs: d.logs, Projects: d.prj, includes: d.includes}
+		Logs: d.logs, Projects: d.prj, Pushes: d.pushes, includes: d.includes}
 	s.run(ctx, srv, ln, workers, func() {
 		// Rate-limit counts decided locally during the drain, sent before Redis closes.
 		fctx, fcancel := context.WithTimeout(context.Background(), time.Second)
@@ -369,6 +373,8 @@ type domain struct {
 	traces *reaper.TraceArchiver
 	// includes is the replica's cache of repositories for include: local.
 	includes *cisource.GitCache
+	// pushes turns webhooks and polled heads into pipelines.
+	pushes *pushes.Service
 }
 
 // ServiceDeps is the Postgres half of a replica's builds.Deps: store in every role Postgres
@@ -417,6 +423,29 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 	return d
 }
 
+// pollTick is how often a replica looks for projects due for a poll: one indexed query when
+// none is; each project is polled at its own poll_interval.
+const pollTick = time.Second
+
+// newPushes is the push service: pipelines from the repository at the pushed commit
+// (cipipeline, as every pipeline from a ref), the remote's heads from git ls-remote.
+func newPushes(d *domain, sources *cisource.Source, cfg Config, opts Options, log *slog.Logger) *pushes.Service {
+	creator := &cipipeline.Creator{Service: d.svc, Sources: sources, ServerURL: cfg.ExternalURL, Namespace: handlers.ProjectNamespace}
+	start := func(ctx context.Context, s pushes.Start) (builds.Pipeline, error) {
+		return creator.FromRef(ctx, cipipeline.FromRef{ProjectID: s.ProjectID, Ref: s.Ref, SHA: s.SHA, BeforeSHA: s.BeforeSHA,
+			Source: s.Source, Variables: s.Variables})
+	}
+	heads := func(ctx context.Context, remote string) ([]pushes.Head, error) {
+		found, err := cisource.ListHeads(ctx, remote)
+		out := make([]pushes.Head, len(found))
+		for i, h := range found {
+			out[i] = pushes.Head{Ref: h.Ref, SHA: h.SHA}
+		}
+		return out, err
+	}
+	return pushes.NewService(d.store, start, heads, opts.Now, log)
+}
+
 // newHTTP returns the HTTP server of the whole API and the listener it will serve on.
 func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheus.Registry, rl *ratelimit.Limiter,
 	hub *webui.Hub, idTokens *idtoken.Keyring, log *slog.Logger) (*http.Server, net.Listener, error) {
@@ -436,10 +465,11 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 	ui := webui.New(webui.Deps{Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, AdminToken: cfg.AdminToken, AdminGuard: guard, Flags: fl.web, Revocations: d.rs,
 		Hub: hub, TraceWatch: d.rs, ExternalURL: cfg.ExternalURL, Log: log, Now: opts.Now,
 		Pipelines: &cipipeline.Creator{Service: d.svc, Sources: sources, ServerURL: cfg.ExternalURL, Namespace: handlers.ProjectNamespace}})
+	d.pushes = newPushes(d, sources, cfg, opts, log)
 	d.bridges = &downstream.Bridges{Service: d.svc, Artifacts: d.arts, Sources: sources, ServerURL: cfg.ExternalURL,
 		Namespace: handlers.ProjectNamespace, Interval: cfg.SweepInterval, Log: log, Now: opts.Now}
 	h := handlers.New(handlers.Deps{UI: ui, Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, Includes: sources, AdminToken: cfg.AdminToken, AdminGuard: guard, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
-		Flags: fl.admin, Health: health{store: d.store, redis: d.rs},
+		Flags: fl.admin, Health: health{store: d.store, redis: d.rs}, Pushes: d.pushes,
 		Registry: reg, TraceWatch: d.rs, Limiter: limiter{rl}, ExternalURL: cfg.ExternalURL,
 		ArtifactUploadTimeout: cfg.ArtifactUploadTimeout,
 		IDTokens: func(ctx context.Context) (handlers.IDTokenSigner, error) {

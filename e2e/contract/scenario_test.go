@@ -529,6 +529,9 @@ func TestScenario(t *testing.T) {
 	// ---- GitLab's lists and reads for scripts: jobs, artifacts by ref, statuses, runners, user
 	gitlabScenario(t, c, r1.Token, systemID)
 
+	// ---- pushes: push settings, forges' webhooks, a poll of the remote
+	pushScenario(t, c)
+
 	// ---- the operator audit log: every change above, newest first
 	var audit []api.AuditEvent
 	c.decode(&audit, http.StatusOK, "GET", "/api/v4/admin/events?per_page=100", nil, admin)
