@@ -18,10 +18,13 @@ const (
 	// Sources: such a pipeline carries its merge request (CI_MERGE_REQUEST_IID among its
 	// variables), which a bare source cannot claim.
 	SourceMergeRequestEvent = "merge_request_event"
+	// SourcePipeline: started by a job with its CI_JOB_TOKEN (GitLab's multi-project
+	// pipelines; jobapi's triggers take a job's token for its own project).
+	SourcePipeline = "pipeline"
 )
 
 // Sources lists the accepted pipeline sources.
-var Sources = []string{SourceAPI, SourcePush, SourceWeb, SourceTrigger, SourceSchedule}
+var Sources = []string{SourceAPI, SourcePush, SourceWeb, SourceTrigger, SourceSchedule, SourcePipeline}
 
 // ZeroSHA is before_sha when there is no previous commit (a new ref, or an API pipeline).
 const ZeroSHA = "0000000000000000000000000000000000000000"

@@ -20,6 +20,8 @@ import (
 	"github.com/jobapi/jobapi/builds/joblogs"
 	"github.com/jobapi/jobapi/builds/projects"
 	"github.com/jobapi/jobapi/builds/pushes"
+	"github.com/jobapi/jobapi/builds/schedules"
+	"github.com/jobapi/jobapi/builds/triggers"
 	"github.com/jobapi/jobapi/cisource"
 )
 
@@ -72,6 +74,9 @@ type Deps struct {
 	// IDTokens returns the signer of id_tokens, its keys loaded on first use (nil: the
 	// discovery endpoints answer 501 and a job with id_tokens is not handed out).
 	IDTokens func(context.Context) (IDTokenSigner, error)
+	// Triggers and Schedules start pipelines from the repository (trigger tokens, schedules).
+	Triggers  *triggers.Service
+	Schedules *schedules.Service
 }
 
 // Handler carries the dependencies of every route.
@@ -97,6 +102,8 @@ type Handler struct {
 	includes         *cisource.Source
 	pushes           *pushes.Service
 	idTokens         func(context.Context) (IDTokenSigner, error)
+	triggers         *triggers.Service
+	schedules        *schedules.Service
 }
 
 // Trace update intervals sent to runners (GitLab's UPDATE_FREQUENCY_DEFAULT and while watched).
@@ -125,6 +132,8 @@ func New(d Deps) http.Handler {
 		includes:      d.Includes,
 		idTokens:      d.IDTokens,
 		pushes:        d.Pushes,
+		triggers:      d.Triggers,
+		schedules:     d.Schedules,
 	}
 	if h.uploadTimeout <= 0 {
 		h.uploadTimeout = time.Hour

@@ -139,10 +139,14 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 			r.Get("/runners/all", h.wrap(h.listAllRunners))
 			r.Get("/user", h.wrap(h.getUser))
 			r.Get("/version", h.wrap(h.getVersion))
+
+			h.triggerRoutes(r)
+			h.scheduleRoutes(r)
 		})
 		// Forges' webhooks: signed with the project's secret instead of a token.
 		r.With(limitBody(pushes.MaxPayload), bodyDeadline(pipelineBodyTimeout)).Post("/projects/{project_id}/hooks/inbound/{forge}",
 			h.wrap(h.needPushes(h.receiveWebhook)))
+		h.triggerPipelineRoutes(r)
 		r.With(h.requireAdmin, limitBody(limitPipeline), bodyDeadline(pipelineBodyTimeout)).Post("/projects/{project_id}/pipeline", h.wrap(h.createPipeline))
 		r.With(h.requireAdmin, limitBody(limitPipeline), bodyDeadline(pipelineBodyTimeout)).Post("/projects/{project_id}/ci/lint", h.wrap(h.lint))
 	})

@@ -1,0 +1,304 @@
+package handlers
+
+// Pipeline schedules, GitLab's /projects/:id/pipeline_schedules (PRIVATE-TOKEN): the
+// schedules, their variables, and play.
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jobapi/jobapi/api"
+	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/schedules"
+)
+
+func scheduleView(s schedules.Schedule) api.PipelineSchedule {
+	return api.PipelineSchedule{ID: s.ID, Description: s.Description, Ref: s.Ref, Cron: s.Cron,
+		CronTimezone: s.CronTimezone, NextRunAt: s.NextRunAt, Active: s.Active, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+}
+
+// scheduleDetail is one schedule as GET …/:id answers it: with its variables and the
+// pipeline it started last.
+func (h *Handler) scheduleDetail(r *http.Request, s schedules.Schedule) (api.PipelineSchedule, error) {
+	out := scheduleView(s)
+	out.Variables = make([]api.PipelineScheduleVariable, len(s.Variables))
+	for i, v := range s.Variables {
+		out.Variables[i] = api.PipelineScheduleVariable(v)
+	}
+	if s.LastPipelineID != 0 {
+		p, err := h.svc.Pipeline(r.Context(), s.ProjectID, s.LastPipelineID)
+		switch {
+		case err == nil:
+			out.LastPipeline = &api.ScheduleLastPipeline{ID: p.ID, SHA: p.SHA, Ref: p.Ref, Status: string(p.Status)}
+		case !errors.Is(err, builds.ErrNotFound): // a deleted pipeline is no last pipeline
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// scheduleFields reads a schedule's create or edit from JSON or a form.
+func scheduleFields(r *http.Request) (schedules.Change, error) {
+	var c schedules.Change
+	if isForm(r) {
+		if err := parseForm(r); err != nil {
+			return c, err
+		}
+		for key, vals := range r.Form {
+			v := vals[len(vals)-1]
+			switch key {
+			case "description":
+				c.Description = &v
+			case "ref":
+				c.Ref = &v
+			case "cron":
+				c.Cron = &v
+			case "cron_timezone":
+				c.CronTimezone = &v
+			case "active":
+				b, err := parseBool(v)
+				if err != nil {
+					return c, badRequest("active: expected true or false")
+				}
+				c.Active = &b
+			}
+		}
+		return c, nil
+	}
+	var body struct {
+		Description  *string  `json:"description"`
+		Ref          *string  `json:"ref"`
+		Cron         *string  `json:"cron"`
+		CronTimezone *string  `json:"cron_timezone"`
+		Active       *boolish `json:"active"`
+	}
+	if err := decodeJSON(r, &body, true); err != nil {
+		return c, err
+	}
+	c = schedules.Change{Description: body.Description, Ref: body.Ref, Cron: body.Cron, CronTimezone: body.CronTimezone}
+	if body.Active != nil {
+		a := bool(*body.Active)
+		c.Active = &a
+	}
+	return c, nil
+}
+
+func (h *Handler) listSchedules(w http.ResponseWriter, r *http.Request) error {
+	pid, err := projectID(r)
+	if err != nil {
+		return err
+	}
+	list, err := h.schedules.List(r.Context(), pid, r.URL.Query().Get("scope"))
+	if err != nil {
+		return err
+	}
+	out := make([]api.PipelineSchedule, len(list))
+	for i, s := range list {
+		out[i] = scheduleView(s)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (h *Handler) getSchedule(w http.ResponseWriter, r *http.Request) error {
+	pid, id, err := projectAndID(r, "schedule_id")
+	if err != nil {
+		return err
+	}
+	s, err := h.schedules.Get(r.Context(), pid, id)
+	if err != nil {
+		return err
+	}
+	out, err := h.scheduleDetail(r, s)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (h *Handler) createSchedule(w http.ResponseWriter, r *http.Request) error {
+	pid, err := projectID(r)
+	if err != nil {
+		return err
+	}
+	c, err := scheduleFields(r)
+	if err != nil {
+		return err
+	}
+	s, err := h.schedules.Create(r.Context(), pid, c)
+	if err != nil {
+		return err
+	}
+	out, err := h.scheduleDetail(r, s)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+func (h *Handler) updateSchedule(w http.ResponseWriter, r *http.Request) error {
+	pid, id, err := projectAndID(r, "schedule_id")
+	if err != nil {
+		return err
+	}
+	c, err := scheduleFields(r)
+	if err != nil {
+		return err
+	}
+	s, err := h.schedules.Update(r.Context(), pid, id, c)
+	if err != nil {
+		return err
+	}
+	out, err := h.scheduleDetail(r, s)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (h *Handler) deleteSchedule(w http.ResponseWriter, r *http.Request) error {
+	pid, id, err := projectAndID(r, "schedule_id")
+	if err != nil {
+		return err
+	}
+	if err := h.schedules.Delete(r.Context(), pid, id); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// playSchedule creates the schedule's pipeline at once: 201 with GitLab's message, and the
+// pipeline's id, which GitLab (that creates it in the background) cannot give.
+func (h *Handler) playSchedule(w http.ResponseWriter, r *http.Request) error {
+	pid, id, err := projectAndID(r, "schedule_id")
+	if err != nil {
+		return err
+	}
+	p, err := h.schedules.Play(r.Context(), pid, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"message": "201 Created", "pipeline_id": p.ID})
+	return nil
+}
+
+// takeScheduleOwnership answers GitLab's take_ownership: jobapi has no users, so there is
+// no owner to change (404 for a schedule that does not exist).
+func (h *Handler) takeScheduleOwnership(w http.ResponseWriter, r *http.Request) error {
+	pid, id, err := projectAndID(r, "schedule_id")
+	if err != nil {
+		return err
+	}
+	if _, err := h.schedules.Get(r.Context(), pid, id); err != nil {
+		return err
+	}
+	return &httpError{code: http.StatusNotImplemented,
+		msg: "501 Not Implemented - jobapi has no users: every pipeline schedule belongs to the admin token, so there is no ownership to take"}
+}
+
+// scheduleVariableFields reads a variable's key, value and variable_type from JSON or a form.
+func scheduleVariableFields(r *http.Request) (key *string, c schedules.VariableChange, err error) {
+	if isForm(r) {
+		if err := parseForm(r); err != nil {
+			return nil, c, err
+		}
+		for name, vals := range r.Form {
+			v := vals[len(vals)-1]
+			switch name {
+			case "key":
+				key = &v
+			case "value":
+				c.Value = &v
+			case "variable_type":
+				c.VariableType = &v
+			}
+		}
+		return key, c, nil
+	}
+	var body struct {
+		Key          *string `json:"key"`
+		Value        *string `json:"value"`
+		VariableType *string `json:"variable_type"`
+	}
+	if err := decodeJSON(r, &body, true); err != nil {
+		return nil, c, err
+	}
+	return body.Key, schedules.VariableChange{Value: body.Value, VariableType: body.VariableType}, nil
+}
+
+func (h *Handler) createScheduleVariable(w http.ResponseWriter, r *http.Request) error {
+	pid, id, err := projectAndID(r, "schedule_id")
+	if err != nil {
+		return err
+	}
+	key, c, err := scheduleVariableFields(r)
+	if err != nil {
+		return err
+	}
+	if key == nil {
+		return badRequest("key is missing")
+	}
+	v, err := h.schedules.CreateVariable(r.Context(), pid, id, *key, c)
+	if errors.Is(err, builds.ErrExists) {
+		return badRequest("key %.60q has already been taken", *key)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, api.PipelineScheduleVariable(v))
+	return nil
+}
+
+func (h *Handler) updateScheduleVariable(w http.ResponseWriter, r *http.Request) error {
+	pid, id, err := projectAndID(r, "schedule_id")
+	if err != nil {
+		return err
+	}
+	key, c, err := scheduleVariableFields(r)
+	if err != nil {
+		return err
+	}
+	path := chi.URLParam(r, "key")
+	if key != nil && *key != path {
+		return badRequest("key in the body (%.60q) is not the one in the path (%.60q)", *key, path)
+	}
+	v, err := h.schedules.UpdateVariable(r.Context(), pid, id, path, c)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.PipelineScheduleVariable(v))
+	return nil
+}
+
+func (h *Handler) deleteScheduleVariable(w http.ResponseWriter, r *http.Request) error {
+	pid, id, err := projectAndID(r, "schedule_id")
+	if err != nil {
+		return err
+	}
+	v, err := h.schedules.DeleteVariable(r.Context(), pid, id, chi.URLParam(r, "key"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, api.PipelineScheduleVariable(v))
+	return nil
+}
+
+// scheduleRoutes are the pipeline schedule routes of the operator API (PRIVATE-TOKEN).
+func (h *Handler) scheduleRoutes(r chi.Router) {
+	r.Get("/projects/{project_id}/pipeline_schedules", h.wrap(h.listSchedules))
+	r.Post("/projects/{project_id}/pipeline_schedules", h.wrap(h.createSchedule))
+	r.Get("/projects/{project_id}/pipeline_schedules/{schedule_id}", h.wrap(h.getSchedule))
+	r.Put("/projects/{project_id}/pipeline_schedules/{schedule_id}", h.wrap(h.updateSchedule))
+	r.Delete("/projects/{project_id}/pipeline_schedules/{schedule_id}", h.wrap(h.deleteSchedule))
+	r.Post("/projects/{project_id}/pipeline_schedules/{schedule_id}/play", h.wrap(h.playSchedule))
+	r.Post("/projects/{project_id}/pipeline_schedules/{schedule_id}/take_ownership", h.wrap(h.takeScheduleOwnership))
+	r.Post("/projects/{project_id}/pipeline_schedules/{schedule_id}/variables", h.wrap(h.createScheduleVariable))
+	r.Put("/projects/{project_id}/pipeline_schedules/{schedule_id}/variables/{key}", h.wrap(h.updateScheduleVariable))
+	r.Delete("/projects/{project_id}/pipeline_schedules/{schedule_id}/variables/{key}", h.wrap(h.deleteScheduleVariable))
+}

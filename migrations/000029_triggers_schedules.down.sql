@@ -1,0 +1,3 @@
+DROP TABLE IF EXISTS pipeline_schedule_variables;
+DROP TABLE IF EXISTS pipeline_schedules;
+DROP TABLE IF EXISTS pipeline_triggers;
