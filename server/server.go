@@ -29,6 +29,7 @@ import (
 	"github.com/jobapi/jobapi/builds/projects"
 	"github.com/jobapi/jobapi/builds/pushes"
 	"github.com/jobapi/jobapi/builds/redisstore"
+	"github.com/jobapi/jobapi/builds/schedules"
 	"github.com/jobapi/jobapi/cipipeline"
 	"github.com/jobapi/jobapi/cisource"
 	"github.com/jobapi/jobapi/downstream"
@@ -67,8 +68,10 @@ type Server struct {
 	// Traces archives finished builds' logs (its requests always run; its pass only with
 	// the sweeper); tests call PassOnce.
 	Traces *reaper.TraceArchiver
-	Pool   *pgxpool.Pool
-	Redis  redis.UniversalClient
+	// Schedules starts the pipelines of due schedules (with the sweeper); tests call TickOnce.
+	Schedules *schedules.Worker
+	Pool      *pgxpool.Pool
+	Redis     redis.UniversalClient
 	// Hub fans change hints out to the web UI's live pages.
 	Hub *webui.Hub
 	// Logs archives and reads job logs.
@@ -188,10 +191,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 	if !opts.DisableSweeper {
 		workers = append(workers, func(ctx context.Context) error { return d.pushes.Run(ctx, pollTick) })
 		workers = append(workers, d.sweeper.Run, d.reaper.Run, d.stuck.Run, d.due.Run, d.staleManagers.Run, d.artifacts.Run,
-			d.bridges.Run, d.failures.Run)
+			d.bridges.Run, d.failures.Run, d.starts.worker.Run)
 	}
 	s := &Server{URL: "http://" + ln.Addr().String(), Service: d.svc, Sweeper: d.sweeper, Reaper: d.reaper,
-		Stuck: d.stuck, Due: d.due, Artifacts: d.artifacts, Bridges: d.bridges, Failures: d.failures, Objects: be.objects, Traces: d.traces, Pool: be.pool, Redis: be.rdb, Hub: hub,
+		Stuck: d.stuck, Due: d.due, Artifacts: d.artifacts, Bridges: d.bridges, Failures: d.failures, Objects: be.objects, Traces: d.traces, Schedules: d.starts.worker, Pool: be.pool, Redis: be.rdb, Hub: hub,
 		Logs: d.logs, Projects: d.prj, Pushes: d.pushes, includes: d.includes}
 	s.run(ctx, srv, ln, workers, func() {
 		// Rate-limit counts decided locally during the drain, sent before Redis closes.
@@ -375,6 +378,8 @@ type domain struct {
 	includes *cisource.GitCache
 	// pushes turns webhooks and polled heads into pipelines.
 	pushes *pushes.Service
+	// starts are trigger tokens and pipeline schedules, with the schedules' worker.
+	starts startsFromRepository
 }
 
 // ServiceDeps is the Postgres half of a replica's builds.Deps: store in every role Postgres
@@ -461,17 +466,19 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 	}
 	d.includes = git
 	sources := &cisource.Source{Git: git, Remote: cisource.NewRemote()}
-	// The web UI's "Run a pipeline" creates it as the API's POST …/pipeline with a ref does.
+	// The web UI's "Run a pipeline" creates it as the API's POST …/pipeline with a ref does;
+	// trigger tokens and schedules through the same Creator.
+	pipelines := &cipipeline.Creator{Service: d.svc, Sources: sources, ServerURL: cfg.ExternalURL, Namespace: handlers.ProjectNamespace}
 	ui := webui.New(webui.Deps{Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, AdminToken: cfg.AdminToken, AdminGuard: guard, Flags: fl.web, Revocations: d.rs,
-		Hub: hub, TraceWatch: d.rs, ExternalURL: cfg.ExternalURL, Log: log, Now: opts.Now,
-		Pipelines: &cipipeline.Creator{Service: d.svc, Sources: sources, ServerURL: cfg.ExternalURL, Namespace: handlers.ProjectNamespace}})
+		Hub: hub, TraceWatch: d.rs, ExternalURL: cfg.ExternalURL, Log: log, Now: opts.Now, Pipelines: pipelines})
 	d.pushes = newPushes(d, sources, cfg, opts, log)
+	d.starts = newStartsFromRepository(pipelines, cfg, opts, d, log)
 	d.bridges = &downstream.Bridges{Service: d.svc, Artifacts: d.arts, Sources: sources, ServerURL: cfg.ExternalURL,
 		Namespace: handlers.ProjectNamespace, Interval: cfg.SweepInterval, Log: log, Now: opts.Now}
 	h := handlers.New(handlers.Deps{UI: ui, Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, Includes: sources, AdminToken: cfg.AdminToken, AdminGuard: guard, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
 		Flags: fl.admin, Health: health{store: d.store, redis: d.rs}, Pushes: d.pushes,
 		Registry: reg, TraceWatch: d.rs, Limiter: limiter{rl}, ExternalURL: cfg.ExternalURL,
-		ArtifactUploadTimeout: cfg.ArtifactUploadTimeout,
+		ArtifactUploadTimeout: cfg.ArtifactUploadTimeout, Triggers: d.starts.triggers, Schedules: d.starts.schedules,
 		IDTokens: func(ctx context.Context) (handlers.IDTokenSigner, error) {
 			s, err := idTokens.Signer(ctx)
 			if err != nil {
