@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -268,4 +269,29 @@ func TestPipelineScheduleAPI(t *testing.T) {
 	inst.MustDo(t, http.StatusNotFound, "GET", one, nil, nil)
 	inst.MustDo(t, http.StatusNotFound, "POST", one+"/play", nil, nil)
 	inst.MustDo(t, http.StatusNotFound, "GET", "/api/v4/projects/999999/pipeline_schedules", nil, nil)
+}
+
+// TestPythonGitlabTriggersAndSchedules runs python-gitlab (Debian's python3-gitlab) on
+// trigger tokens (list, create, trigger_pipeline, delete) and pipeline schedules (list,
+// create, variables.create, play, get, delete) against a project with a repository
+// (testdata/triggers_schedules.py).
+func TestPythonGitlabTriggersAndSchedules(t *testing.T) {
+	t.Parallel()
+	python := ""
+	for _, p := range []string{"/usr/bin/python3", "python3"} {
+		if exec.Command(p, "-c", "import gitlab").Run() == nil {
+			python = p
+			break
+		}
+	}
+	if python == "" {
+		// .ci/run installs it; a run without it must say so, not pass without trying.
+		t.Fatal("python-gitlab is not installed: apt-get install python3-gitlab (Debian's, for /usr/bin/python3)")
+	}
+	inst := jobapitest.Start(t, jobapitest.Options{})
+	project, _ := repoProject(t, inst, "py", sourceCI)
+	out, err := exec.Command(python, "testdata/triggers_schedules.py", inst.URL, jobapitest.AdminToken, fmt.Sprint(project.ID)).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ok") {
+		t.Fatalf("python-gitlab: %v\n%s", err, out)
+	}
 }
