@@ -532,6 +532,9 @@ func TestScenario(t *testing.T) {
 	// ---- pushes: push settings, forges' webhooks, a poll of the remote
 	pushScenario(t, c)
 
+	// ---- trigger tokens and pipeline schedules: pipelines from the repository
+	triggerScheduleScenario(t, c)
+
 	// ---- the operator audit log: every change above, newest first
 	var audit []api.AuditEvent
 	c.decode(&audit, http.StatusOK, "GET", "/api/v4/admin/events?per_page=100", nil, admin)
