@@ -188,7 +188,7 @@ func readTriggerRequest(r *http.Request) (triggerRequest, error) {
 		if r.MultipartForm != nil {
 			takeValues(r.MultipartForm.Value)
 		}
-	case r.ContentLength != 0 || r.Header.Get("Content-Type") != "":
+	case r.ContentLength != 0: // a JSON body (an empty one, with any Content-Type, is none)
 		var body struct {
 			Token     *string         `json:"token"`
 			Ref       *string         `json:"ref"`

@@ -15,8 +15,10 @@ const passBatch = 100
 const claimTimeout = 10 * time.Second
 
 // startTimeout bounds one pipeline's creation: resolving the ref on the remote and reading
-// the configuration there may take a while, but not the whole pass.
-const startTimeout = 2 * time.Minute
+// the configuration there may take a while, but not the whole pass. A claimed tick's
+// creation is not cut short by the replica stopping (the tick would be lost), so this also
+// bounds how long a stop may wait for it.
+const startTimeout = time.Minute
 
 // TickResult counts what one pass did.
 type TickResult struct {

@@ -65,7 +65,11 @@ func jobNames(p api.Pipeline) string {
 func TestTriggerTokens(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	project, sha := repoProject(t, inst, "app", sourceCI)
+	m := newMonorepo(t)
+	sha := m.commit(map[string]string{".gitlab-ci.yml": sourceCI})
+	git(t, m.work, "push", "--quiet", m.bare, "HEAD:refs/heads/feature/x")
+	var project api.Project
+	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "app", "repo_url": "file://" + m.bare}, &project)
 	other, _ := repoProject(t, inst, "other", sourceCI)
 	triggers := fmt.Sprintf("/api/v4/projects/%d/triggers", project.ID)
 
@@ -132,6 +136,13 @@ func TestTriggerTokens(t *testing.T) {
 	// The webhook form: the ref in the path, the token in the query.
 	resp, b = jobapitest.Send(t, inst.URL, "POST", fmt.Sprintf("/api/v4/projects/%d/ref/main/trigger/pipeline?token=%s&variables[DEPLOY_TO]=web", project.ID, token), nil)
 	check("ref in the path", resp, b, map[string]string{"DEPLOY_TO": "web"})
+	// A branch with a slash, percent-encoded in the path, and an empty body that says JSON.
+	resp, b = jobapitest.Send(t, inst.URL, "POST", fmt.Sprintf("/api/v4/projects/%d/ref/feature%%2Fx/trigger/pipeline?token=%s", project.ID, token), nil,
+		"Content-Type", "application/json")
+	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
+	if p := decode[api.Pipeline](t, b); p.Ref != "feature/x" || p.Source != "trigger" {
+		t.Errorf("ref feature%%2Fx in the path: pipeline on %q (source %s), want feature/x", p.Ref, p.Source)
+	}
 
 	inst.MustDo(t, http.StatusOK, "GET", triggers, nil, &list)
 	if len(list) != 1 || list[0].LastUsed == nil {
