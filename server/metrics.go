@@ -7,6 +7,7 @@ import (
 
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/joblogs"
+	"github.com/jobapi/jobapi/builds/schedules"
 	"github.com/jobapi/jobapi/featureflags"
 	"github.com/jobapi/jobapi/reaper"
 	"github.com/jobapi/jobapi/retry"
@@ -32,6 +33,8 @@ type metrics struct {
 	// Trace archives.
 	traceArchiveCount  *prometheus.CounterVec
 	traceArchivedBytes prometheus.Counter
+	// Pipeline schedules.
+	scheduleTicks *prometheus.CounterVec
 }
 
 func newMetrics(reg *prometheus.Registry) *metrics {
@@ -90,9 +93,13 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	m.traceArchivedBytes = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "jobapi_trace_archived_bytes_total", Help: "Bytes of job logs archived into the object store.",
 	})
+	m.scheduleTicks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jobapi_pipeline_schedule_ticks_total",
+		Help: "Schedule ticks this replica claimed, by outcome: started (a pipeline), failed (none could be created; the schedule runs at its next time).",
+	}, []string{"outcome"})
 	reg.MustRegister(m.ackLatency, m.sweeps, m.sweepDuration, m.ackTimeouts, m.retries, m.reaped, m.stuckStages, m.workerErrors, m.redisErrors,
 		m.artifactsExpired, m.artifactsExpiredBytes, m.objectsRemoved, m.artifactsStored, m.artifactsStoredBytes,
-		m.traceArchiveCount, m.traceArchivedBytes)
+		m.traceArchiveCount, m.traceArchivedBytes, m.scheduleTicks)
 	return m
 }
 
@@ -163,6 +170,14 @@ func (m *metrics) traceArchives(r joblogs.ArchivePass, err error) {
 	m.traceArchiveCount.WithLabelValues("empty").Add(float64(r.Empty))
 	m.traceArchiveCount.WithLabelValues("failed").Add(float64(r.Failed))
 	m.traceArchivedBytes.Add(float64(r.Bytes))
+}
+
+func (m *metrics) scheduleTick(r schedules.TickResult, err error) {
+	if err != nil {
+		m.workerErrors.WithLabelValues("pipeline_schedules").Inc()
+	}
+	m.scheduleTicks.WithLabelValues("started").Add(float64(r.Started))
+	m.scheduleTicks.WithLabelValues("failed").Add(float64(r.Failed))
 }
 
 func (m *metrics) artifactsPass(r reaper.ArtifactsPass, err error) {

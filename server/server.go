@@ -169,6 +169,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 		be.close()
 		return nil, err
 	}
+	d.starts.worker.OnTick = m.scheduleTick
 	workers := []func(context.Context) error{
 		d.svc.RunPipelineEvents,
 		d.svc.RunChangeFeed, // hints for live web pages, batched

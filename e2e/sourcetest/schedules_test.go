@@ -145,6 +145,9 @@ func TestPipelineScheduleTicksOnce(t *testing.T) {
 		Configure: func(c *server.Config) { c.MaintenanceInterval = 100 * time.Millisecond }})
 	clock.Set(nextAt(clock.Now(), 2).Add(time.Second))
 	testenv.Eventually(t, 20*time.Second, "the schedule worker's tick", func() bool { return schedulePipelines(t, worker, project.ID) == 3 })
+	testenv.Eventually(t, 5*time.Second, "the tick counted", func() bool {
+		return worker.Metric(t, `jobapi_pipeline_schedule_ticks_total{outcome="started"}`) == 1
+	})
 	if res := tickAll(t, fresh, later, worker); res.Claimed != 0 || schedulePipelines(t, worker, project.ID) != 3 {
 		t.Errorf("a pass after the worker's tick: %+v, want nothing more", res)
 	}
