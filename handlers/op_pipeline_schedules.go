@@ -4,6 +4,7 @@ package handlers
 // schedules, their variables, and play.
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -86,19 +87,40 @@ func scheduleFields(r *http.Request) (schedules.Change, error) {
 }
 
 func (h *Handler) listSchedules(w http.ResponseWriter, r *http.Request) error {
-	pid, err := projectID(r)
+	scope := r.URL.Query().Get("scope")
+	list := func(ctx context.Context, pid int64, pg builds.Page) ([]schedules.Schedule, int, error) {
+		return h.schedules.List(ctx, pid, scope, pg)
+	}
+	return writeProjectPage(w, r, list, scheduleView)
+}
+
+// schedulePipelines lists the pipelines a schedule started (GitLab's basic pipeline
+// fields, and jobapi's others), oldest first unless sort=desc.
+func (h *Handler) schedulePipelines(w http.ResponseWriter, r *http.Request) error {
+	pid, id, err := projectAndID(r, "schedule_id")
 	if err != nil {
 		return err
 	}
-	list, err := h.schedules.List(r.Context(), pid, r.URL.Query().Get("scope"))
+	pg, err := pageOf(r)
 	if err != nil {
 		return err
 	}
-	out := make([]api.PipelineSchedule, len(list))
-	for i, s := range list {
-		out[i] = scheduleView(s)
+	ids, total, err := h.schedules.Pipelines(r.Context(), pid, id, pg, r.URL.Query().Get("sort"))
+	if err != nil {
+		return err
 	}
-	writeJSON(w, http.StatusOK, out)
+	out := make([]api.Pipeline, 0, len(ids))
+	for _, pipelineID := range ids {
+		p, err := h.svc.Pipeline(r.Context(), pid, pipelineID)
+		if errors.Is(err, builds.ErrNotFound) {
+			continue // deleted since
+		}
+		if err != nil {
+			return err
+		}
+		out = append(out, pipelineView(p))
+	}
+	writePage(w, pg, total, out)
 	return nil
 }
 
@@ -297,6 +319,7 @@ func (h *Handler) scheduleRoutes(r chi.Router) {
 	r.Put("/projects/{project_id}/pipeline_schedules/{schedule_id}", h.wrap(h.updateSchedule))
 	r.Delete("/projects/{project_id}/pipeline_schedules/{schedule_id}", h.wrap(h.deleteSchedule))
 	r.Post("/projects/{project_id}/pipeline_schedules/{schedule_id}/play", h.wrap(h.playSchedule))
+	r.Get("/projects/{project_id}/pipeline_schedules/{schedule_id}/pipelines", h.wrap(h.schedulePipelines))
 	r.Post("/projects/{project_id}/pipeline_schedules/{schedule_id}/take_ownership", h.wrap(h.takeScheduleOwnership))
 	r.Post("/projects/{project_id}/pipeline_schedules/{schedule_id}/variables", h.wrap(h.createScheduleVariable))
 	r.Put("/projects/{project_id}/pipeline_schedules/{schedule_id}/variables/{key}", h.wrap(h.updateScheduleVariable))

@@ -85,20 +85,7 @@ func (h *Handler) createTrigger(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) listTriggers(w http.ResponseWriter, r *http.Request) error {
-	pid, err := projectID(r)
-	if err != nil {
-		return err
-	}
-	list, err := h.triggers.List(r.Context(), pid)
-	if err != nil {
-		return err
-	}
-	out := make([]api.Trigger, len(list))
-	for i, t := range list {
-		out[i] = triggerView(t, "")
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return writeProjectPage(w, r, h.triggers.List, func(t triggers.Trigger) api.Trigger { return triggerView(t, "") })
 }
 
 func (h *Handler) getTrigger(w http.ResponseWriter, r *http.Request) error {

@@ -40,3 +40,11 @@ CREATE TABLE pipeline_schedule_variables (
     variable_type  text   NOT NULL DEFAULT 'env_var' CHECK (variable_type IN ('env_var', 'file')),
     PRIMARY KEY (schedule_id, key)
 );
+
+-- The pipelines each schedule started (GET …/pipeline_schedules/:id/pipelines). No foreign
+-- key to pipelines: a deleted pipeline leaves a row that lists nothing.
+CREATE TABLE pipeline_schedule_pipelines (
+    schedule_id  bigint NOT NULL REFERENCES pipeline_schedules (id) ON DELETE CASCADE,
+    pipeline_id  bigint NOT NULL,
+    PRIMARY KEY (schedule_id, pipeline_id)
+);

@@ -42,19 +42,33 @@ func (s *Store) CreateSchedule(ctx context.Context, sc schedules.Schedule) (sche
 	return created, notFound(err, fmt.Sprintf("project %d", sc.ProjectID))
 }
 
-const schedulesOf = `SELECT ` + scheduleCols + ` FROM pipeline_schedules
-WHERE project_id = $1 AND ($2 = '' OR active = ($2 = 'active')) ORDER BY id`
+const schedulesOf = `SELECT ` + scheduleCols + `, count(*) OVER () FROM pipeline_schedules
+WHERE project_id = $1 AND ($2 = '' OR active = ($2 = 'active')) ORDER BY id LIMIT $3 OFFSET $4`
 
-// Schedules lists a project's schedules, oldest first, all or by scope.
-func (s *Store) Schedules(ctx context.Context, projectID int64, scope string) ([]schedules.Schedule, error) {
-	list, err := collectSchedules(s.pool.Query(ctx, schedulesOf, projectID, scope))
+// Schedules lists one page of a project's schedules, oldest first, all or by scope, and
+// their total.
+func (s *Store) Schedules(ctx context.Context, projectID int64, scope string, pg builds.Page) ([]schedules.Schedule, int, error) {
+	limit, off := offset(pg)
+	rows, err := s.pool.Query(ctx, schedulesOf, projectID, scope, limit, off)
+	if err != nil {
+		return nil, 0, err
+	}
+	var total int
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (schedules.Schedule, error) {
+		var sc schedules.Schedule
+		err := row.Scan(&sc.ID, &sc.ProjectID, &sc.Description, &sc.Ref, &sc.Cron, &sc.CronTimezone, &sc.Active, &sc.NextRunAt,
+			&sc.LastPipelineID, &sc.CreatedAt, &sc.UpdatedAt, &total)
+		return sc, err
+	})
 	if err != nil || len(list) > 0 {
-		return list, err
+		return list, total, err
 	}
 	if _, err := s.Project(ctx, projectID); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return list, nil
+	err = s.pool.QueryRow(ctx, `SELECT count(*) FROM pipeline_schedules WHERE project_id = $1 AND ($2 = '' OR active = ($2 = 'active'))`,
+		projectID, scope).Scan(&total)
+	return list, total, err
 }
 
 const scheduleByID = `SELECT ` + scheduleCols + ` FROM pipeline_schedules WHERE project_id = $1 AND id = $2`
@@ -198,10 +212,46 @@ func (s *Store) ClaimTick(ctx context.Context, id int64, due, next time.Time) (b
 	return err == nil, err
 }
 
-const setLastPipeline = `UPDATE pipeline_schedules SET last_pipeline_id = $2 WHERE id = $1`
+// The pipeline becomes the schedule's last and joins its list, in one statement.
+const recordPipeline = `WITH last AS (
+    UPDATE pipeline_schedules SET last_pipeline_id = $2 WHERE id = $1 RETURNING id
+)
+INSERT INTO pipeline_schedule_pipelines (schedule_id, pipeline_id) SELECT id, $2 FROM last
+ON CONFLICT DO NOTHING`
 
-// SetLastPipeline records the pipeline a schedule started.
-func (s *Store) SetLastPipeline(ctx context.Context, id, pipelineID int64) error {
-	_, err := s.pool.Exec(ctx, setLastPipeline, id, pipelineID)
+// RecordPipeline records a pipeline a schedule started, as its last.
+func (s *Store) RecordPipeline(ctx context.Context, id, pipelineID int64) error {
+	_, err := s.pool.Exec(ctx, recordPipeline, id, pipelineID)
 	return err
+}
+
+const schedulePipelinesAsc = `SELECT sp.pipeline_id, count(*) OVER ()
+FROM pipeline_schedule_pipelines sp JOIN pipeline_schedules s ON s.id = sp.schedule_id
+WHERE s.project_id = $1 AND s.id = $2 ORDER BY sp.pipeline_id LIMIT $3 OFFSET $4`
+
+const schedulePipelinesDesc = `SELECT sp.pipeline_id, count(*) OVER ()
+FROM pipeline_schedule_pipelines sp JOIN pipeline_schedules s ON s.id = sp.schedule_id
+WHERE s.project_id = $1 AND s.id = $2 ORDER BY sp.pipeline_id DESC LIMIT $3 OFFSET $4`
+
+// SchedulePipelines lists one page of the pipelines a schedule started, and their total.
+func (s *Store) SchedulePipelines(ctx context.Context, projectID, id int64, pg builds.Page, desc bool) ([]int64, int, error) {
+	limit, off := offset(pg)
+	query := schedulePipelinesAsc
+	if desc {
+		query = schedulePipelinesDesc
+	}
+	rows, err := s.pool.Query(ctx, query, projectID, id, limit, off)
+	if err != nil {
+		return nil, 0, err
+	}
+	var total int
+	ids, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (int64, error) {
+		var pid int64
+		err := row.Scan(&pid, &total)
+		return pid, err
+	})
+	if err == nil && len(ids) == 0 && pg.Page > 1 {
+		err = s.pool.QueryRow(ctx, `SELECT count(*) FROM pipeline_schedule_pipelines WHERE schedule_id = $1`, id).Scan(&total)
+	}
+	return ids, total, err
 }

@@ -33,22 +33,31 @@ func (s *Store) CreateTrigger(ctx context.Context, t triggers.Trigger, tokenHash
 	return created, notFound(err, fmt.Sprintf("project %d", t.ProjectID))
 }
 
-const triggersOf = `SELECT ` + triggerCols + ` FROM pipeline_triggers WHERE project_id = $1 ORDER BY id`
+const triggersOf = `SELECT ` + triggerCols + `, count(*) OVER () FROM pipeline_triggers WHERE project_id = $1
+ORDER BY id LIMIT $2 OFFSET $3`
 
-// Triggers lists a project's triggers, oldest first.
-func (s *Store) Triggers(ctx context.Context, projectID int64) ([]triggers.Trigger, error) {
-	rows, err := s.pool.Query(ctx, triggersOf, projectID)
+// Triggers lists one page of a project's triggers, oldest first, and their total.
+func (s *Store) Triggers(ctx context.Context, projectID int64, pg builds.Page) ([]triggers.Trigger, int, error) {
+	limit, off := offset(pg)
+	rows, err := s.pool.Query(ctx, triggersOf, projectID, limit, off)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (triggers.Trigger, error) { return scanTrigger(row) })
+	var total int
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (triggers.Trigger, error) {
+		var t triggers.Trigger
+		err := row.Scan(&t.ID, &t.ProjectID, &t.Description, &t.TokenLast4, &t.CreatedAt, &t.UpdatedAt, &t.LastUsed, &total)
+		return t, err
+	})
 	if err != nil || len(list) > 0 {
-		return list, err
+		return list, total, err
 	}
+	// None on this page: no project, or past the last page (count apart).
 	if _, err := s.Project(ctx, projectID); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return list, nil
+	err = s.pool.QueryRow(ctx, `SELECT count(*) FROM pipeline_triggers WHERE project_id = $1`, projectID).Scan(&total)
+	return list, total, err
 }
 
 const triggerByID = `SELECT ` + triggerCols + ` FROM pipeline_triggers WHERE project_id = $1 AND id = $2`

@@ -75,7 +75,9 @@ const (
 // project, or its schedule, does not exist.
 type Store interface {
 	CreateSchedule(ctx context.Context, s Schedule) (Schedule, error)
-	Schedules(ctx context.Context, projectID int64, scope string) ([]Schedule, error)
+	// Schedules lists one page of a project's schedules (all, or by scope), oldest first,
+	// and their total.
+	Schedules(ctx context.Context, projectID int64, scope string, page builds.Page) ([]Schedule, int, error)
 	// Schedule reads one schedule with its variables.
 	Schedule(ctx context.Context, projectID, id int64) (Schedule, error)
 	// UpdateSchedule writes every field but the ids, created_at and variables.
@@ -91,8 +93,11 @@ type Store interface {
 	// ClaimTick moves an active schedule's next_run_at from due to next, only if it still
 	// is due: true for the one caller whose update did it.
 	ClaimTick(ctx context.Context, id int64, due, next time.Time) (bool, error)
-	// SetLastPipeline records the pipeline a schedule started.
-	SetLastPipeline(ctx context.Context, id, pipelineID int64) error
+	// RecordPipeline records a pipeline the schedule started, as its last.
+	RecordPipeline(ctx context.Context, id, pipelineID int64) error
+	// SchedulePipelines lists one page of the ids of the pipelines a project's schedule
+	// started, in id order (newest first with desc), and their total.
+	SchedulePipelines(ctx context.Context, projectID, id int64, page builds.Page, desc bool) ([]int64, int, error)
 }
 
 // Start is a pipeline to create from the project's repository at Ref.
@@ -208,14 +213,27 @@ func (s *Service) Create(ctx context.Context, projectID int64, c Change) (Schedu
 	return s.store.CreateSchedule(ctx, sc)
 }
 
-// List returns a project's schedules (scope: "", active or inactive).
-func (s *Service) List(ctx context.Context, projectID int64, scope string) ([]Schedule, error) {
+// List returns one page of a project's schedules (scope: "", active or inactive) and
+// their total.
+func (s *Service) List(ctx context.Context, projectID int64, scope string, page builds.Page) ([]Schedule, int, error) {
 	switch scope {
 	case ScopeAll, ScopeActive, ScopeInactive:
 	default:
-		return nil, invalid("scope must be active or inactive")
+		return nil, 0, invalid("scope must be active or inactive")
 	}
-	return s.store.Schedules(ctx, projectID, scope)
+	return s.store.Schedules(ctx, projectID, scope, page)
+}
+
+// Pipelines lists one page of the ids of the pipelines a schedule started (sort: asc, the
+// default, or desc) and their total; builds.ErrNotFound for no such schedule.
+func (s *Service) Pipelines(ctx context.Context, projectID, id int64, page builds.Page, sort string) ([]int64, int, error) {
+	if sort != "" && sort != "asc" && sort != "desc" {
+		return nil, 0, invalid("sort must be asc or desc")
+	}
+	if _, err := s.store.Schedule(ctx, projectID, id); err != nil {
+		return nil, 0, err
+	}
+	return s.store.SchedulePipelines(ctx, projectID, id, page, sort == "desc")
 }
 
 // Get returns one schedule with its variables.
@@ -344,7 +362,7 @@ func (s *Service) run(ctx context.Context, sc Schedule) (builds.Pipeline, error)
 	if err != nil {
 		return builds.Pipeline{}, err
 	}
-	if err := s.store.SetLastPipeline(ctx, sc.ID, p.ID); err != nil {
+	if err := s.store.RecordPipeline(ctx, sc.ID, p.ID); err != nil {
 		return p, fmt.Errorf("schedule %d started pipeline %d but did not record it: %w", sc.ID, p.ID, err)
 	}
 	return p, nil

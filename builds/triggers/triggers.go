@@ -45,7 +45,8 @@ type Created struct {
 // when the project, or its trigger, does not exist.
 type Store interface {
 	CreateTrigger(ctx context.Context, t Trigger, tokenHash []byte) (Trigger, error)
-	Triggers(ctx context.Context, projectID int64) ([]Trigger, error)
+	// Triggers lists one page of a project's triggers, oldest first, and their total.
+	Triggers(ctx context.Context, projectID int64, page builds.Page) ([]Trigger, int, error)
 	Trigger(ctx context.Context, projectID, id int64) (Trigger, error)
 	UpdateTrigger(ctx context.Context, projectID, id int64, description string, now time.Time) (Trigger, error)
 	DeleteTrigger(ctx context.Context, projectID, id int64) error
@@ -114,9 +115,9 @@ func (s *Service) Create(ctx context.Context, projectID int64, description strin
 	return Created{Trigger: t, Token: token}, nil
 }
 
-// List returns a project's triggers, oldest first.
-func (s *Service) List(ctx context.Context, projectID int64) ([]Trigger, error) {
-	return s.store.Triggers(ctx, projectID)
+// List returns one page of a project's triggers, oldest first, and their total.
+func (s *Service) List(ctx context.Context, projectID int64, page builds.Page) ([]Trigger, int, error) {
+	return s.store.Triggers(ctx, projectID, page)
 }
 
 // Get returns one trigger of a project.

@@ -86,6 +86,7 @@ func triggerScheduleScenario(t *testing.T, c *client) {
 	if got.LastPipeline == nil || got.LastPipeline.ID != played.PipelineID || len(got.Variables) != 1 {
 		t.Errorf("schedule after play = %+v", got)
 	}
+	c.do(http.StatusOK, "GET", sone+"/pipelines?sort=desc", nil, admin)
 	c.do(http.StatusNotImplemented, "POST", sone+"/take_ownership", nil, admin)
 	c.do(http.StatusAccepted, "DELETE", sone+"/variables/NIGHTLY", nil, admin)
 	c.do(http.StatusNoContent, "DELETE", sone, nil, admin)

@@ -242,6 +242,29 @@ func TestPipelineScheduleAPI(t *testing.T) {
 	if len(after.Variables) != 1 || after.Variables[0].Key != "A" {
 		t.Errorf("variables after edits: %+v", after.Variables)
 	}
+	var second struct {
+		PipelineID int64 `json:"pipeline_id"`
+	}
+	inst.MustDo(t, http.StatusCreated, "POST", one+"/play", nil, &second)
+	resp, b = inst.Do(t, "GET", one+"/pipelines?sort=desc&per_page=1", nil)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
+	if ps := decode[[]api.Pipeline](t, b); len(ps) != 1 || ps[0].ID != second.PipelineID || resp.Header.Get("X-Total") != "2" ||
+		resp.Header.Get("X-Next-Page") != "2" {
+		t.Errorf("the schedule's pipelines, newest first, one a page: %+v (X-Total %s, X-Next-Page %s), want %d of 2",
+			ps, resp.Header.Get("X-Total"), resp.Header.Get("X-Next-Page"), second.PipelineID)
+	}
+	var ps []api.Pipeline
+	inst.MustDo(t, http.StatusOK, "GET", one+"/pipelines", nil, &ps)
+	if len(ps) != 2 || ps[0].ID != p.ID || ps[1].ID != second.PipelineID {
+		t.Errorf("the schedule's pipelines: %+v, want %d then %d", ps, p.ID, second.PipelineID)
+	}
+	resp, b = inst.Do(t, "GET", one+"/pipelines?sort=sideways", nil)
+	jobapitest.WantJSONError(t, resp, b, http.StatusBadRequest)
+	resp, b = inst.Do(t, "GET", base+"?per_page=1&page=3", nil)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
+	if got := decode[[]api.PipelineSchedule](t, b); len(got) != 0 || resp.Header.Get("X-Total") != "1" {
+		t.Errorf("schedules past the last page: %+v, X-Total %s", got, resp.Header.Get("X-Total"))
+	}
 
 	resp, b = inst.Do(t, "POST", one+"/take_ownership", nil)
 	if msg := jobapitest.WantJSONError(t, resp, b, http.StatusNotImplemented); !strings.Contains(msg, "no users") {
@@ -276,8 +299,8 @@ func TestPipelineScheduleAPI(t *testing.T) {
 
 // TestPythonGitlabTriggersAndSchedules runs python-gitlab (Debian's python3-gitlab) on
 // trigger tokens (list, create, trigger_pipeline, delete) and pipeline schedules (list,
-// create, variables.create, play, get, delete) against a project with a repository
-// (testdata/triggers_schedules.py).
+// create, variables.create, play, get, delete, and the schedule's pipelines through http_list)
+// against a project with a repository (testdata/triggers_schedules.py).
 func TestPythonGitlabTriggersAndSchedules(t *testing.T) {
 	t.Parallel()
 	python := ""

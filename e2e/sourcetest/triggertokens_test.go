@@ -79,10 +79,11 @@ func TestTriggerTokens(t *testing.T) {
 	if !strings.HasPrefix(token, "glptt-") || len(token) < 30 || created.Description != "deploy" {
 		t.Fatalf("created trigger %+v, want a whole glptt- token", created)
 	}
-	var list []api.Trigger
-	inst.MustDo(t, http.StatusOK, "GET", triggers, nil, &list)
-	if len(list) != 1 || list[0].Token != token[len(token)-4:] || list[0].ID != created.ID || list[0].LastUsed != nil {
-		t.Fatalf("list %+v, want the trigger with its token's last 4 characters, never used", list)
+	resp, b := inst.Do(t, "GET", triggers, nil)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
+	list := decode[[]api.Trigger](t, b)
+	if len(list) != 1 || list[0].Token != token[len(token)-4:] || list[0].ID != created.ID || list[0].LastUsed != nil || resp.Header.Get("X-Total") != "1" {
+		t.Fatalf("list %+v (X-Total %s), want the trigger with its token's last 4 characters, never used", list, resp.Header.Get("X-Total"))
 	}
 	var got api.Trigger
 	inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("%s/%d", triggers, created.ID), nil, &got)
@@ -93,7 +94,7 @@ func TestTriggerTokens(t *testing.T) {
 	if got.Description != "deploy v2" {
 		t.Errorf("PUT description: %+v", got)
 	}
-	resp, b := inst.Do(t, "POST", fmt.Sprintf("/api/v4/projects/%d/triggers", other.ID), url.Values{"description": {"theirs"}}.Encode(),
+	resp, b = inst.Do(t, "POST", fmt.Sprintf("/api/v4/projects/%d/triggers", other.ID), url.Values{"description": {"theirs"}}.Encode(),
 		"Content-Type", "application/x-www-form-urlencoded")
 	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 	otherTrigger := decode[api.Trigger](t, b)
