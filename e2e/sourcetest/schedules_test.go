@@ -158,6 +158,31 @@ func TestPipelineScheduleTicksOnce(t *testing.T) {
 	}
 }
 
+// TestPipelineScheduleTickThatCannotStart: a tick whose pipeline cannot be created (the
+// schedule's branch is gone) is claimed, counted failed, and not tried again: the schedule
+// runs at its next time, as GitLab's does.
+func TestPipelineScheduleTickThatCannotStart(t *testing.T) {
+	t.Parallel()
+	clock := jobapitest.NewClock(time.Time{})
+	inst := jobapitest.Start(t, jobapitest.Options{Now: clock.Now})
+	project, _ := repoProject(t, inst, "gone", sourceCI)
+	var sc api.PipelineSchedule
+	inst.MustDo(t, http.StatusCreated, "POST", fmt.Sprintf("/api/v4/projects/%d/pipeline_schedules", project.ID),
+		map[string]any{"description": "gone", "ref": "deleted-branch", "cron": "0 2 * * *"}, &sc)
+	clock.Set(sc.NextRunAt.Add(time.Minute))
+	if res := tickAll(t, inst); res.Claimed != 1 || res.Failed != 1 || res.Started != 0 {
+		t.Fatalf("tick on a missing branch: %+v, want claimed and failed", res)
+	}
+	var got api.PipelineSchedule
+	inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("/api/v4/projects/%d/pipeline_schedules/%d", project.ID, sc.ID), nil, &got)
+	if want := nextAt(clock.Now(), 2); !got.NextRunAt.Equal(want) || got.LastPipeline != nil {
+		t.Errorf("after the failed tick: %+v, want next_run_at %s and no pipeline", got, want)
+	}
+	if res := tickAll(t, inst); res.Claimed != 0 || schedulePipelines(t, inst, project.ID) != 0 {
+		t.Errorf("the failed tick was tried again: %+v", res)
+	}
+}
+
 // TestPipelineScheduleAPI: GitLab's calls on schedules and their variables, in JSON and
 // form bodies; a bad cron or time zone is a 400 naming the field; play creates the
 // pipeline at once and leaves next_run_at; take_ownership says why it cannot.
