@@ -11,7 +11,8 @@ import (
 // passBatch is how many due schedules one read takes; the pass reads again while full.
 const passBatch = 100
 
-// claimTimeout bounds one claim, so that a stuck Postgres call cannot hold the pass.
+// claimTimeout bounds one read of due schedules and one claim, so that a stuck Postgres
+// call cannot hold the pass.
 const claimTimeout = 10 * time.Second
 
 // startTimeout bounds one pipeline's creation: resolving the ref on the remote and reading
@@ -45,7 +46,9 @@ func (w *Worker) TickOnce(ctx context.Context) (TickResult, error) {
 	s := w.Service
 	for {
 		now := s.now()
-		due, err := s.store.DueSchedules(ctx, now, passBatch)
+		rctx, cancel := context.WithTimeout(ctx, claimTimeout)
+		due, err := s.store.DueSchedules(rctx, now, passBatch)
+		cancel()
 		if err != nil {
 			return res, err
 		}
