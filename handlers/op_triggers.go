@@ -236,7 +236,8 @@ func (h *Handler) triggerPipeline(w http.ResponseWriter, r *http.Request) error 
 			return badRequest("ref in the path is not percent-encoded properly")
 		}
 	}
-	p, err := h.triggers.Run(r.Context(), triggers.Run{ProjectID: pid, Token: req.Token, Ref: req.Ref, Variables: req.Variables})
+	p, err := h.triggers.Run(r.Context(), triggers.Run{ProjectID: pid, Token: req.Token, Ref: req.Ref, Variables: req.Variables,
+		ServerURL: h.externalBase(r)})
 	if err != nil {
 		return err
 	}

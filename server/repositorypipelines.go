@@ -20,15 +20,16 @@ type startsFromRepository struct {
 }
 
 func newStartsFromRepository(creator *cipipeline.Creator, cfg Config, opts Options, d *domain, log *slog.Logger) startsFromRepository {
-	fromRef := func(ctx context.Context, projectID int64, ref, source string, vars []builds.Variable) (builds.Pipeline, error) {
-		return creator.FromRef(ctx, cipipeline.FromRef{ProjectID: projectID, Ref: ref, Source: source, Variables: vars})
+	fromRef := func(ctx context.Context, projectID int64, ref, source string, vars []builds.Variable, serverURL string) (builds.Pipeline, error) {
+		return creator.FromRef(ctx, cipipeline.FromRef{ProjectID: projectID, Ref: ref, Source: source, Variables: vars, ServerURL: serverURL})
 	}
 	s := startsFromRepository{
 		triggers: triggers.NewService(d.store, func(ctx context.Context, s triggers.Start) (builds.Pipeline, error) {
-			return fromRef(ctx, s.ProjectID, s.Ref, s.Source, s.Variables)
+			return fromRef(ctx, s.ProjectID, s.Ref, s.Source, s.Variables, s.ServerURL)
 		}, opts.Now),
 		schedules: schedules.NewService(d.store, func(ctx context.Context, s schedules.Start) (builds.Pipeline, error) {
-			return fromRef(ctx, s.ProjectID, s.Ref, s.Source, s.Variables)
+			// No request: CI_SERVER_URL is JOBAPI_EXTERNAL_URL (the Creator's).
+			return fromRef(ctx, s.ProjectID, s.Ref, s.Source, s.Variables, "")
 		}, opts.Now),
 	}
 	s.worker = &schedules.Worker{Service: s.schedules, Interval: cfg.MaintenanceInterval, Log: log}

@@ -62,8 +62,10 @@ type Store interface {
 type Start struct {
 	ProjectID int64
 	Ref       string
-	Source    string // builds.SourceTrigger, builds.SourceSchedule, builds.SourcePipeline
+	Source    string // builds.SourceTrigger or builds.SourcePipeline
 	Variables []builds.Variable
+	// ServerURL is CI_SERVER_URL as the configuration's rules see it ("": the server's).
+	ServerURL string
 }
 
 // StartFunc creates a pipeline from the repository: it resolves the ref on the project's
@@ -144,6 +146,7 @@ type Run struct {
 	Token     string
 	Ref       string
 	Variables []builds.Variable
+	ServerURL string // as Start's
 }
 
 // maxTokenLength bounds what is hashed and looked up: longer is no token of ours.
@@ -185,5 +188,5 @@ func (s *Service) Run(ctx context.Context, r Run) (builds.Pipeline, error) {
 		}
 		source = builds.SourcePipeline
 	}
-	return s.start(ctx, Start{ProjectID: r.ProjectID, Ref: r.Ref, Source: source, Variables: r.Variables})
+	return s.start(ctx, Start{ProjectID: r.ProjectID, Ref: r.Ref, Source: source, Variables: r.Variables, ServerURL: r.ServerURL})
 }
