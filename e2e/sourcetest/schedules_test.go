@@ -256,8 +256,8 @@ func TestPipelineScheduleAPI(t *testing.T) {
 	inst.MustDo(t, http.StatusCreated, "POST", one+"/play", nil, &played)
 	var p api.Pipeline
 	inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("/api/v4/projects/%d/pipelines/%d", project.ID, played.PipelineID), nil, &p)
-	if p.Source != "schedule" || p.Sha != sha || jobNames(p) != "always,scheduled-only" {
-		t.Errorf("played pipeline: source %q sha %s jobs %s", p.Source, p.Sha, jobNames(p))
+	if p.Source != "schedule" || p.Sha != sha || strings.Join(jobNames(p), ",") != "always,scheduled-only" {
+		t.Errorf("played pipeline: source %q sha %s jobs %s", p.Source, p.Sha, strings.Join(jobNames(p), ","))
 	}
 	var after api.PipelineSchedule
 	inst.MustDo(t, http.StatusOK, "GET", one, nil, &after)
