@@ -368,25 +368,13 @@ func TestUserAndVersion(t *testing.T) {
 // (testdata/gitlab_lists.py).
 func TestPythonGitlabLists(t *testing.T) {
 	t.Parallel()
-	python := pythonGitlab(t)
+	python := jobapitest.PythonGitlab(t)
 	f := newGitlabFixture(t)
 	out, err := exec.Command(python, "testdata/gitlab_lists.py", f.inst.URL, jobapitest.AdminToken, fmt.Sprint(f.project.ID), f.sha,
 		fmt.Sprint(f.build), fmt.Sprint(f.test), fmt.Sprint(f.lintFailed), fmt.Sprint(f.lint), fmt.Sprint(f.runnerID)).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "ok") {
 		t.Fatalf("python-gitlab: %v\n%s", err, out)
 	}
-}
-
-// pythonGitlab finds a python with python-gitlab, or fails: .ci/run installs it.
-func pythonGitlab(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{"/usr/bin/python3", "python3"} {
-		if exec.Command(p, "-c", "import gitlab").Run() == nil {
-			return p
-		}
-	}
-	t.Fatal("python-gitlab is not installed: apt-get install python3-gitlab (Debian's, for /usr/bin/python3)")
-	return ""
 }
 
 // TestArtifactsByRef: GET …/jobs/artifacts/:ref/download?job= and …/raw/*path?job= serve the

@@ -381,17 +381,7 @@ build:
 // name, 409 on a duplicate, delete, 404 after (testdata/protected_refs.py).
 func TestPythonGitlabProtectedRefs(t *testing.T) {
 	t.Parallel()
-	python := ""
-	for _, p := range []string{"/usr/bin/python3", "python3"} {
-		if exec.Command(p, "-c", "import gitlab").Run() == nil {
-			python = p
-			break
-		}
-	}
-	if python == "" {
-		// .ci/run installs it; a run without it must say so, not pass without trying.
-		t.Fatal("python-gitlab is not installed: apt-get install python3-gitlab (Debian's, for /usr/bin/python3)")
-	}
+	python := jobapitest.PythonGitlab(t)
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	var project api.Project
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "app"}, &project)

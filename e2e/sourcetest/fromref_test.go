@@ -252,17 +252,7 @@ func TestPipelineFromRefCIConfigPath(t *testing.T) {
 // and pages, variables, cancel, retry, latest, delete.
 func TestPythonGitlabPipelines(t *testing.T) {
 	t.Parallel()
-	python := ""
-	for _, p := range []string{"/usr/bin/python3", "python3"} {
-		if exec.Command(p, "-c", "import gitlab").Run() == nil {
-			python = p
-			break
-		}
-	}
-	if python == "" {
-		// .ci/run installs it; a run without it must say so, not pass without trying.
-		t.Fatal("python-gitlab is not installed: apt-get install python3-gitlab (Debian's, for /usr/bin/python3)")
-	}
+	python := jobapitest.PythonGitlab(t)
 	m := newMonorepo(t)
 	head := m.commit(map[string]string{".gitlab-ci.yml": `
 stages: [build, deploy]

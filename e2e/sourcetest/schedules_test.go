@@ -328,17 +328,7 @@ func TestPipelineScheduleAPI(t *testing.T) {
 // against a project with a repository (testdata/triggers_schedules.py).
 func TestPythonGitlabTriggersAndSchedules(t *testing.T) {
 	t.Parallel()
-	python := ""
-	for _, p := range []string{"/usr/bin/python3", "python3"} {
-		if exec.Command(p, "-c", "import gitlab").Run() == nil {
-			python = p
-			break
-		}
-	}
-	if python == "" {
-		// .ci/run installs it; a run without it must say so, not pass without trying.
-		t.Fatal("python-gitlab is not installed: apt-get install python3-gitlab (Debian's, for /usr/bin/python3)")
-	}
+	python := jobapitest.PythonGitlab(t)
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	project, _ := repoProject(t, inst, "py", sourceCI)
 	out, err := exec.Command(python, "testdata/triggers_schedules.py", inst.URL, jobapitest.AdminToken, fmt.Sprint(project.ID)).CombinedOutput()
