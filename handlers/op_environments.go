@@ -19,11 +19,7 @@ func (h *Handler) listEnvironments(w http.ResponseWriter, r *http.Request) error
 }
 
 func (h *Handler) getEnvironment(w http.ResponseWriter, r *http.Request) error {
-	pid, err := projectID(r)
-	if err != nil {
-		return err
-	}
-	id, err := pathID(r, "environment_id")
+	pid, id, err := projectAndID(r, "environment_id")
 	if err != nil {
 		return err
 	}

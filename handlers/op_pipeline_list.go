@@ -152,11 +152,7 @@ func (h *Handler) getPipelineVariables(w http.ResponseWriter, r *http.Request) e
 // retryPipeline is GitLab's POST …/pipelines/:id/retry: its failed and canceled jobs run
 // again; 201 with the pipeline, as GitLab answers.
 func (h *Handler) retryPipeline(w http.ResponseWriter, r *http.Request) error {
-	pid, err := projectID(r)
-	if err != nil {
-		return err
-	}
-	id, err := pathID(r, "pipeline_id")
+	pid, id, err := projectAndID(r, "pipeline_id")
 	if err != nil {
 		return err
 	}
@@ -170,11 +166,7 @@ func (h *Handler) retryPipeline(w http.ResponseWriter, r *http.Request) error {
 // deletePipeline is GitLab's DELETE …/pipelines/:id: 204, the pipeline gone with its jobs,
 // logs and artifacts. A pipeline with a job not finished is a 409: cancel it first.
 func (h *Handler) deletePipeline(w http.ResponseWriter, r *http.Request) error {
-	pid, err := projectID(r)
-	if err != nil {
-		return err
-	}
-	id, err := pathID(r, "pipeline_id")
+	pid, id, err := projectAndID(r, "pipeline_id")
 	if err != nil {
 		return err
 	}

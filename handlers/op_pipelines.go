@@ -183,11 +183,7 @@ func (h *Handler) getPipelineBridges(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	pid, err := projectID(r)
-	if err != nil {
-		return err
-	}
-	id, err := pathID(r, "pipeline_id")
+	pid, id, err := projectAndID(r, "pipeline_id")
 	if err != nil {
 		return err
 	}
@@ -246,11 +242,7 @@ func bridgeView(p builds.Pipeline, v builds.BridgeView) api.Bridge {
 }
 
 func (h *Handler) cancelPipeline(w http.ResponseWriter, r *http.Request) error {
-	pid, err := projectID(r)
-	if err != nil {
-		return err
-	}
-	id, err := pathID(r, "pipeline_id")
+	pid, id, err := projectAndID(r, "pipeline_id")
 	if err != nil {
 		return err
 	}
@@ -266,11 +258,7 @@ func (h *Handler) cancelPipeline(w http.ResponseWriter, r *http.Request) error {
 const maxWaitSeconds = int(builds.MaxWait / time.Second)
 
 func (h *Handler) waitPipeline(w http.ResponseWriter, r *http.Request) error {
-	pid, err := projectID(r)
-	if err != nil {
-		return err
-	}
-	id, err := pathID(r, "pipeline_id")
+	pid, id, err := projectAndID(r, "pipeline_id")
 	if err != nil {
 		return err
 	}

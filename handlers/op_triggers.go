@@ -130,15 +130,6 @@ func (h *Handler) deleteTrigger(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func projectAndID(r *http.Request, name string) (int64, int64, error) {
-	pid, err := projectID(r)
-	if err != nil {
-		return 0, 0, err
-	}
-	id, err := pathID(r, name)
-	return pid, id, err
-}
-
 // triggerRequest is the body of POST …/trigger/pipeline in any of GitLab's forms: JSON
 // {"token", "ref", "variables": {"KEY": "value"}}, or a form (urlencoded or multipart) or
 // the query with token, ref and variables[KEY]=value.

@@ -80,6 +80,16 @@ func parseBool(s string) (bool, error) {
 
 func projectID(r *http.Request) (int64, error) { return pathID(r, "project_id") }
 
+// projectAndID reads a project-scoped path: the project id and the id named name.
+func projectAndID(r *http.Request, name string) (int64, int64, error) {
+	pid, err := projectID(r)
+	if err != nil {
+		return 0, 0, err
+	}
+	id, err := pathID(r, name)
+	return pid, id, err
+}
+
 // onlyBytes reports whether s holds only ASCII letters, digits and the bytes of extra.
 func onlyBytes(s, extra string) bool {
 	for i := 0; i < len(s); i++ {
