@@ -5,13 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/jobapi/jobapi/api"
+	"github.com/jobapi/jobapi/e2e/jobapitest"
 )
 
 // pushScenario sets a project's push settings and sends GitHub-signed webhooks: a push that
@@ -20,31 +17,9 @@ import (
 // for the runner of the scenarios after this one.
 func pushScenario(t *testing.T, c *client) {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Fatal("git is needed for the pushes scenario")
-	}
-	root := t.TempDir()
-	bare, work := filepath.Join(root, "repo.git"), filepath.Join(root, "work")
-	run := func(dir string, args ...string) string {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-			"GIT_AUTHOR_NAME=jobapi", "GIT_AUTHOR_EMAIL=jobapi@example.com", "GIT_COMMITTER_NAME=jobapi", "GIT_COMMITTER_EMAIL=jobapi@example.com")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	run(root, "init", "--quiet", "--bare", "--initial-branch=main", bare)
-	run(root, "init", "--quiet", "--initial-branch=main", work)
-	if err := os.WriteFile(filepath.Join(work, ".gitlab-ci.yml"), []byte("deploy:\n  script: ./deploy\n  when: manual\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	run(work, "add", ".")
-	run(work, "commit", "--quiet", "-m", "ci")
-	sha := run(work, "rev-parse", "HEAD")
-	run(work, "push", "--quiet", bare, "main")
+	repo := jobapitest.NewGitRepo(t)
+	sha := repo.Commit(map[string]string{".gitlab-ci.yml": "deploy:\n  script: ./deploy\n  when: manual\n"})
+	bare := repo.Bare
 
 	var project api.Project
 	c.decode(&project, http.StatusCreated, "POST", "/api/v4/projects", jsonBody(t, map[string]any{"name": "pushed", "repo_url": "file://" + bare}), admin)

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,54 +26,14 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 const secret = "s3cret-for-webhooks-0123456789"
 
 // repo is a bare repository and a work tree that pushes to it.
-type repo struct {
-	t          *testing.T
-	bare, work string
-}
+type repo = jobapitest.GitRepo
 
 func git(t testing.TB, dir string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-		"GIT_AUTHOR_NAME=jobapi", "GIT_AUTHOR_EMAIL=jobapi@example.com",
-		"GIT_COMMITTER_NAME=jobapi", "GIT_COMMITTER_EMAIL=jobapi@example.com", "GIT_TERMINAL_PROMPT=0")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
+	return jobapitest.Git(t, dir, args...)
 }
 
-func newRepo(t *testing.T) *repo {
-	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Fatal("these tests need git on PATH:", err)
-	}
-	root := t.TempDir()
-	r := &repo{t: t, bare: filepath.Join(root, "app.git"), work: filepath.Join(root, "work")}
-	git(t, root, "init", "--quiet", "--bare", "--initial-branch=main", r.bare)
-	git(t, root, "init", "--quiet", "--initial-branch=main", r.work)
-	return r
-}
-
-// commit writes files on the current branch, commits, pushes the branch and returns the sha.
-func (r *repo) commit(files map[string]string) string {
-	r.t.Helper()
-	for name, text := range files {
-		p := filepath.Join(r.work, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			r.t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			r.t.Fatal(err)
-		}
-	}
-	git(r.t, r.work, "add", "-A")
-	git(r.t, r.work, "commit", "--quiet", "-m", "change")
-	git(r.t, r.work, "push", "--quiet", r.bare, "HEAD")
-	return git(r.t, r.work, "rev-parse", "HEAD")
-}
+func newRepo(t *testing.T) *repo { return jobapitest.NewGitRepo(t) }
 
 // ciConfig builds on every push; its docs job only when docs/ changed since before_sha,
 // and its mr job only in merge request pipelines, where it shows GitLab's variables.
@@ -99,7 +58,7 @@ mr:
 func project(t *testing.T, inst *jobapitest.Instance, r *repo) int64 {
 	t.Helper()
 	var p api.Project
-	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "app", "repo_url": "file://" + r.bare}, &p)
+	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "app", "repo_url": "file://" + r.Bare}, &p)
 	var st api.PushSettings
 	inst.MustDo(t, http.StatusOK, "PUT", fmt.Sprintf("/api/v4/projects/%d/push_settings", p.ID), map[string]any{"webhook_secret": secret}, &st)
 	if !st.WebhookSecretSet || !strings.HasSuffix(st.ReceiveURLs["github"], fmt.Sprintf("/api/v4/projects/%d/hooks/inbound/github", p.ID)) {

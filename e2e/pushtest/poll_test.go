@@ -20,9 +20,9 @@ func TestPollingStartsEachPushOnce(t *testing.T) {
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	replicas := []*jobapitest.Instance{inst, inst.Replica(t, jobapitest.Options{}), inst.Replica(t, jobapitest.Options{})}
 	r := newRepo(t)
-	first := r.commit(map[string]string{".gitlab-ci.yml": ciConfig})
+	first := r.Commit(map[string]string{".gitlab-ci.yml": ciConfig})
 	var p api.Project
-	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "polled", "repo_url": "file://" + r.bare}, &p)
+	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "polled", "repo_url": "file://" + r.Bare}, &p)
 	var st api.PushSettings
 	inst.MustDo(t, http.StatusOK, "PUT", fmt.Sprintf("/api/v4/projects/%d/push_settings", p.ID), map[string]any{"poll_interval": 5}, &st)
 	if st.PollInterval != 5 || st.PolledAt != nil || st.WebhookSecretSet {
@@ -45,7 +45,7 @@ func TestPollingStartsEachPushOnce(t *testing.T) {
 
 	// A push to main, polled by every replica at once (each reads the remote and races to
 	// move the head): one pipeline.
-	second := r.commit(map[string]string{"docs/guide.md": "# guide\n"})
+	second := r.Commit(map[string]string{"docs/guide.md": "# guide\n"})
 	counts = raceAll(t, replicas, func(inst *jobapitest.Instance) (pushes.PollCounts, error) {
 		return inst.Pushes.PollProject(t.Context(), p.ID)
 	})
@@ -89,8 +89,8 @@ func TestPollingStartsEachPushOnce(t *testing.T) {
 	}
 
 	// A new branch: its pipeline has no before (zeros), as a push of a new branch says.
-	git(t, r.work, "checkout", "--quiet", "-b", "feature")
-	third := r.commit(map[string]string{"src/f.go": "package f\n"})
+	git(t, r.Work, "checkout", "--quiet", "-b", "feature")
+	third := r.Commit(map[string]string{"src/f.go": "package f\n"})
 	resp, raw := inst.Do(t, "POST", fmt.Sprintf("/api/v4/projects/%d/push_settings/poll", p.ID), nil)
 	jobapitest.WantStatus(t, resp, raw, http.StatusOK)
 	n := jobapitest.QueryInt(t, inst.Pool, "SELECT count(*) FROM pipelines WHERE project_id = $1 AND ref = 'feature' AND sha = $2 AND before_sha = $3",
@@ -100,7 +100,7 @@ func TestPollingStartsEachPushOnce(t *testing.T) {
 	}
 
 	// A deleted branch: nothing.
-	git(t, r.work, "push", "--quiet", r.bare, "--delete", "feature")
+	git(t, r.Work, "push", "--quiet", r.Bare, "--delete", "feature")
 	if c, err := inst.Pushes.PollProject(t.Context(), p.ID); err != nil || c.Started != 0 {
 		t.Fatalf("poll after a deletion: %+v, %v", c, err)
 	}
@@ -109,7 +109,7 @@ func TestPollingStartsEachPushOnce(t *testing.T) {
 	}
 
 	// An unreadable remote: the poll says why, and starts nothing.
-	inst.MustDo(t, http.StatusOK, "PUT", fmt.Sprintf("/api/v4/projects/%d", p.ID), map[string]any{"repo_url": "file://" + r.bare + "-gone"}, nil)
+	inst.MustDo(t, http.StatusOK, "PUT", fmt.Sprintf("/api/v4/projects/%d", p.ID), map[string]any{"repo_url": "file://" + r.Bare + "-gone"}, nil)
 	if c, err := inst.Pushes.PollProject(t.Context(), p.ID); err != nil || c.Failed != 1 {
 		t.Fatalf("poll of a missing remote: %+v, %v; want one failure", c, err)
 	}
@@ -152,16 +152,16 @@ func TestPollOnDemand(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	r := newRepo(t)
-	first := r.commit(map[string]string{".gitlab-ci.yml": ciConfig})
+	first := r.Commit(map[string]string{".gitlab-ci.yml": ciConfig})
 	var p api.Project
-	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "hooked", "repo_url": "file://" + r.bare}, &p)
+	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "hooked", "repo_url": "file://" + r.Bare}, &p)
 	poll := fmt.Sprintf("/api/v4/projects/%d/push_settings/poll", p.ID)
 	var res api.PollResult
 	inst.MustDo(t, http.StatusOK, "POST", poll, nil, &res)
 	if res.Polled != 1 || res.Recorded != 1 || res.Started != 0 {
 		t.Fatalf("first poll %+v: want main recorded, nothing started", res)
 	}
-	second := r.commit(map[string]string{"src/a.go": "package a\n"})
+	second := r.Commit(map[string]string{"src/a.go": "package a\n"})
 	inst.MustDo(t, http.StatusOK, "POST", poll, nil, &res)
 	if res.Started != 1 {
 		t.Fatalf("poll after a push %+v: want one pipeline", res)

@@ -20,8 +20,8 @@ func TestGitHubPushStartsPipeline(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	r := newRepo(t)
-	first := r.commit(map[string]string{".gitlab-ci.yml": ciConfig, "docs/index.md": "# app\n"})
-	second := r.commit(map[string]string{"src/main.go": "package main\n"})
+	first := r.Commit(map[string]string{".gitlab-ci.yml": ciConfig, "docs/index.md": "# app\n"})
+	second := r.Commit(map[string]string{"src/main.go": "package main\n"})
 	id := project(t, inst, r)
 
 	body := example(t, "github/push-branch-created.json", map[string]any{"ref": "refs/heads/main", "before": first, "after": second,
@@ -47,7 +47,7 @@ func TestGitHubPushStartsPipeline(t *testing.T) {
 	}
 
 	// A change to docs/ since before: the docs job too.
-	third := r.commit(map[string]string{"docs/index.md": "# app, documented\n"})
+	third := r.Commit(map[string]string{"docs/index.md": "# app, documented\n"})
 	body = example(t, "github/push-branch-created.json", map[string]any{"ref": "refs/heads/main", "before": second, "after": third, "created": false})
 	resp, out, raw = deliver(t, inst.URL, id, "github", "push", "d1b2c3d4-0000-11ee-8000-000000000002", body)
 	jobapitest.WantStatus(t, resp, raw, http.StatusCreated)
@@ -56,8 +56,8 @@ func TestGitHubPushStartsPipeline(t *testing.T) {
 	}
 
 	// A tag pushed: a tag pipeline at its commit.
-	git(t, r.work, "tag", "v1.0")
-	git(t, r.work, "push", "--quiet", r.bare, "v1.0")
+	git(t, r.Work, "tag", "v1.0")
+	git(t, r.Work, "push", "--quiet", r.Bare, "v1.0")
 	body = example(t, "github/push-tag-created.json", map[string]any{"ref": "refs/tags/v1.0", "after": third, "head_commit.id": third})
 	resp, out, raw = deliver(t, inst.URL, id, "github", "push", "d1b2c3d4-0000-11ee-8000-000000000003", body)
 	jobapitest.WantStatus(t, resp, raw, http.StatusCreated)
@@ -84,7 +84,7 @@ func TestWebhookBadInput(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	r := newRepo(t)
-	first := r.commit(map[string]string{".gitlab-ci.yml": ciConfig})
+	first := r.Commit(map[string]string{".gitlab-ci.yml": ciConfig})
 	id := project(t, inst, r)
 	body := example(t, "github/push-branch-created.json", map[string]any{"ref": "refs/heads/main", "after": first})
 	path := fmt.Sprintf("/api/v4/projects/%d/hooks/inbound/", id)
@@ -177,9 +177,9 @@ func TestGitLabMergeRequestPipeline(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	r := newRepo(t)
-	base := r.commit(map[string]string{".gitlab-ci.yml": ciConfig})
-	git(t, r.work, "checkout", "--quiet", "-b", "feature")
-	head := r.commit(map[string]string{"src/feature.go": "package main\n"})
+	base := r.Commit(map[string]string{".gitlab-ci.yml": ciConfig})
+	git(t, r.Work, "checkout", "--quiet", "-b", "feature")
+	head := r.Commit(map[string]string{"src/feature.go": "package main\n"})
 	id := project(t, inst, r)
 
 	body := example(t, "gitlab/merge_request.json", map[string]any{
@@ -216,7 +216,7 @@ func TestGitLabMergeRequestPipeline(t *testing.T) {
 
 	// New commits on the source branch that touch docs/: the request's diff from its merge
 	// base with main has docs/ in it, so the docs job's rules:changes holds.
-	docsHead := r.commit(map[string]string{"docs/feature.md": "# feature\n"})
+	docsHead := r.Commit(map[string]string{"docs/feature.md": "# feature\n"})
 	body = example(t, "gitlab/merge_request.json", map[string]any{"object_attributes.action": "update", "object_attributes.oldrev": head,
 		"object_attributes.source_branch": "feature", "object_attributes.target_branch": "main", "object_attributes.last_commit.id": docsHead})
 	resp, out, raw = deliver(t, inst.URL, id, "gitlab", "Merge Request Hook", "5a1e8a7e-0000-4000-8000-000000000005", body)
@@ -239,8 +239,8 @@ func TestGitLabMergeRequestPipeline(t *testing.T) {
 		t.Errorf("push pipeline %+v; want push feature %s..%s", p, base, head)
 	}
 	// Its tag push hook, of a tag the repository has.
-	git(t, r.work, "tag", "v1.0.0", head)
-	git(t, r.work, "push", "--quiet", r.bare, "v1.0.0")
+	git(t, r.Work, "tag", "v1.0.0", head)
+	git(t, r.Work, "push", "--quiet", r.Bare, "v1.0.0")
 	body = example(t, "gitlab/tag_push.json", map[string]any{"after": head, "checkout_sha": head})
 	resp, out, raw = deliver(t, inst.URL, id, "gitlab", "Tag Push Hook", "5a1e8a7e-0000-4000-8000-000000000004", body)
 	jobapitest.WantStatus(t, resp, raw, http.StatusCreated)
@@ -256,8 +256,8 @@ func TestGiteaDeliveryOnceAcrossReplicas(t *testing.T) {
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	other := inst.Replica(t, jobapitest.Options{})
 	r := newRepo(t)
-	first := r.commit(map[string]string{".gitlab-ci.yml": ciConfig})
-	second := r.commit(map[string]string{"src/a.go": "package a\n"})
+	first := r.Commit(map[string]string{".gitlab-ci.yml": ciConfig})
+	second := r.Commit(map[string]string{"src/a.go": "package a\n"})
 	id := project(t, inst, r)
 	body := example(t, "gitea/push.json", map[string]any{"ref": "refs/heads/main", "before": first, "after": second})
 
@@ -294,8 +294,8 @@ func TestGiteaDeliveryOnceAcrossReplicas(t *testing.T) {
 	}
 
 	// Its pull request for new commits ("synchronized"): a merge request pipeline.
-	git(t, r.work, "checkout", "--quiet", "-b", "feature")
-	head := r.commit(map[string]string{"src/b.go": "package b\n"})
+	git(t, r.Work, "checkout", "--quiet", "-b", "feature")
+	head := r.Commit(map[string]string{"src/b.go": "package b\n"})
 	body = example(t, "gitea/pull_request-synchronized.json", map[string]any{"pull_request.head.sha": head, "pull_request.base.sha": second})
 	resp, out, raw := deliver(t, other.URL, id, "gitea", "pull_request", "0b7e0d4a-0000-4000-8000-000000000001", body)
 	jobapitest.WantStatus(t, resp, raw, http.StatusCreated)

@@ -49,13 +49,13 @@ func TestIncludeFanOutRefusedEarly(t *testing.T) {
 		fmt.Fprintf(&ci, "  - local: ci/bulk-%d.yml\n", i)
 	}
 	ci.WriteString("job: {script: x}\n")
-	sha := m.commit(files)
+	sha := m.Commit(files)
 
 	bin := jobapitest.BuildJobapi(t)
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	child, logs := jobapitest.StartServe(t, bin, inst.Config, nil)
 	base := jobapitest.ServeURL(t, logs.String())
-	resp, body := jobapitest.Send(t, base, "POST", "/api/v4/projects", map[string]any{"name": "app", "repo_url": "file://" + m.bare},
+	resp, body := jobapitest.Send(t, base, "POST", "/api/v4/projects", map[string]any{"name": "app", "repo_url": "file://" + m.Bare},
 		"PRIVATE-TOKEN", jobapitest.AdminToken)
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create project: %d %s", resp.StatusCode, body)

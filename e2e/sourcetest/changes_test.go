@@ -56,15 +56,15 @@ helm:
 func TestPushPipelineRunsTheChangedServicesJobs(t *testing.T) {
 	t.Parallel()
 	m := newMonorepo(t)
-	c1 := m.commit(map[string]string{"services/api/main.go": "package main\n", "services/web/package.json": "{}\n",
+	c1 := m.Commit(map[string]string{"services/api/main.go": "package main\n", "services/web/package.json": "{}\n",
 		"Dockerfile": "FROM scratch\n", "go.mod": "module app\n"})
-	c2 := m.commit(map[string]string{"services/web/src/app.ts": "export {}\n"})
-	git(t, m.work, "checkout", "--quiet", "-b", "feature")
-	f1 := m.commit(map[string]string{"services/api/handler.go": "package main\n"})
+	c2 := m.Commit(map[string]string{"services/web/src/app.ts": "export {}\n"})
+	git(t, m.Work, "checkout", "--quiet", "-b", "feature")
+	f1 := m.Commit(map[string]string{"services/api/handler.go": "package main\n"})
 
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	var project api.Project
-	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "mono", "repo_url": "file://" + m.bare}, &project)
+	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "mono", "repo_url": "file://" + m.Bare}, &project)
 	path := fmt.Sprintf("/api/v4/projects/%d/pipeline", project.ID)
 	create := func(query, ci string) (int, api.Pipeline, string) {
 		t.Helper()
@@ -143,7 +143,7 @@ web:
 
 	// A project whose repository cannot be fetched: a 400 that says so, never "changed".
 	var gone api.Project
-	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "gone", "repo_url": "file://" + m.bare + "-missing"}, &gone)
+	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "gone", "repo_url": "file://" + m.Bare + "-missing"}, &gone)
 	resp, b := inst.Do(t, "POST", fmt.Sprintf("/api/v4/projects/%d/pipeline?source=push&ref=main&sha=%s&before_sha=%s", gone.ID, c2, c1),
 		monorepoCI, "Content-Type", "application/yaml")
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "could not be fetched") {

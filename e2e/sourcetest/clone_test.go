@@ -29,16 +29,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // git runs git in dir with a fixed identity and no user or system config.
 func git(t testing.TB, dir string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-		"GIT_AUTHOR_NAME=jobapi", "GIT_AUTHOR_EMAIL=jobapi@example.com",
-		"GIT_COMMITTER_NAME=jobapi", "GIT_COMMITTER_EMAIL=jobapi@example.com", "GIT_TERMINAL_PROMPT=0")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
+	return jobapitest.Git(t, dir, args...)
 }
 
 // bareRepo makes a bare repository with two commits on branch main and a tag v1.0 on the
@@ -223,37 +214,6 @@ func TestPushPipelineKnowsTheCommitBefore(t *testing.T) {
 }
 
 // monorepo is a work tree and its bare remote, the project repository the tests commit to.
-type monorepo struct {
-	t          *testing.T
-	work, bare string
-}
+type monorepo = jobapitest.GitRepo
 
-func newMonorepo(t *testing.T) *monorepo {
-	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Fatal("these tests need git on PATH:", err)
-	}
-	root := t.TempDir()
-	m := &monorepo{t: t, work: filepath.Join(root, "work"), bare: filepath.Join(root, "app.git")}
-	git(t, root, "init", "--quiet", "--bare", "--initial-branch=main", m.bare)
-	git(t, root, "init", "--quiet", "--initial-branch=main", m.work)
-	return m
-}
-
-// commit writes files, commits on the current branch, pushes it and returns the sha.
-func (m *monorepo) commit(files map[string]string) string {
-	m.t.Helper()
-	for name, text := range files {
-		p := filepath.Join(m.work, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			m.t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			m.t.Fatal(err)
-		}
-	}
-	git(m.t, m.work, "add", "-A")
-	git(m.t, m.work, "commit", "--quiet", "-m", "change")
-	git(m.t, m.work, "push", "--quiet", m.bare, "HEAD")
-	return git(m.t, m.work, "rev-parse", "HEAD")
-}
+func newMonorepo(t *testing.T) *monorepo { return jobapitest.NewGitRepo(t) }

@@ -24,7 +24,7 @@ import (
 func dynamicRepo(t *testing.T) (bare, sha string) {
 	t.Helper()
 	m := newMonorepo(t)
-	return m.bare, m.commit(map[string]string{"ci/common.yml": "dyn-lint:\n  stage: test\n  script: echo lint\n"})
+	return m.Bare, m.Commit(map[string]string{"ci/common.yml": "dyn-lint:\n  stage: test\n  script: echo lint\n"})
 }
 
 // zipOf is a zip archive of files, as gitlab-runner uploads a job's artifacts:paths.

@@ -57,10 +57,10 @@ func jobNames(p api.Pipeline) []string {
 func TestPipelineFromRef(t *testing.T) {
 	t.Parallel()
 	m := newMonorepo(t)
-	first := m.commit(map[string]string{".gitlab-ci.yml": fromRefCI, "ci/lint.yml": "lint:\n  stage: test\n  script: lint\n"})
+	first := m.Commit(map[string]string{".gitlab-ci.yml": fromRefCI, "ci/lint.yml": "lint:\n  stage: test\n  script: lint\n"})
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	var project api.Project
-	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "app", "repo_url": "file://" + m.bare}, &project)
+	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "app", "repo_url": "file://" + m.Bare}, &project)
 	path := fmt.Sprintf("/api/v4/projects/%d/pipeline", project.ID)
 	create := func(t *testing.T, query string, body any) api.Pipeline {
 		t.Helper()
@@ -78,7 +78,7 @@ func TestPipelineFromRef(t *testing.T) {
 	}
 
 	// A new commit: the next pipeline is at the new head, with the file as it is there.
-	second := m.commit(map[string]string{"ci/lint.yml": "lint:\n  stage: test\n  script: lint\nvet:\n  stage: test\n  script: vet\n"})
+	second := m.Commit(map[string]string{"ci/lint.yml": "lint:\n  stage: test\n  script: lint\nvet:\n  stage: test\n  script: vet\n"})
 	p = create(t, "?ref=main", nil) // GitLab's documented call: the ref in the query, no body
 	if p.Sha != second {
 		t.Errorf("sha %s, want the new head %s", p.Sha, second)
@@ -110,8 +110,8 @@ func TestPipelineFromRef(t *testing.T) {
 	}
 
 	// A tag: a tag pipeline at the tag's commit (annotated: peeled), CI_COMMIT_TAG set.
-	git(t, m.work, "tag", "-a", "-m", "release", "v1.0", first)
-	git(t, m.work, "push", "--quiet", m.bare, "v1.0")
+	git(t, m.Work, "tag", "-a", "-m", "release", "v1.0", first)
+	git(t, m.Work, "push", "--quiet", m.Bare, "v1.0")
 	p = create(t, "", map[string]any{"ref": "v1.0"})
 	if p.Sha != first || p.Ref != "refs/tags/v1.0" {
 		t.Errorf("tag pipeline ref %q sha %s, want refs/tags/v1.0 at %s", p.Ref, p.Sha, first)
@@ -143,17 +143,17 @@ func TestPipelineFromRef(t *testing.T) {
 func TestPipelineFromRefRefused(t *testing.T) {
 	t.Parallel()
 	m := newMonorepo(t)
-	m.commit(map[string]string{".gitlab-ci.yml": "build: {script: make}\n"})
-	git(t, m.work, "checkout", "--quiet", "-b", "nofile")
-	git(t, m.work, "rm", "--quiet", ".gitlab-ci.yml")
-	m.commit(map[string]string{"README": "no CI here\n"})
-	git(t, m.work, "checkout", "--quiet", "-b", "broken")
-	m.commit(map[string]string{".gitlab-ci.yml": "build: {script: [make], stage: nowhere}\n"})
-	git(t, m.work, "checkout", "--quiet", "-b", "filtered")
-	m.commit(map[string]string{".gitlab-ci.yml": "workflow: {rules: [{if: $CI_PIPELINE_SOURCE == \"push\"}]}\nbuild: {script: make}\n"})
-	git(t, m.work, "push", "--quiet", m.bare, "main", "nofile", "broken", "filtered")
-	git(t, m.work, "tag", "main") // a tag named as the branch
-	git(t, m.work, "push", "--quiet", m.bare, "refs/tags/main")
+	m.Commit(map[string]string{".gitlab-ci.yml": "build: {script: make}\n"})
+	git(t, m.Work, "checkout", "--quiet", "-b", "nofile")
+	git(t, m.Work, "rm", "--quiet", ".gitlab-ci.yml")
+	m.Commit(map[string]string{"README": "no CI here\n"})
+	git(t, m.Work, "checkout", "--quiet", "-b", "broken")
+	m.Commit(map[string]string{".gitlab-ci.yml": "build: {script: [make], stage: nowhere}\n"})
+	git(t, m.Work, "checkout", "--quiet", "-b", "filtered")
+	m.Commit(map[string]string{".gitlab-ci.yml": "workflow: {rules: [{if: $CI_PIPELINE_SOURCE == \"push\"}]}\nbuild: {script: make}\n"})
+	git(t, m.Work, "push", "--quiet", m.Bare, "main", "nofile", "broken", "filtered")
+	git(t, m.Work, "tag", "main") // a tag named as the branch
+	git(t, m.Work, "push", "--quiet", m.Bare, "refs/tags/main")
 
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	project := func(repo string) int64 {
@@ -161,8 +161,8 @@ func TestPipelineFromRefRefused(t *testing.T) {
 		inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": fmt.Sprintf("p%d", len(repo)), "repo_url": repo}, &p)
 		return p.ID
 	}
-	app := project("file://" + m.bare)
-	gone := project("file://" + m.bare + "-gone")
+	app := project("file://" + m.Bare)
+	gone := project("file://" + m.Bare + "-gone")
 	bare := project("")
 	count := func() int { return jobapitest.QueryInt(t, inst.Pool, "SELECT count(*) FROM pipelines") }
 	before := count()
@@ -211,11 +211,11 @@ func TestPipelineFromRefRefused(t *testing.T) {
 func TestPipelineFromRefCIConfigPath(t *testing.T) {
 	t.Parallel()
 	m := newMonorepo(t)
-	sha := m.commit(map[string]string{"ci/pipeline.yml": "custom: {script: make}\n", ".gitlab-ci.yml": "default_file: {script: make}\n"})
+	sha := m.Commit(map[string]string{"ci/pipeline.yml": "custom: {script: make}\n", ".gitlab-ci.yml": "default_file: {script: make}\n"})
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	var project api.Project
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects",
-		map[string]any{"name": "app", "repo_url": "file://" + m.bare, "ci_config_path": "ci/pipeline.yml"}, &project)
+		map[string]any{"name": "app", "repo_url": "file://" + m.Bare, "ci_config_path": "ci/pipeline.yml"}, &project)
 	if project.CIConfigPath != "ci/pipeline.yml" {
 		t.Errorf("created project's ci_config_path %q", project.CIConfigPath)
 	}
@@ -254,7 +254,7 @@ func TestPythonGitlabPipelines(t *testing.T) {
 	t.Parallel()
 	python := jobapitest.PythonGitlab(t)
 	m := newMonorepo(t)
-	head := m.commit(map[string]string{".gitlab-ci.yml": `
+	head := m.Commit(map[string]string{".gitlab-ci.yml": `
 stages: [build, deploy]
 build:
   stage: build
@@ -265,11 +265,11 @@ deploy:
   rules:
     - if: $DEPLOY == "yes"
 `})
-	git(t, m.work, "tag", "v1.0")
-	git(t, m.work, "push", "--quiet", m.bare, "v1.0")
+	git(t, m.Work, "tag", "v1.0")
+	git(t, m.Work, "push", "--quiet", m.Bare, "v1.0")
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	var project api.Project
-	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "app", "repo_url": "file://" + m.bare}, &project)
+	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "app", "repo_url": "file://" + m.Bare}, &project)
 	out, err := exec.Command(python, "testdata/pipelines.py", inst.URL, jobapitest.AdminToken, fmt.Sprint(project.ID), head).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "ok") {
 		t.Fatalf("python-gitlab: %v\n%s", err, out)

@@ -24,7 +24,7 @@ func includeRepo(t *testing.T) (bare, sha string) {
 		"ci/checks/vet.yml":    "vet:\n  stage: test\n  script: go vet ./...\n",
 		"ci/checks/format.yml": "format:\n  stage: test\n  script: gofmt -l .\n",
 	}
-	return m.bare, m.commit(files)
+	return m.Bare, m.Commit(files)
 }
 
 // TestIncludeLocal: include: local is read from the project's repository at the

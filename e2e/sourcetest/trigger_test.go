@@ -34,7 +34,7 @@ api-test:
 			"\ndeeper:\n  trigger:\n    include: nested/grandchild.yml\n",
 		"broken.yml": "job:\n  script: [[[\n",
 	}
-	return m.bare, m.commit(files)
+	return m.Bare, m.Commit(files)
 }
 
 const parentCI = `

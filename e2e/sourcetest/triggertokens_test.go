@@ -34,8 +34,8 @@ scheduled-only:
 func repoProject(t *testing.T, inst *jobapitest.Instance, name, ci string) (project api.Project, sha string) {
 	t.Helper()
 	m := newMonorepo(t)
-	sha = m.commit(map[string]string{".gitlab-ci.yml": ci})
-	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": name, "repo_url": "file://" + m.bare}, &project)
+	sha = m.Commit(map[string]string{".gitlab-ci.yml": ci})
+	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": name, "repo_url": "file://" + m.Bare}, &project)
 	return project, sha
 }
 
@@ -58,10 +58,10 @@ func TestTriggerTokens(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	m := newMonorepo(t)
-	sha := m.commit(map[string]string{".gitlab-ci.yml": sourceCI})
-	git(t, m.work, "push", "--quiet", m.bare, "HEAD:refs/heads/feature/x")
+	sha := m.Commit(map[string]string{".gitlab-ci.yml": sourceCI})
+	git(t, m.Work, "push", "--quiet", m.Bare, "HEAD:refs/heads/feature/x")
 	var project api.Project
-	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "app", "repo_url": "file://" + m.bare}, &project)
+	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "app", "repo_url": "file://" + m.Bare}, &project)
 	other, _ := repoProject(t, inst, "other", sourceCI)
 	triggers := fmt.Sprintf("/api/v4/projects/%d/triggers", project.ID)
 

@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -38,32 +35,9 @@ deploy:
 // the commit.
 func gitRepo(t *testing.T, files map[string]string) (bare, sha string) {
 	t.Helper()
-	git := func(dir string, args ...string) string {
-		t.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-			"GIT_AUTHOR_NAME=jobapi", "GIT_AUTHOR_EMAIL=jobapi@example.com",
-			"GIT_COMMITTER_NAME=jobapi", "GIT_COMMITTER_EMAIL=jobapi@example.com", "GIT_TERMINAL_PROMPT=0")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	root := t.TempDir()
-	bare, work := filepath.Join(root, "app.git"), filepath.Join(root, "work")
-	git(root, "init", "--quiet", "--bare", "--initial-branch=main", bare)
-	git(root, "init", "--quiet", "--initial-branch=main", work)
-	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(work, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	git(work, "add", "-A")
-	git(work, "commit", "--quiet", "-m", "ci")
-	git(work, "push", "--quiet", bare, "HEAD")
-	return bare, git(work, "rev-parse", "HEAD")
+	repo := jobapitest.NewGitRepo(t)
+	sha = repo.Commit(files)
+	return repo.Bare, sha
 }
 
 // TestBrowserRunPipelineFromProject: a project page's "Run a pipeline" form takes a ref
