@@ -63,6 +63,8 @@ var layerRules = []layerRule{
 		why: "pipelines from the repository: the ref resolved and the file read with cisource, compiled with ciconfig, stored through builds; no transport, every caller (API, triggers, schedules, pushes) brings its own"},
 	{pkgs: "./idtoken", allowed: []string{"github.com/go-jose/go-jose/v4/..."},
 		why: "the ID token signer and its JWKS are go-jose's, with the standard library's crypto; keys reach it as values, not from storage"},
+	{pkgs: "./oidclogin", allowed: []string{"github.com/coreos/go-oidc/v3/...", "golang.org/x/oauth2/..."},
+		why: "the single sign-in's relying party knows the provider through go-oidc and x/oauth2 only; users and sessions are its callers' business"},
 	{pkgs: "./ciconfig/expr", allowed: []string{},
 		why: "the rules:if expression language uses only the standard library"},
 	{pkgs: "./...", forbidden: []string{"./cmd/..."},
