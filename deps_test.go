@@ -46,6 +46,8 @@ var layerRules = []layerRule{
 		why: "pipeline schedules are a concern on the core with a kept cron parser and the shared jittered loop; builds never imports them"},
 	{pkgs: "./builds/access", allowed: []string{"./builds", "./builds/projects"}, forbidden: []string{"net/http"},
 		why: "who may do what is a concern on the core: builds' actors and refs, projects' protected refs, its members' store as an interface; no transport, and builds never imports it"},
+	{pkgs: "./builds/hooks", allowed: []string{"./builds", "./periodic"},
+		why: "webhooks and their outbox are a concern on the core: builds' types and calls, the shared jittered loop and the standard library's HTTP client; builds never imports them"},
 	{pkgs: "./builds/redisstore", allowed: []string{"./builds", "github.com/redis/go-redis/v9/..."},
 		why: "the Redis adapter serves builds' interfaces with go-redis, nothing else"},
 	{pkgs: "./objectstore", allowed: []string{"./builds", "github.com/minio/minio-go/v7/..."},

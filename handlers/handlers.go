@@ -17,6 +17,7 @@ import (
 
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/artifacts"
+	"github.com/jobapi/jobapi/builds/hooks"
 	"github.com/jobapi/jobapi/builds/joblogs"
 	"github.com/jobapi/jobapi/builds/projects"
 	"github.com/jobapi/jobapi/builds/pushes"
@@ -77,6 +78,8 @@ type Deps struct {
 	// Triggers and Schedules start pipelines from the repository (trigger tokens, schedules).
 	Triggers  *triggers.Service
 	Schedules *schedules.Service
+	// Hooks keeps project webhooks and reads their delivery log (nil: those routes answer 501).
+	Hooks *hooks.Service
 }
 
 // Handler carries the dependencies of every route.
@@ -104,6 +107,7 @@ type Handler struct {
 	idTokens         func(context.Context) (IDTokenSigner, error)
 	triggers         *triggers.Service
 	schedules        *schedules.Service
+	hooks            *hooks.Service
 }
 
 // Trace update intervals sent to runners (GitLab's UPDATE_FREQUENCY_DEFAULT and while watched).
@@ -134,6 +138,7 @@ func New(d Deps) http.Handler {
 		pushes:        d.Pushes,
 		triggers:      d.Triggers,
 		schedules:     d.Schedules,
+		hooks:         d.Hooks,
 	}
 	if h.uploadTimeout <= 0 {
 		h.uploadTimeout = time.Hour

@@ -76,6 +76,15 @@ type Config struct {
 	ArtifactsExpireIn artifacts.ExpireIn
 	// ArtifactUploadTimeout bounds one artifact upload.
 	ArtifactUploadTimeout time.Duration
+	// HooksAllowLocalNetwork lets webhooks and forge statuses reach loopback and private
+	// addresses (GitLab's "allow requests to the local network").
+	HooksAllowLocalNetwork bool
+	// HooksTimeout bounds one webhook or forge status request.
+	HooksTimeout time.Duration
+	// HooksMaxAttempts is how often a delivery is tried before it is given up.
+	HooksMaxAttempts int
+	// HooksRetryBackoff is the wait after a delivery's first failure; it doubles after each.
+	HooksRetryBackoff time.Duration
 }
 
 // Setting describes one environment variable: the configuration table in docs/configuration.md is
@@ -278,6 +287,27 @@ var Settings = []Setting{
 		}},
 	{"JOBAPI_ARTIFACT_UPLOAD_TIMEOUT", "1h", "longest an artifact upload may take; an upload that never finished is removed from the object store after it",
 		duration(func(c *Config) *time.Duration { return &c.ArtifactUploadTimeout })},
+	{"JOBAPI_HOOKS_ALLOW_LOCAL_NETWORK", "false", "let project webhooks and forge commit statuses reach loopback, private and link-local addresses (GitLab's \"allow requests to the local network\"); off, such URLs are refused and every connection is checked after DNS",
+		func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("want true or false, got %q", v)
+			}
+			c.HooksAllowLocalNetwork = b
+			return nil
+		}},
+	{"JOBAPI_HOOKS_TIMEOUT", "10s", "longest one webhook or forge commit status request may take (GitLab's webhook timeout)",
+		duration(func(c *Config) *time.Duration { return &c.HooksTimeout })},
+	{"JOBAPI_HOOKS_MAX_ATTEMPTS", "8", "tries of one webhook or commit status delivery before it is given up (1 to 100)", func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			return fmt.Errorf("want an integer from 1 to 100, got %q", v)
+		}
+		c.HooksMaxAttempts = n
+		return nil
+	}},
+	{"JOBAPI_HOOKS_RETRY_BACKOFF", "10s", "wait after a delivery's first failure (transport error or non-2xx answer); it doubles after each further one, up to an hour",
+		duration(func(c *Config) *time.Duration { return &c.HooksRetryBackoff })},
 	{"JOBAPI_LOG_LEVEL", "info", "debug, info, warn or error", func(c *Config, v string) error {
 		switch v {
 		case "debug", "info", "warn", "error":
@@ -313,6 +343,12 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.ArtifactUploadTimeout < time.Second {
 		return Config{}, fmt.Errorf("JOBAPI_ARTIFACT_UPLOAD_TIMEOUT: must be at least 1s")
+	}
+	if c.HooksTimeout < 100*time.Millisecond || c.HooksTimeout > 5*time.Minute {
+		return Config{}, fmt.Errorf("JOBAPI_HOOKS_TIMEOUT: must be from 100ms to 5m")
+	}
+	if c.HooksRetryBackoff < 10*time.Millisecond {
+		return Config{}, fmt.Errorf("JOBAPI_HOOKS_RETRY_BACKOFF: must be at least 10ms")
 	}
 	c.ObjectStoreCredentials = objectstore.Credentials{AccessKeyID: getenv(ObjectStoreCredentialEnv[0]),
 		SecretAccessKey: getenv(ObjectStoreCredentialEnv[1]), SessionToken: getenv(ObjectStoreCredentialEnv[2])}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/artifacts"
+	"github.com/jobapi/jobapi/builds/hooks"
 	"github.com/jobapi/jobapi/builds/joblogs"
 	"github.com/jobapi/jobapi/builds/pgstore"
 	"github.com/jobapi/jobapi/builds/projects"
@@ -381,6 +382,8 @@ type domain struct {
 	pushes *pushes.Service
 	// starts are trigger tokens and pipeline schedules, with the schedules' worker.
 	starts startsFromRepository
+	// hooks keeps project webhooks and their delivery log.
+	hooks *hooks.Service
 }
 
 // ServiceDeps is the Postgres half of a replica's builds.Deps: store in every role Postgres
@@ -407,6 +410,7 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 		Config: artifacts.Config{MaxSize: cfg.MaxArtifactSize, ExpireIn: cfg.ArtifactsExpireIn, UploadTimeout: cfg.ArtifactUploadTimeout}})
 	d.logs = joblogs.New(joblogs.Deps{Builds: d.svc, Store: d.store, Objects: be.objects, Log: log})
 	d.prj = projects.New(projects.Deps{Builds: d.svc, Store: d.store})
+	d.hooks = hooks.NewService(d.store, d.store, cfg.HooksAllowLocalNetwork, opts.Now)
 	policy := deps.Config.Policy
 	d.sweeper = &retry.Sweeper{Store: d.store, Leases: d.rs, Queue: d.rs, Policy: policy,
 		Interval: cfg.SweepInterval, MaxWait: cfg.MaxProvisioningWait, Now: opts.Now, Log: log, OnSweep: m.sweep,
@@ -479,7 +483,7 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 	h := handlers.New(handlers.Deps{UI: ui, Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, Includes: sources, AdminToken: cfg.AdminToken, AdminGuard: guard, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
 		Flags: fl.admin, Health: health{store: d.store, redis: d.rs}, Pushes: d.pushes,
 		Registry: reg, TraceWatch: d.rs, Limiter: limiter{rl}, ExternalURL: cfg.ExternalURL,
-		ArtifactUploadTimeout: cfg.ArtifactUploadTimeout, Triggers: d.starts.triggers, Schedules: d.starts.schedules,
+		ArtifactUploadTimeout: cfg.ArtifactUploadTimeout, Triggers: d.starts.triggers, Schedules: d.starts.schedules, Hooks: d.hooks,
 		IDTokens: func(ctx context.Context) (handlers.IDTokenSigner, error) {
 			s, err := idTokens.Signer(ctx)
 			if err != nil {

@@ -535,6 +535,9 @@ func TestScenario(t *testing.T) {
 	// ---- trigger tokens and pipeline schedules: pipelines from the repository
 	triggerScheduleScenario(t, c)
 
+	// ---- project webhooks: the hooks API and a hook's delivery log
+	hooksScenario(t, c, proj.ID)
+
 	// ---- the operator audit log: every change above, newest first
 	var audit []api.AuditEvent
 	c.decode(&audit, http.StatusOK, "GET", "/api/v4/admin/events?per_page=100", nil, admin)
