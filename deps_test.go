@@ -42,6 +42,8 @@ var layerRules = []layerRule{
 		why: "the wire types use only the standard library"},
 	{pkgs: "./builds/triggers", allowed: []string{"./builds"},
 		why: "trigger tokens are a concern on the core: they use builds' types and tokens, and builds never imports them"},
+	{pkgs: "./builds/users", allowed: []string{"./builds"}, forbidden: []string{"net/http"},
+		why: "users and their tokens are a concern on the core: builds' types, tokens and audit log, their store as an interface, no transport; builds never imports them"},
 	{pkgs: "./builds/schedules", allowed: []string{"./builds", "./periodic", "github.com/robfig/cron/v3"},
 		why: "pipeline schedules are a concern on the core with a kept cron parser and the shared jittered loop; builds never imports them"},
 	{pkgs: "./builds/access", allowed: []string{"./builds", "./builds/projects"}, forbidden: []string{"net/http"},

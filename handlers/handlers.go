@@ -23,6 +23,7 @@ import (
 	"github.com/jobapi/jobapi/builds/pushes"
 	"github.com/jobapi/jobapi/builds/schedules"
 	"github.com/jobapi/jobapi/builds/triggers"
+	"github.com/jobapi/jobapi/builds/users"
 	"github.com/jobapi/jobapi/cisource"
 )
 
@@ -80,6 +81,9 @@ type Deps struct {
 	Schedules *schedules.Service
 	// Hooks keeps project webhooks and reads their delivery log (nil: those routes answer 501).
 	Hooks *hooks.Service
+	// Users keeps users and their personal access tokens (nil: only the admin token
+	// authenticates, and the users routes answer 501).
+	Users *users.Service
 }
 
 // Handler carries the dependencies of every route.
@@ -108,6 +112,7 @@ type Handler struct {
 	triggers         *triggers.Service
 	schedules        *schedules.Service
 	hooks            *hooks.Service
+	users            *users.Service
 }
 
 // Trace update intervals sent to runners (GitLab's UPDATE_FREQUENCY_DEFAULT and while watched).
@@ -139,6 +144,7 @@ func New(d Deps) http.Handler {
 		triggers:      d.Triggers,
 		schedules:     d.Schedules,
 		hooks:         d.Hooks,
+		users:         d.Users,
 	}
 	if h.uploadTimeout <= 0 {
 		h.uploadTimeout = time.Hour

@@ -140,39 +140,13 @@ func (h *Handler) observe(next http.Handler) http.Handler {
 	})
 }
 
-// requireAdmin checks PRIVATE-TOKEN against the admin token in constant time, through the
-// guard that throttles guessing: a client past its budget of wrong tokens gets 429 with
-// Retry-After, whatever token it sends, until the window ends.
-func (h *Handler) requireAdmin(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("PRIVATE-TOKEN") == "" {
-			writeError(w, http.StatusUnauthorized, "401 Unauthorized - send the admin token in the PRIVATE-TOKEN header")
-			return
-		}
-		switch check, retry := h.checkAdmin(r); check {
-		case builds.AdminOK:
-			next.ServeHTTP(w, r)
-		case builds.AdminThrottled:
-			h.metrics.rateLimit.WithLabelValues("admin_token_failure", "limited").Inc()
-			w.Header().Set("Retry-After", strconv.Itoa(max(int(retry.Seconds()+0.999), 1)))
-			writeError(w, http.StatusTooManyRequests, "429 Too Many Requests - too many wrong admin tokens from this address; retry later")
-		default:
-			writeError(w, http.StatusForbidden, "403 Forbidden - wrong admin token")
-		}
-	})
-}
-
-// checkAdmin presents the request's PRIVATE-TOKEN to the admin guard.
-func (h *Handler) checkAdmin(r *http.Request) (builds.AdminCheck, time.Duration) {
-	return h.admin.Check(r.Context(), clientAddr(r), r.Header.Get("PRIVATE-TOKEN"))
-}
-
 // isAdmin reports whether the request carries the admin token (a guess counts as a failure).
 func (h *Handler) isAdmin(r *http.Request) bool {
-	if r.Header.Get("PRIVATE-TOKEN") == "" {
+	token := credential(r)
+	if token == "" {
 		return false
 	}
-	check, _ := h.checkAdmin(r)
+	check, _ := h.admin.Check(r.Context(), clientAddr(r), token)
 	return check == builds.AdminOK
 }
 

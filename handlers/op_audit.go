@@ -1,5 +1,5 @@
-// Operator API, the audit history: the handler here takes the admin token (PRIVATE-TOKEN,
-// checked by requireAdmin in routes.go); actor names the operator in every event it records.
+// Operator API, the audit history: administrators only (requireAdmin in routes.go); actor
+// names the caller in every event the operator API records.
 
 package handlers
 
@@ -7,12 +7,15 @@ import (
 	"net/http"
 
 	"github.com/jobapi/jobapi/api"
+	"github.com/jobapi/jobapi/builds"
 )
 
-// actor names who did an operator action in the event history. There is one admin token,
-// so the actor is "admin" plus the request id that links the event to the access log.
+// actor names who did an operator action in the event history: the caller authenticate
+// resolved ("alice (token #7)", "admin (request 01J…)" for the admin token, with the
+// request id that links the event to the access log).
 func actor(r *http.Request) string {
-	return "admin (request " + RequestID(r.Context()) + ")"
+	a, _ := builds.ActorFrom(r.Context())
+	return a.String()
 }
 
 func (h *Handler) listAuditEvents(w http.ResponseWriter, r *http.Request) error {

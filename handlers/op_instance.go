@@ -8,17 +8,11 @@ import (
 	"github.com/jobapi/jobapi/api"
 )
 
-// adminUser is GitLab's user for the holder of the admin token, jobapi's one user until it
-// has users of its own.
+// adminUser is GitLab's user for the holder of the admin token, the bootstrap credential
+// (no row in users: GitLab's user 1, the administrator).
 func adminUser(base string) api.User {
 	return api.User{ID: 1, Username: "admin", Name: "Administrator", State: "active",
 		WebURL: base + "/admin", IsAdmin: true}
-}
-
-// getUser is GitLab's GET /user: who the token belongs to (python-gitlab's gl.auth()).
-func (h *Handler) getUser(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, adminUser(h.externalBase(r)))
-	return nil
 }
 
 // getVersion is GitLab's GET /version, with jobapi's own version and the commit it was

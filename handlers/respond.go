@@ -15,6 +15,7 @@ import (
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/artifacts"
+	"github.com/jobapi/jobapi/builds/users"
 )
 
 // httpError is an error with the status and client message already decided.
@@ -53,6 +54,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		managers *builds.ManagerLimitError
 		tooLarge *artifacts.TooLargeError
 		damaged  *artifacts.ArchiveError
+		taken    *users.TakenError
 	)
 	if msg, ok := ciConfigError(err); ok {
 		writeError(w, http.StatusBadRequest, msg)
@@ -89,6 +91,8 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		// gitlab-runner rewinds its trace on a 412 and PATCHes it again (the 416s take it to
 		// where the server's log ends), then resends the final update.
 		writeError(w, http.StatusPreconditionFailed, "412 Precondition Failed - "+partial.Error())
+	case errors.As(err, &taken):
+		writeError(w, http.StatusConflict, taken.Error())
 	case errors.As(err, &verr):
 		writeError(w, http.StatusBadRequest, verr.Msg)
 	case errors.As(err, &tooBig):

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jobapi/jobapi/builds/projects"
 	"github.com/jobapi/jobapi/builds/pushes"
+	"github.com/jobapi/jobapi/builds/users"
 )
 
 // Body limits per route family. A trace PATCH carries at most 1 MiB from gitlab-runner.
@@ -60,7 +61,9 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 		r.With(bodyDeadline(h.uploadTimeout)).Post("/jobs/{job_id}/artifacts", h.wrap(h.uploadArtifact))
 		r.Get("/jobs/{job_id}/artifacts", h.wrap(h.downloadArtifact))
 
-		// Operator API (op_*.go): the admin token in PRIVATE-TOKEN.
+		// Operator API (op_*.go): a personal access token or the admin token, in PRIVATE-TOKEN
+		// or Authorization: Bearer (authenticate.go). Instance-wide routes are administrators';
+		// runners also take the runner scopes.
 		r.Group(func(r chi.Router) {
 			r.Use(h.requireAdmin, limitBody(limitSmall))
 			r.Post("/user/runners", h.wrap(h.createRunner))
@@ -69,7 +72,38 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 			r.Put("/runners/{runner_id}", h.wrap(h.updateRunner))
 			r.Delete("/runners/{runner_id}", h.wrap(h.deleteRunner))
 			r.Post("/runners/{runner_id}/reset_authentication_token", h.wrap(h.resetRunnerTokenByID))
-
+			r.Get("/runners/all", h.wrap(h.listAllRunners))
+			r.Get("/admin/jobs", h.wrap(h.listJobs))
+			r.Get("/admin/events", h.wrap(h.listAuditEvents))
+			r.Get("/features", h.wrap(h.listFeatures))
+			r.Post("/features/{name}", h.wrap(h.setFeature))
+			r.Delete("/features/{name}", h.wrap(h.deleteFeature))
+			r.Post("/users", h.wrap(h.needUsers(h.createUser)))
+			r.Get("/users", h.wrap(h.needUsers(h.listUsers)))
+			r.Get("/users/{user_id}", h.wrap(h.needUsers(h.getUserByID)))
+			r.Put("/users/{user_id}", h.wrap(h.needUsers(h.updateUser)))
+			r.Delete("/users/{user_id}", h.wrap(h.needUsers(h.deleteUser)))
+			r.Post("/users/{user_id}/block", h.wrap(h.needUsers(h.setUserState(users.StateBlocked))))
+			r.Post("/users/{user_id}/unblock", h.wrap(h.needUsers(h.setUserState(users.StateActive))))
+			r.Post("/users/{user_id}/personal_access_tokens", h.wrap(h.needUsers(h.createUserToken)))
+		})
+		// The caller's own: anyone authenticated.
+		r.Group(func(r chi.Router) {
+			r.Use(h.authenticate, limitBody(limitSmall))
+			r.Get("/user", h.wrap(h.getUser))
+			r.Get("/version", h.wrap(h.getVersion))
+			r.Post("/user/personal_access_tokens", h.wrap(h.needUsers(h.createOwnToken)))
+			r.Get("/personal_access_tokens", h.wrap(h.needUsers(h.listTokens)))
+			r.Get("/personal_access_tokens/self", h.wrap(h.needUsers(h.getToken(true))))
+			r.Delete("/personal_access_tokens/self", h.wrap(h.needUsers(h.revokeToken(true))))
+			r.Post("/personal_access_tokens/self/rotate", h.wrap(h.needUsers(h.rotateToken(true))))
+			r.Get("/personal_access_tokens/{token_id}", h.wrap(h.needUsers(h.getToken(false))))
+			r.Delete("/personal_access_tokens/{token_id}", h.wrap(h.needUsers(h.revokeToken(false))))
+			r.Post("/personal_access_tokens/{token_id}/rotate", h.wrap(h.needUsers(h.rotateToken(false))))
+		})
+		// A project's routes: projectAccess decides who may act on the project.
+		r.Group(func(r chi.Router) {
+			r.Use(h.projectAccess, limitBody(limitSmall))
 			r.Post("/projects", h.wrap(h.createProject))
 			r.Get("/projects", h.wrap(h.listProjects))
 			r.Get("/projects/{project_id}", h.wrap(h.getProject))
@@ -80,7 +114,6 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 			r.Get("/projects/{project_id}/variables/{key}", h.wrap(h.getVariable))
 			r.Put("/projects/{project_id}/variables/{key}", h.wrap(h.updateVariable))
 			r.Delete("/projects/{project_id}/variables/{key}", h.wrap(h.deleteVariable))
-
 			r.Get("/projects/{project_id}/protected_branches", h.wrap(h.listProtectedRefs(projects.RefBranch)))
 			r.Post("/projects/{project_id}/protected_branches", h.wrap(h.createProtectedRef(projects.RefBranch)))
 			r.Get("/projects/{project_id}/protected_branches/{name}", h.wrap(h.getProtectedRef(projects.RefBranch)))
@@ -89,7 +122,6 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 			r.Post("/projects/{project_id}/protected_tags", h.wrap(h.createProtectedRef(projects.RefTag)))
 			r.Get("/projects/{project_id}/protected_tags/{name}", h.wrap(h.getProtectedRef(projects.RefTag)))
 			r.Delete("/projects/{project_id}/protected_tags/{name}", h.wrap(h.deleteProtectedRef(projects.RefTag)))
-
 			r.Get("/projects/{project_id}/pipelines", h.wrap(h.listPipelines))
 			r.Get("/projects/{project_id}/pipelines/latest", h.wrap(h.latestPipeline))
 			r.Get("/projects/{project_id}/pipelines/{pipeline_id}", h.wrap(h.getPipeline))
@@ -118,17 +150,9 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 			r.Get("/projects/{project_id}/resource_groups/{key}", h.wrap(h.getResourceGroup))
 			r.Put("/projects/{project_id}/resource_groups/{key}", h.wrap(h.updateResourceGroup))
 			r.Get("/projects/{project_id}/resource_groups/{key}/upcoming_jobs", h.wrap(h.upcomingJobs))
-			r.Get("/admin/jobs", h.wrap(h.listJobs))
-			r.Get("/admin/events", h.wrap(h.listAuditEvents))
-
 			r.Get("/projects/{project_id}/push_settings", h.wrap(h.needPushes(h.getPushSettings)))
 			r.Put("/projects/{project_id}/push_settings", h.wrap(h.needPushes(h.updatePushSettings)))
 			r.Post("/projects/{project_id}/push_settings/poll", h.wrap(h.needPushes(h.pollProject)))
-
-			r.Get("/features", h.wrap(h.listFeatures))
-			r.Post("/features/{name}", h.wrap(h.setFeature))
-			r.Delete("/features/{name}", h.wrap(h.deleteFeature))
-
 			// GitLab's lists and reads that team scripts call (python-gitlab and the like).
 			r.Get("/projects/{project_id}/jobs", h.wrap(h.listProjectJobs))
 			r.Head("/projects/{project_id}/jobs/{job_id}/trace", h.wrap(h.getTrace))
@@ -136,10 +160,6 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 			r.Get("/projects/{project_id}/jobs/artifacts/{ref_name}/raw/*", h.wrap(h.getRefArtifactFile))
 			r.Get("/projects/{project_id}/repository/commits/{sha}/statuses", h.wrap(h.listCommitStatuses))
 			r.Get("/projects/{project_id}/runners", h.wrap(h.listProjectRunners))
-			r.Get("/runners/all", h.wrap(h.listAllRunners))
-			r.Get("/user", h.wrap(h.getUser))
-			r.Get("/version", h.wrap(h.getVersion))
-
 			h.triggerRoutes(r)
 			h.scheduleRoutes(r)
 			h.hookRoutes(r)
@@ -148,8 +168,8 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 		r.With(limitBody(pushes.MaxPayload), bodyDeadline(pipelineBodyTimeout)).Post("/projects/{project_id}/hooks/inbound/{forge}",
 			h.wrap(h.needPushes(h.receiveWebhook)))
 		h.triggerPipelineRoutes(r)
-		r.With(h.requireAdmin, limitBody(limitPipeline), bodyDeadline(pipelineBodyTimeout)).Post("/projects/{project_id}/pipeline", h.wrap(h.createPipeline))
-		r.With(h.requireAdmin, limitBody(limitPipeline), bodyDeadline(pipelineBodyTimeout)).Post("/projects/{project_id}/ci/lint", h.wrap(h.lint))
+		r.With(h.projectAccess, limitBody(limitPipeline), bodyDeadline(pipelineBodyTimeout)).Post("/projects/{project_id}/pipeline", h.wrap(h.createPipeline))
+		r.With(h.projectAccess, limitBody(limitPipeline), bodyDeadline(pipelineBodyTimeout)).Post("/projects/{project_id}/ci/lint", h.wrap(h.lint))
 	})
 	notFound := h.wrap(func(w http.ResponseWriter, r *http.Request) error {
 		return &httpError{code: http.StatusNotFound, msg: "404 Not Found"}

@@ -48,7 +48,10 @@ type Config struct {
 	// RateLimitAdminTokenFailures: wrong admin tokens (PRIVATE-TOKEN, web sign-in) per
 	// client address; the global backstop is builds.DefaultAdminFailuresGlobal.
 	RateLimitAdminTokenFailures int
-	RateLimitRunnerVerify       int
+	// RateLimitTokenFailuresPerUser: refused personal access tokens of one user (revoked,
+	// expired, the user blocked) per minute, from anywhere.
+	RateLimitTokenFailuresPerUser int
+	RateLimitRunnerVerify         int
 	// StaleManagerAfter removes runner managers not seen for this long (0: never).
 	StaleManagerAfter time.Duration
 	// RunnerRegistrationToken lets gitlab-runner register with POST /runners ("": off).
@@ -212,8 +215,10 @@ var Settings = []Setting{
 		perMinute(func(c *Config) *int { return &c.RateLimitJobUpdates })},
 	{"JOBAPI_RATE_LIMIT_JOB_TOKEN_FAILURES", "100", "PUT /jobs/:id and trace PATCHes with a wrong job token, per client address per minute (0: off); they never spend a job's own budget",
 		perMinute(func(c *Config) *int { return &c.RateLimitJobTokenFailures })},
-	{"JOBAPI_RATE_LIMIT_ADMIN_TOKEN_FAILURES", "10", "wrong admin tokens (PRIVATE-TOKEN, web sign-in) per client address per minute (0: off; 300 a minute from all addresses together stays); past it: 429 + Retry-After, the right token too",
+	{"JOBAPI_RATE_LIMIT_ADMIN_TOKEN_FAILURES", "10", "wrong tokens, admin or personal access tokens (PRIVATE-TOKEN, Bearer, web sign-in), per client address per minute (0: off; 300 a minute from all addresses together stays); past it: 429 + Retry-After, the right token too",
 		perMinute(func(c *Config) *int { return &c.RateLimitAdminTokenFailures })},
+	{"JOBAPI_RATE_LIMIT_TOKEN_FAILURES_PER_USER", "10", "refused personal access tokens of one user (revoked, expired, user blocked) per minute from any address (0: off); past it those get 429 + Retry-After, the user's valid tokens never",
+		perMinute(func(c *Config) *int { return &c.RateLimitTokenFailuresPerUser })},
 	{"JOBAPI_RATE_LIMIT_RUNNER_VERIFY", "60", "POST /runners/verify per runner token per minute (0: off)",
 		perMinute(func(c *Config) *int { return &c.RateLimitRunnerVerify })},
 	{"JOBAPI_MAX_MANAGERS_PER_RUNNER", "1000", "system_ids one runner token may register; a new one past it gets 429 (0: no cap)",

@@ -31,6 +31,7 @@ import (
 	"github.com/jobapi/jobapi/builds/pushes"
 	"github.com/jobapi/jobapi/builds/redisstore"
 	"github.com/jobapi/jobapi/builds/schedules"
+	"github.com/jobapi/jobapi/builds/users"
 	"github.com/jobapi/jobapi/cipipeline"
 	"github.com/jobapi/jobapi/cisource"
 	"github.com/jobapi/jobapi/downstream"
@@ -463,6 +464,8 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 	// against one budget whichever door it knocks on.
 	guard := builds.NewAdminGuard(cfg.AdminToken, failureLimiter{rl})
 	guard.PerClient = cfg.RateLimitAdminTokenFailures
+	guard.PerUser = cfg.RateLimitTokenFailuresPerUser
+	people := users.New(users.Deps{Store: d.store, Builds: d.svc, Now: opts.Now})
 	// include: local fetches into a directory of this replica's own, removed once the
 	// replica stopped (Server.Wait); those of replicas killed before are removed here.
 	git, err := cisource.OpenReplicaCache(os.TempDir())
@@ -483,7 +486,7 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 	h := handlers.New(handlers.Deps{UI: ui, Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, Includes: sources, AdminToken: cfg.AdminToken, AdminGuard: guard, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
 		Flags: fl.admin, Health: health{store: d.store, redis: d.rs}, Pushes: d.pushes,
 		Registry: reg, TraceWatch: d.rs, Limiter: limiter{rl}, ExternalURL: cfg.ExternalURL,
-		ArtifactUploadTimeout: cfg.ArtifactUploadTimeout, Triggers: d.starts.triggers, Schedules: d.starts.schedules, Hooks: d.hooks,
+		ArtifactUploadTimeout: cfg.ArtifactUploadTimeout, Triggers: d.starts.triggers, Schedules: d.starts.schedules, Hooks: d.hooks, Users: people,
 		IDTokens: func(ctx context.Context) (handlers.IDTokenSigner, error) {
 			s, err := idTokens.Signer(ctx)
 			if err != nil {

@@ -15,7 +15,7 @@ import (
 func TestOperatorAuth(t *testing.T) {
 	t.Parallel()
 	// 51 wrong tokens from one address: past the per-address budget every answer would be
-	// 429 (TestAdminTokenGuessingIsThrottled checks that); this test checks each route's 401/403.
+	// 429 (TestAdminTokenGuessingIsThrottled checks that); this test checks each route's 401.
 	inst := jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) { c.RateLimitAdminTokenFailures = 0 }})
 	p := inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "j", "stage": "test", "script": "x"})
 	jobID := p.Jobs[0].ID
@@ -52,10 +52,10 @@ func TestOperatorAuth(t *testing.T) {
 		}
 		for _, tok := range []string{"wrong", jobapitest.AdminToken + "x", strings.ToUpper(jobapitest.AdminToken)} {
 			resp, b = jobapitest.Send(t, inst.URL, c.method, c.path, body, "PRIVATE-TOKEN", tok)
-			if resp.StatusCode != http.StatusForbidden {
-				t.Errorf("%s %s with a wrong PRIVATE-TOKEN: %d %s, want 403", c.method, c.path, resp.StatusCode, b)
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("%s %s with a wrong PRIVATE-TOKEN: %d %s, want 401", c.method, c.path, resp.StatusCode, b)
 			} else {
-				jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
+				jobapitest.WantJSONError(t, resp, b, http.StatusUnauthorized)
 			}
 		}
 	}

@@ -308,7 +308,7 @@ func TestProtectedRefsAPI(t *testing.T) {
 	resp, b = inst.Do(t, "GET", base+"/protected_tags/v%2A", nil)
 	jobapitest.WantJSONError(t, resp, b, http.StatusNotFound)
 	resp, b = inst.Do(t, "GET", base+"/protected_branches", nil, "PRIVATE-TOKEN", "wrong")
-	jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
+	jobapitest.WantJSONError(t, resp, b, http.StatusUnauthorized)
 }
 
 // TestProtectedRefsInJobs: what the list decides for a job, at its pipeline's creation:

@@ -80,9 +80,9 @@ func TestScenario(t *testing.T) {
 
 	// ---- operator authentication
 	c.do(http.StatusUnauthorized, "GET", "/api/v4/runners", nil, invalid)
-	c.do(http.StatusForbidden, "GET", "/api/v4/runners", nil, header("PRIVATE-TOKEN", "not-the-admin-token"))
+	c.do(http.StatusUnauthorized, "GET", "/api/v4/runners", nil, header("PRIVATE-TOKEN", "not-the-admin-token"))
 	c.do(http.StatusUnauthorized, "GET", "/api/v4/features", nil, invalid)
-	c.do(http.StatusForbidden, "POST", path("/api/v4/projects/%d/pipeline", projectID),
+	c.do(http.StatusUnauthorized, "POST", path("/api/v4/projects/%d/pipeline", projectID),
 		jsonBody(t, map[string]any{"jobs": []any{map[string]any{"name": "x", "script": "true"}}}),
 		header("PRIVATE-TOKEN", "wrong"))
 
@@ -534,6 +534,7 @@ func TestScenario(t *testing.T) {
 
 	// ---- trigger tokens and pipeline schedules: pipelines from the repository
 	triggerScheduleScenario(t, c)
+	usersScenario(t, c)
 
 	// ---- project webhooks: the hooks API and a hook's delivery log
 	hooksScenario(t, c, proj.ID)

@@ -95,12 +95,20 @@ func newValidator(t testing.TB) *validator {
 	}
 }
 
-// headerAuth accepts an apiKey header scheme when its header is present: whether the value
-// is right is the server's business (and answered with a documented 401/403).
+// headerAuth accepts an apiKey header scheme when its header is present, and an http bearer
+// scheme when Authorization carries a Bearer token: whether the value is right is the
+// server's business (and answered with a documented 401/403).
 func headerAuth(_ context.Context, in *openapi3filter.AuthenticationInput) error {
 	s := in.SecurityScheme
-	if s.Type == "apiKey" && s.In == "header" && in.RequestValidationInput.Request.Header.Get(s.Name) != "" {
+	h := in.RequestValidationInput.Request.Header
+	if s.Type == "apiKey" && s.In == "header" && h.Get(s.Name) != "" {
 		return nil
+	}
+	if s.Type == "http" && strings.EqualFold(s.Scheme, "bearer") && strings.HasPrefix(strings.ToLower(h.Get("Authorization")), "bearer ") {
+		return nil
+	}
+	if s.Type == "http" {
+		return fmt.Errorf("no Authorization: Bearer header")
 	}
 	return fmt.Errorf("no %s header", s.Name)
 }

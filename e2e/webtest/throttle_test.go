@@ -44,15 +44,15 @@ func TestAdminTokenGuessingIsThrottled(t *testing.T) {
 	// Half the budget on the API, half on the sign-in form: one budget.
 	for i := range builds.DefaultAdminFailuresPerClient {
 		if i%2 == 0 {
-			if resp, body := guesser.do("GET", "/api/v4/runners", nil, "PRIVATE-TOKEN", "guess-"+strconv.Itoa(i)); resp.StatusCode != http.StatusForbidden {
-				t.Fatalf("guess %d on the API: %d %s, want 403", i, resp.StatusCode, body)
+			if resp, body := guesser.do("GET", "/api/v4/runners", nil, "PRIVATE-TOKEN", "guess-"+strconv.Itoa(i)); resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("guess %d on the API: %d %s, want 401", i, resp.StatusCode, body)
 			}
 		} else if resp := guesser.signIn("guess-" + strconv.Itoa(i)); resp.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("guess %d on the sign-in: %d, want 401", i, resp.StatusCode)
 		}
 	}
 	resp, body := guesser.do("GET", "/api/v4/runners", nil, "PRIVATE-TOKEN", "one-guess-too-many")
-	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "too many wrong admin tokens") {
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "too many wrong tokens") {
 		t.Fatalf("a guess past the budget: %d Retry-After %q %s, want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
 	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || secs < 1 || secs > 60 {

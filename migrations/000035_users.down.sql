@@ -1,0 +1,2 @@
+DROP TABLE personal_access_tokens;
+DROP TABLE users;
