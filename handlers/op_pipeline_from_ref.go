@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/jobapi/jobapi/builds"
@@ -89,31 +88,34 @@ func bodyIsEmpty(r *http.Request) (bool, error) {
 }
 
 // queryVariables reads GitLab's variables[][key], variables[][value] and
-// variables[][variable_type] parameters in their order (a field given again starts the next
-// variable), as Rails reads an array of hashes.
+// variables[][variable_type] query parameters (variablesOf).
 func queryVariables(rawQuery string) (pipelineVariables, error) {
+	pairs, err := urlencodedPairs(rawQuery, "query parameter")
+	if err != nil {
+		return nil, err
+	}
+	return variablesOf(pairs, "query parameter")
+}
+
+// variablesOf reads GitLab's variables[][key], variables[][value] and
+// variables[][variable_type] fields in their order (a field given again starts the next
+// variable), as Rails reads an array of hashes; other fields are not its. what names the
+// fields in errors.
+func variablesOf(pairs []formPair, what string) (pipelineVariables, error) {
 	var out pipelineVariables
 	var have map[string]bool
-	for _, pair := range strings.Split(rawQuery, "&") {
-		k, v, _ := strings.Cut(pair, "=")
-		key, err := url.QueryUnescape(k)
-		if err != nil {
-			return nil, badRequest("malformed query: %s", err.Error())
-		}
+	for _, p := range pairs {
+		key, value := p.key, p.value
 		field, ok := strings.CutPrefix(key, "variables[][")
 		if !ok {
 			if strings.HasPrefix(key, "variables") {
-				return nil, badRequest("query parameter %.60q: pipeline variables are variables[][key], variables[][value] and variables[][variable_type]", key)
+				return nil, badRequest("%s %.60q: pipeline variables are variables[][key], variables[][value] and variables[][variable_type]", what, key)
 			}
 			continue
 		}
 		field = strings.TrimSuffix(field, "]")
-		value, err := url.QueryUnescape(v)
-		if err != nil {
-			return nil, badRequest("malformed query: %s", err.Error())
-		}
 		if field != "key" && field != "value" && field != "variable_type" {
-			return nil, badRequest("query parameter %.60q: a pipeline variable has key, value and variable_type", key)
+			return nil, badRequest("%s %.60q: a pipeline variable has key, value and variable_type", what, key)
 		}
 		if len(out) == 0 || have[field] {
 			out = append(out, builds.Variable{})
@@ -138,7 +140,7 @@ func queryVariables(rawQuery string) (pipelineVariables, error) {
 	}
 	for _, v := range out {
 		if v.Key == "" {
-			return nil, badRequest("a pipeline variable in the query has no variables[][key]")
+			return nil, badRequest("a pipeline variable (%s variables[][…]) has no variables[][key]", what)
 		}
 	}
 	return out, nil

@@ -51,7 +51,13 @@ func (h *Handler) createPipeline(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if isForm(r) {
-		return &httpError{code: http.StatusUnsupportedMediaType, msg: "a pipeline definition must be sent as JSON, or as .gitlab-ci.yml with Content-Type application/yaml"}
+		// GitLab's form encodings (curl --data, -F) name a ref: a pipeline from the
+		// repository. Definitions and ci_config come as JSON or application/yaml.
+		req, err := formPipelineRequest(r)
+		if err != nil {
+			return err
+		}
+		return h.createPipelineFromRef(w, r, pid, req)
 	}
 	if req, ok, err := refOnlyQuery(r); err != nil || ok {
 		if err != nil {

@@ -143,7 +143,9 @@ func readTriggerRequest(r *http.Request) (triggerRequest, error) {
 	var req triggerRequest
 	vars := map[string]string{}
 	// The query first (GitLab's webhook form puts everything there), then the body.
-	takeValues := func(form url.Values) {
+	// GitLab's trigger takes variables as a hash (variables[KEY]=value); its pipeline API's
+	// array form (variables[][key]=…) is a 400 here, as Grape refuses an array for a hash.
+	takeValues := func(form url.Values) error {
 		for key, vals := range form {
 			v := vals[len(vals)-1]
 			switch {
@@ -152,19 +154,30 @@ func readTriggerRequest(r *http.Request) (triggerRequest, error) {
 			case key == "ref":
 				req.Ref = v
 			case strings.HasPrefix(key, "variables[") && strings.HasSuffix(key, "]"):
-				vars[key[len("variables["):len(key)-1]] = v
+				name := key[len("variables[") : len(key)-1]
+				if name == "" || strings.ContainsAny(name, "[]") {
+					return badRequest("%.60q: a trigger's variables are variables[KEY]=value", key)
+				}
+				vars[name] = v
 			}
 		}
+		return nil
 	}
-	takeValues(r.URL.Query())
+	if err := takeValues(r.URL.Query()); err != nil {
+		return req, err
+	}
 	switch {
 	case isForm(r):
 		if err := parseForm(r); err != nil {
 			return req, err
 		}
-		takeValues(r.PostForm)
+		if err := takeValues(r.PostForm); err != nil {
+			return req, err
+		}
 		if r.MultipartForm != nil {
-			takeValues(r.MultipartForm.Value)
+			if err := takeValues(r.MultipartForm.Value); err != nil {
+				return req, err
+			}
 		}
 	case r.ContentLength != 0: // a JSON body (an empty one, with any Content-Type, is none)
 		var body struct {
