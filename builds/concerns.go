@@ -36,3 +36,7 @@ func (s *Service) RecordAudit(ctx context.Context, actor, action, target string,
 // Changed records a hint for live views (see changed): the log archive tells them a log
 // moved.
 func (s *Service) Changed(c Change) { s.changed(c) }
+
+// QueueChanged tells every runner to look in Postgres again: a concern queued a job (a
+// resource group assigned after its process mode changed).
+func (s *Service) QueueChanged(ctx context.Context) { s.bumpQueue(ctx) }

@@ -79,8 +79,6 @@ type Service struct {
 	audits    AuditLog
 	hub       *pipelineHub
 	projects  ProjectReader
-	// resourceGroups: nil answers their API with ErrUnavailable.
-	resourceGroups ResourceGroupStore
 	// views serve the operator web UI's listings (nil: they answer ErrUnavailable).
 	views Views
 	// lists serve GitLab's filtered job, commit status and runner lists (nil: ErrUnavailable).
@@ -124,8 +122,6 @@ type Deps struct {
 	// Projects reads what jobs and new pipelines need of projects (nil: every project is
 	// implicit).
 	Projects ProjectReader
-	// ResourceGroups keeps resource groups (nil: their API answers 503).
-	ResourceGroups ResourceGroupStore
 	// Views serve the web UI's listings (nil: they answer ErrUnavailable).
 	Views Views
 	// Listings serve GitLab's filtered lists (nil: they answer ErrUnavailable).
@@ -168,7 +164,7 @@ func NewService(d Deps) *Service {
 	}
 	s := &Service{store: d.Store, leases: d.Leases, queue: d.Queue, gate: d.TwoPhase, cfg: cfg, now: d.Now, log: d.Log,
 		observer: d.Observer, events: d.Events, audits: d.Audit, projects: d.Projects,
-		resourceGroups: d.ResourceGroups, views: d.Views, lists: d.Listings, changes: d.Changes,
+		views: d.Views, lists: d.Listings, changes: d.Changes,
 		live: d.Live, archiveRequests: make(chan int64, archiveRequestBuffer),
 		batch:   changeBatch{pending: map[Change]struct{}{}},
 		runners: newRunnerCache(cfg.RunnerCacheTTL), hub: newPipelineHub(), jobs: newJobCache(jobCacheSize),

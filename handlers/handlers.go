@@ -21,6 +21,7 @@ import (
 	"github.com/jobapi/jobapi/builds/joblogs"
 	"github.com/jobapi/jobapi/builds/projects"
 	"github.com/jobapi/jobapi/builds/pushes"
+	"github.com/jobapi/jobapi/builds/resourcegroups"
 	"github.com/jobapi/jobapi/builds/schedules"
 	"github.com/jobapi/jobapi/builds/triggers"
 	"github.com/jobapi/jobapi/builds/users"
@@ -48,8 +49,10 @@ type Deps struct {
 	// Logs reads the jobs' logs, archived or live.
 	Logs *joblogs.Service
 	// Projects keeps projects, their variables, protected refs and environments.
-	Projects   *projects.Service
-	AdminToken string
+	Projects *projects.Service
+	// ResourceGroups serves the resource groups API.
+	ResourceGroups *resourcegroups.Service
+	AdminToken     string
 	// AdminGuard checks AdminToken and throttles guessing (nil: checked without throttling).
 	AdminGuard *builds.AdminGuard
 	// RegistrationToken lets gitlab-runner register with POST /runners ("": off, 403).
@@ -88,11 +91,12 @@ type Deps struct {
 
 // Handler carries the dependencies of every route.
 type Handler struct {
-	svc   *builds.Service
-	arts  *artifacts.Service
-	logs  *joblogs.Service
-	prj   *projects.Service
-	admin *builds.AdminGuard
+	svc    *builds.Service
+	arts   *artifacts.Service
+	logs   *joblogs.Service
+	prj    *projects.Service
+	groups *resourcegroups.Service
+	admin  *builds.AdminGuard
 	// registrationHash is the registration token's hash (nil: registration is off).
 	registrationHash []byte
 	log              *slog.Logger
@@ -128,6 +132,7 @@ func New(d Deps) http.Handler {
 		arts:          d.Artifacts,
 		logs:          d.Logs,
 		prj:           d.Projects,
+		groups:        d.ResourceGroups,
 		log:           d.Logger,
 		flags:         d.Flags,
 		health:        d.Health,

@@ -10,14 +10,14 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/jobapi/jobapi/api"
-	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/resourcegroups"
 )
 
 // The resource groups API (GitLab's shapes): groups come from .gitlab-ci.yml's
 // resource_group, created by the store with the pipeline that first names them.
 
 func (h *Handler) listResourceGroups(w http.ResponseWriter, r *http.Request) error {
-	return writeProjectPage(w, r, h.svc.ResourceGroups, resourceGroupView)
+	return writeProjectPage(w, r, h.groups.ResourceGroups, resourceGroupView)
 }
 
 // groupOf reads the project id and the :key segment, which clients send URL-encoded (a
@@ -39,7 +39,7 @@ func (h *Handler) getResourceGroup(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	g, err := h.svc.ResourceGroup(r.Context(), pid, key)
+	g, err := h.groups.ResourceGroup(r.Context(), pid, key)
 	if err != nil {
 		return err
 	}
@@ -64,7 +64,7 @@ func (h *Handler) updateResourceGroup(w http.ResponseWriter, r *http.Request) er
 	if f.ProcessMode == nil {
 		return badRequest("process_mode is missing")
 	}
-	g, err := h.svc.SetProcessMode(r.Context(), pid, key, *f.ProcessMode, actor(r))
+	g, err := h.groups.SetProcessMode(r.Context(), pid, key, *f.ProcessMode, actor(r))
 	if err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func (h *Handler) upcomingJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	views, total, err := h.svc.UpcomingJobs(r.Context(), pid, key, pg)
+	views, total, err := h.groups.UpcomingJobs(r.Context(), pid, key, pg)
 	if err != nil {
 		return err
 	}
@@ -93,6 +93,6 @@ func (h *Handler) upcomingJobs(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func resourceGroupView(g builds.ResourceGroup) api.ResourceGroup {
+func resourceGroupView(g resourcegroups.ResourceGroup) api.ResourceGroup {
 	return api.ResourceGroup{ID: g.ID, Key: g.Key, ProcessMode: g.ProcessMode, CreatedAt: g.CreatedAt, UpdatedAt: g.UpdatedAt}
 }

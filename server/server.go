@@ -30,6 +30,7 @@ import (
 	"github.com/jobapi/jobapi/builds/projects"
 	"github.com/jobapi/jobapi/builds/pushes"
 	"github.com/jobapi/jobapi/builds/redisstore"
+	"github.com/jobapi/jobapi/builds/resourcegroups"
 	"github.com/jobapi/jobapi/builds/schedules"
 	"github.com/jobapi/jobapi/builds/users"
 	"github.com/jobapi/jobapi/cipipeline"
@@ -364,6 +365,7 @@ type domain struct {
 	arts    *artifacts.Service // job artifacts, over the same stores
 	logs    *joblogs.Service   // job logs' archive and reads, over the same stores
 	prj     *projects.Service  // projects and what is set on them, over the same stores
+	groups  *resourcegroups.Service
 	sweeper *retry.Sweeper
 	reaper  *reaper.Reaper
 	stuck   *reaper.StuckStages
@@ -394,7 +396,7 @@ type domain struct {
 // so that a store role or a setting added here reaches both.
 func ServiceDeps(cfg Config, store *pgstore.Store) builds.Deps {
 	return builds.Deps{Store: store, Audit: store, Projects: store,
-		ResourceGroups: store, Views: store, Listings: store,
+		Views: store, Listings: store,
 		Config: builds.Config{TraceChunkSize: cfg.TraceChunkSize, AckTTL: cfg.AckTTL, MaxProvisioningWait: cfg.MaxProvisioningWait,
 			TraceLimit: cfg.TraceLimit, LongPoll: cfg.LongPoll, Policy: builds.DefaultRetryPolicy(cfg.AutoRetryMax),
 			MaxManagersPerRunner: cfg.MaxManagersPerRunner, RunnerTokenExpiresIn: cfg.RunnerTokenExpiresIn,
@@ -411,6 +413,7 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 		Config: artifacts.Config{MaxSize: cfg.MaxArtifactSize, ExpireIn: cfg.ArtifactsExpireIn, UploadTimeout: cfg.ArtifactUploadTimeout}})
 	d.logs = joblogs.New(joblogs.Deps{Builds: d.svc, Store: d.store, Objects: be.objects, Log: log})
 	d.prj = projects.New(projects.Deps{Builds: d.svc, Store: d.store})
+	d.groups = resourcegroups.New(resourcegroups.Deps{Builds: d.svc, Store: d.store})
 	d.hooks = hooks.NewService(d.store, d.store, cfg.HooksAllowLocalNetwork, opts.Now)
 	policy := deps.Config.Policy
 	d.sweeper = &retry.Sweeper{Store: d.store, Leases: d.rs, Queue: d.rs, Policy: policy,
@@ -483,7 +486,7 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 	d.starts = newStartsFromRepository(pipelines, cfg, opts, d, log)
 	d.bridges = &downstream.Bridges{Service: d.svc, Artifacts: d.arts, Sources: sources, ServerURL: cfg.ExternalURL,
 		Namespace: handlers.ProjectNamespace, Interval: cfg.SweepInterval, Log: log, Now: opts.Now}
-	h := handlers.New(handlers.Deps{UI: ui, Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, Includes: sources, AdminToken: cfg.AdminToken, AdminGuard: guard, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
+	h := handlers.New(handlers.Deps{UI: ui, Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, ResourceGroups: d.groups, Includes: sources, AdminToken: cfg.AdminToken, AdminGuard: guard, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
 		Flags: fl.admin, Health: health{store: d.store, redis: d.rs}, Pushes: d.pushes,
 		Registry: reg, TraceWatch: d.rs, Limiter: limiter{rl}, ExternalURL: cfg.ExternalURL,
 		ArtifactUploadTimeout: cfg.ArtifactUploadTimeout, Triggers: d.starts.triggers, Schedules: d.starts.schedules, Hooks: d.hooks, Users: people,

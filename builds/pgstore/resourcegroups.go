@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/resourcegroups"
 )
 
 // Resource groups (migration 000021). A build of a group holds it from pending until it
@@ -187,8 +188,8 @@ func ensureResourceGroups(ctx context.Context, tx pgx.Tx, projectID int64, keys 
 
 const resourceGroupCols = `id, project_id, key, process_mode, created_at, updated_at`
 
-func scanResourceGroup(row pgx.Row) (builds.ResourceGroup, error) {
-	var g builds.ResourceGroup
+func scanResourceGroup(row pgx.Row) (resourcegroups.ResourceGroup, error) {
+	var g resourcegroups.ResourceGroup
 	err := row.Scan(&g.ID, &g.ProjectID, &g.Key, &g.ProcessMode, &g.CreatedAt, &g.UpdatedAt)
 	return g, err
 }
@@ -201,15 +202,15 @@ WHERE project_id = $1 ORDER BY id LIMIT $2 OFFSET $3`
 )
 
 // ResourceGroups lists a project's resource groups by id.
-func (s *Store) ResourceGroups(ctx context.Context, projectID int64, p builds.Page) ([]builds.ResourceGroup, int, error) {
+func (s *Store) ResourceGroups(ctx context.Context, projectID int64, p builds.Page) ([]resourcegroups.ResourceGroup, int, error) {
 	limit, off := offset(p)
 	rows, err := s.pool.Query(ctx, listResourceGroups, projectID, limit, off)
 	if err != nil {
 		return nil, 0, err
 	}
 	total := 0
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (builds.ResourceGroup, error) {
-		var g builds.ResourceGroup
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (resourcegroups.ResourceGroup, error) {
+		var g resourcegroups.ResourceGroup
 		err := row.Scan(&g.ID, &g.ProjectID, &g.Key, &g.ProcessMode, &g.CreatedAt, &g.UpdatedAt, &total)
 		return g, err
 	})
@@ -221,7 +222,7 @@ func (s *Store) ResourceGroups(ctx context.Context, projectID int64, p builds.Pa
 }
 
 // ResourceGroup returns one group by key.
-func (s *Store) ResourceGroup(ctx context.Context, projectID int64, key string) (builds.ResourceGroup, error) {
+func (s *Store) ResourceGroup(ctx context.Context, projectID int64, key string) (resourcegroups.ResourceGroup, error) {
 	g, err := scanResourceGroup(s.pool.QueryRow(ctx, resourceGroupByKey, projectID, key))
 	return g, notFound(err, "resource group")
 }
@@ -236,8 +237,8 @@ RETURNING ` + resourceGroupCols
 // SetProcessMode changes a group's mode and, in the same transaction, assigns the group if
 // it is free and the new mode lets a waiting job have it (GitLab's update also runs the
 // assign worker).
-func (s *Store) SetProcessMode(ctx context.Context, projectID int64, key, mode string, now time.Time) (builds.ResourceGroup, bool, error) {
-	var g builds.ResourceGroup
+func (s *Store) SetProcessMode(ctx context.Context, projectID int64, key, mode string, now time.Time) (resourcegroups.ResourceGroup, bool, error) {
+	var g resourcegroups.ResourceGroup
 	var queued bool
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error

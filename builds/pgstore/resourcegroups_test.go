@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/resourcegroups"
 )
 
 const sWaitRes = builds.StatusWaitingForResource
@@ -122,7 +123,7 @@ func TestResourceGroupProcessModes(t *testing.T) {
 	b := f.create("", []string{"deploy"}, builds.JobDefinition{Name: "deploy", Stage: "deploy", ResourceGroup: "env"})
 	c := f.create("", []string{"deploy"}, builds.JobDefinition{Name: "deploy", Stage: "deploy", ResourceGroup: "env"})
 	f.expect(holder, builds.PipelinePending, map[string]builds.Status{"deploy": sPending})
-	f.setMode("env", builds.ProcessOldestFirst)
+	f.setMode("env", resourcegroups.ProcessOldestFirst)
 	h := f.run("deploy")
 	if h.PipelineID != holder.ID {
 		t.Fatalf("claimed pipeline %d; want the holder %d", h.PipelineID, holder.ID)
@@ -139,7 +140,7 @@ func TestResourceGroupProcessModes(t *testing.T) {
 	}
 
 	// newest_first: the same rule from the newest pipeline: C's deploy waits, so it gets it.
-	if !f.setMode("env", builds.ProcessNewestFirst) {
+	if !f.setMode("env", resourcegroups.ProcessNewestFirst) {
 		t.Fatal("changing the mode of a free group with a job to serve queued nothing")
 	}
 	f.expect(c, builds.PipelinePending, map[string]builds.Status{"deploy": sPending})
@@ -154,7 +155,7 @@ func TestResourceGroupProcessModes(t *testing.T) {
 
 	// newest_ready_first skips created jobs: with D's deploy created and E's waiting, E's
 	// goes first.
-	f.setMode("env", builds.ProcessNewestReadyFirst)
+	f.setMode("env", resourcegroups.ProcessNewestReadyFirst)
 	blocker := f.create("", []string{"deploy"}, builds.JobDefinition{Name: "deploy", Stage: "deploy", ResourceGroup: "env"})
 	e := f.create("", []string{"deploy"}, builds.JobDefinition{Name: "deploy", Stage: "deploy", ResourceGroup: "env"})
 	d := f.deployPipeline("env", false)
