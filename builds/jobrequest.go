@@ -40,9 +40,11 @@ type Assignment struct {
 //     and claims of one profile go in flights (claimFlights).
 //  4. holdIdle, when nothing changed: the long poll holds the request until a change
 //     may have a build for this runner.
-//  5. prepareClaim: the manager, a new job token, the ack deadline, and decideTwoPhase.
-//  6. claim: the store's claim; nothingClaimed when it finds no build.
-//  7. handOut: the build's project, this replica's caches, the ack lease.
+//  5. fallback.enter, when the queue version could not be read: the claims of a profile are
+//     paced and answer the polls queued before them (fallbackClaims).
+//  6. prepareClaim: the manager, a new job token, the ack deadline, and decideTwoPhase.
+//  7. claim: the store's claim; nothingClaimed when it finds no build.
+//  8. handOut: the build's project, this replica's caches, the ack lease.
 //
 // The claim flight's slot and the long poll's held request are told how the request
 // ended when it returns.
@@ -69,6 +71,16 @@ func (s *Service) RequestJob(ctx context.Context, req JobRequest) (_ Assignment,
 			return Assignment{}, err
 		}
 	}
+	if p.version == "" {
+		// The queue version could not be read: a claim of this profile answers the polls
+		// queued before it (fallbackClaims), so a slow Redis does not turn every poll
+		// into a claim.
+		var fb *fallbackSlot
+		if fb, err = s.fallback.enter(ctx, profileKey(r)); err != nil {
+			return Assignment{}, err
+		}
+		defer func() { fb.done(fallbackOutcomeOf(ctx, err)) }()
+	}
 	c, err := s.prepareClaim(ctx, req, r)
 	if err != nil {
 		return Assignment{}, err
@@ -86,8 +98,8 @@ func (s *Service) RequestJob(ctx context.Context, req JobRequest) (_ Assignment,
 // poll is what a job request has seen of the queue, which decides how fresh the runner it
 // answers for must be.
 type poll struct {
-	// version is the queue's version now; "" when it could not be read, and then every
-	// request claims in Postgres.
+	// version is the queue's version now; "" when it could not be read, and then the
+	// request claims in Postgres, paced with the others that could not (fallbackClaims).
 	version string
 	// idle: the runner echoes the current version. Its answer, 204, needs only a known
 	// token, and every runner change bumps the version, so it may use an older cached
@@ -297,8 +309,8 @@ func (s *Service) handOut(ctx context.Context, c pendingClaim, claimed Claimed, 
 func (s *Service) grantAck(ctx context.Context, buildID, managerID int64, deadline time.Time) {
 	if ttl := deadline.Sub(s.now()); ttl > 0 {
 		if err := s.leases.Grant(ctx, buildID, strconv.FormatInt(managerID, 10), ttl); err != nil {
-			s.log.WarnContext(ctx, "ack key not set; the sweeper will use the deadline of record",
-				"build_id", buildID, "error", err)
+			// Logged as a count: under a slow Redis every assignment would log it.
+			s.faults.Count(ctx, "ack_key_not_set", err)
 		}
 	}
 }

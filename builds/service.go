@@ -35,6 +35,9 @@ type Config struct {
 	// LiveTraceCheck is how often a live log's state is checked against Postgres while its
 	// runner PATCHes (0: DefaultLiveTraceCheck).
 	LiveTraceCheck time.Duration
+	// FallbackClaims paces the claims of job requests that cannot read the queue version
+	// (fallbackclaims.go).
+	FallbackClaims FallbackClaimsConfig
 }
 
 // TwoPhaseFlag evaluates the allow_runner_job_acknowledgement flag (featureflags.Flags).
@@ -92,6 +95,10 @@ type Service struct {
 	live LiveTraces
 	// leaseArm is leases and live when one store holds both (nil: two calls per ack).
 	leaseArm LeaseArm
+	// fallback paces claims made without the queue version; faults logs the hot path's
+	// repeated faults once per interval.
+	fallback *fallbackClaims
+	faults   *FaultTally
 }
 
 // Observer is told about domain events worth a metric.
@@ -181,6 +188,8 @@ func NewService(d Deps) *Service {
 	s.queueFeed = d.QueueFeed
 	s.empties = newEmptyProfiles()
 	s.flights = newClaimFlights()
+	s.fallback = newFallbackClaims(cfg.FallbackClaims, cfg.LongPoll)
+	s.faults = NewFaultTally(d.Log, "job requests degraded: Redis did not answer in time", 0)
 	s.wakes = newWakeHub(d.Queue, counter, s.runners.forgetRunner, d.Log)
 	return s
 }
@@ -313,7 +322,9 @@ func (s *Service) ackTTL(assignedAt, now time.Time) time.Duration {
 func (s *Service) queueVersion(ctx context.Context) (string, error) {
 	v, err := s.queue.Version(ctx)
 	if err != nil {
-		s.log.WarnContext(ctx, "queue version unavailable; answering from Postgres", "error", err)
+		if ctx.Err() == nil {
+			s.faults.Count(ctx, "queue_version_unavailable", err)
+		}
 		return "", err
 	}
 	return v, nil

@@ -117,6 +117,10 @@ type Handler struct {
 	schedules        *schedules.Service
 	hooks            *hooks.Service
 	users            *users.Service
+
+	// faults logs the faults that repeat per request (a backend or the rate limiter not
+	// answering) once per interval.
+	faults *builds.FaultTally
 }
 
 // Trace update intervals sent to runners (GitLab's UPDATE_FREQUENCY_DEFAULT and while watched).
@@ -134,6 +138,7 @@ func New(d Deps) http.Handler {
 		prj:           d.Projects,
 		groups:        d.ResourceGroups,
 		log:           d.Logger,
+		faults:        builds.NewFaultTally(d.Logger, "requests degraded: a backend did not answer in time", 0),
 		flags:         d.Flags,
 		health:        d.Health,
 		traceWatch:    d.TraceWatch,

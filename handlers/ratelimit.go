@@ -46,15 +46,16 @@ type rateLimitError struct{ d RateDecision }
 
 func (e *rateLimitError) Error() string { return "429 Too Many Requests" }
 
-// limit applies one budget. A limiter error (Redis down) lets the request through: failing
-// closed would stop the whole fleet because of a cache.
+// limit applies one budget. A limiter error (Redis down or slow) lets the request through:
+// failing closed would stop the whole fleet because of a cache. It is counted (the
+// fail_open metric, and the log's summary once per interval), not logged per request.
 func (h *Handler) limit(r *http.Request, scope, key string, perMinute int) error {
 	if h.limiter == nil || perMinute <= 0 {
 		return nil
 	}
 	d, err := h.limiter.Allow(r.Context(), scope, key, perMinute, time.Minute)
 	if err != nil {
-		h.log.WarnContext(r.Context(), "rate limiter unavailable; letting the request through", "scope", scope, "error", err)
+		h.faults.Count(r.Context(), "rate_limiter_unavailable_"+scope, err)
 		h.metrics.rateLimit.WithLabelValues(scope, "fail_open").Inc()
 		return nil
 	}

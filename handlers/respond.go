@@ -52,6 +52,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		tooBig   *http.MaxBytesError
 		limited  *rateLimitError
 		managers *builds.ManagerLimitError
+		shed     *builds.OverloadError
 		tooLarge *artifacts.TooLargeError
 		damaged  *artifacts.ArchiveError
 		taken    *users.TakenError
@@ -68,6 +69,11 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, he.code, he.msg)
 	case errors.As(err, &limited):
 		writeRateLimited(w, limited.d)
+	case errors.As(err, &shed):
+		// gitlab-runner retries a 503 after Retry-After and keeps the runner healthy; the
+		// service counts what it shed (metrics, and its summary in the log).
+		w.Header().Set("Retry-After", strconv.Itoa(max(int(shed.RetryAfter.Seconds()), 1)))
+		writeError(w, http.StatusServiceUnavailable, "503 Service Unavailable - overloaded, retry later")
 	case errors.As(err, &managers):
 		// Not a 400: gitlab-runner backs off on a 429 (Retry-After) instead of polling on,
 		// and an operator removing stale managers lifts it.
@@ -127,7 +133,9 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "503 Service Unavailable - the job changed concurrently; try again")
 	case unavailable(err):
-		h.log.WarnContext(r.Context(), "backend unavailable", "error", err)
+		// Counted, and logged once per interval: a backend that is slow for everyone
+		// would log a line per request.
+		h.faults.Count(r.Context(), "backend_unavailable", err)
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "503 Service Unavailable - try again")
 	default:

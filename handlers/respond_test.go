@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/jobapi/jobapi/builds"
 )
@@ -21,6 +22,23 @@ func TestFailMapsEndlessConflictsToRetryableUnavailable(t *testing.T) {
 	h.fail(w, r, fmt.Errorf("update build 7: %w", builds.ErrConflict))
 	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "1" {
 		t.Fatalf("got %d, Retry-After %q; want 503 with Retry-After 1", w.Code, w.Header().Get("Retry-After"))
+	}
+	var body struct{ Message string }
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || body.Message == "" {
+		t.Fatalf("body %q: want a JSON message (%v)", w.Body.String(), err)
+	}
+}
+
+// TestFailShedsWithRetryAfter: a job request shed under overload is a 503 with the
+// service's Retry-After, which gitlab-runner's transport waits out before it retries
+// (and a 503 leaves the runner healthy), never a 4xx or a bare 503.
+func TestFailShedsWithRetryAfter(t *testing.T) {
+	h := &Handler{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	w := httptest.NewRecorder()
+	h.fail(w, httptest.NewRequest(http.MethodPost, "/api/v4/jobs/request", nil),
+		&builds.OverloadError{RetryAfter: 3 * time.Second, What: "test"})
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "3" {
+		t.Fatalf("got %d, Retry-After %q; want 503 with Retry-After 3", w.Code, w.Header().Get("Retry-After"))
 	}
 	var body struct{ Message string }
 	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || body.Message == "" {

@@ -32,8 +32,13 @@ type Config struct {
 	StuckStageTimeout   time.Duration
 	AutoMigrate         bool
 	DatabaseMaxConns    int32
-	FlagRefresh         time.Duration
-	LogLevel            string
+	// FallbackClaims bounds the claims of job requests that cannot read the queue version
+	// (0: a quarter of DatabaseMaxConns); FallbackClaimWait is how long past its hold such
+	// a request waits for one before it is shed with 503.
+	FallbackClaims    int
+	FallbackClaimWait time.Duration
+	FlagRefresh       time.Duration
+	LogLevel          string
 	// Reapers and the stuck-stage check.
 	MaintenanceInterval time.Duration
 	NoUpdatesTimeout    time.Duration
@@ -192,6 +197,17 @@ var Settings = []Setting{
 		c.DatabaseMaxConns = int32(n)
 		return nil
 	}},
+	{"JOBAPI_FALLBACK_CLAIMS", "0", "job requests that cannot read the queue version (Redis slow or down) claim in Postgres at most this many at once per replica, one claim per runner profile answering the requests queued before it (0: a quarter of JOBAPI_DATABASE_MAX_CONNS)",
+		func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > 1000 {
+				return fmt.Errorf("want an integer from 0 to 1000, got %q", v)
+			}
+			c.FallbackClaims = n
+			return nil
+		}},
+	{"JOBAPI_FALLBACK_CLAIM_WAIT", "5s", "how long such a job request waits past its long poll for a claim to answer it; then 503 with Retry-After (gitlab-runner retries it)",
+		duration(func(c *Config) *time.Duration { return &c.FallbackClaimWait })},
 	{"JOBAPI_FLAG_REFRESH", "2s", "how often feature flags are reloaded (changes also arrive by NOTIFY)",
 		duration(func(c *Config) *time.Duration { return &c.FlagRefresh })},
 	{"JOBAPI_MAINTENANCE_INTERVAL", "", "how often the reapers, the stuck-stage check and the delayed-job pass run (default: the sweep interval)",

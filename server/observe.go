@@ -162,5 +162,14 @@ func registerWaiters(reg *prometheus.Registry, svc *builds.Service) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "jobapi_pipeline_waiters",
 			Help: "Pipeline wait requests held by this replica."},
 			func() float64 { return float64(svc.PipelineWaiters()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "jobapi_fallback_claims_total",
+			Help: "Claims of job requests that could not read the queue version (Redis slow or down), paced per runner profile."},
+			func() float64 { return float64(svc.FallbackStats().Claims) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "jobapi_fallback_answered_total",
+			Help: "Job requests that could not read the queue version answered 204 by a claim another request of their profile ran."},
+			func() float64 { return float64(svc.FallbackStats().Answered) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "jobapi_shed_requests_total",
+			Help: "Job requests shed with 503 and Retry-After because no fallback claim answered them in time."},
+			func() float64 { return float64(svc.FallbackStats().Shed) }),
 	)
 }

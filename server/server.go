@@ -400,7 +400,18 @@ func ServiceDeps(cfg Config, store *pgstore.Store) builds.Deps {
 		Config: builds.Config{TraceChunkSize: cfg.TraceChunkSize, AckTTL: cfg.AckTTL, MaxProvisioningWait: cfg.MaxProvisioningWait,
 			TraceLimit: cfg.TraceLimit, LongPoll: cfg.LongPoll, Policy: builds.DefaultRetryPolicy(cfg.AutoRetryMax),
 			MaxManagersPerRunner: cfg.MaxManagersPerRunner, RunnerTokenExpiresIn: cfg.RunnerTokenExpiresIn,
-			RunnerTokenRotationGrace: cfg.RunnerTokenRotationGrace}}
+			RunnerTokenRotationGrace: cfg.RunnerTokenRotationGrace,
+			FallbackClaims:           builds.FallbackClaimsConfig{Slots: fallbackSlots(cfg), Wait: cfg.FallbackClaimWait}}}
+}
+
+// fallbackSlots is JOBAPI_FALLBACK_CLAIMS, by default a quarter of the replica's Postgres
+// pool: claims made without the queue version never take the connections the acks,
+// trace PATCHes and finishes of running jobs need.
+func fallbackSlots(cfg Config) int {
+	if cfg.FallbackClaims > 0 {
+		return cfg.FallbackClaims
+	}
+	return max(int(cfg.DatabaseMaxConns)/4, 1)
 }
 
 func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics, log *slog.Logger) domain {

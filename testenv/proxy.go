@@ -5,16 +5,20 @@ import (
 	"net"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
 // Proxy is a TCP proxy to a server (Postgres, Redis) that a test can cut and restore, to
-// make the server unreachable for one client without touching the server other tests share.
+// make the server unreachable for one client without touching the server other tests share,
+// or slow (SetLatency), to make it slow for that client alone.
 type Proxy struct {
 	t      testing.TB
 	addr   string
 	target string
+	// latency delays every answer the server sends (nanoseconds).
+	latency atomic.Int64
 
 	mu    sync.Mutex
 	ln    net.Listener
@@ -68,8 +72,47 @@ func (p *Proxy) forward(client net.Conn) {
 	p.conns[client], p.conns[server] = struct{}{}, struct{}{}
 	p.mu.Unlock()
 	go func() { _, _ = io.Copy(server, client); server.Close() }()
-	_, _ = io.Copy(client, server)
+	p.copyDelayed(client, server)
 	client.Close()
+}
+
+// SetLatency delays each answer the server sends by d from now on (0: none), as a slow or
+// overloaded server would: a request/response protocol's every round trip takes d longer.
+func (p *Proxy) SetLatency(d time.Duration) { p.latency.Store(int64(d)) }
+
+// copyDelayed copies the server's answers to the client, each chunk held for the latency
+// in force when it arrived; chunks keep their order, so a pipelined client sees each
+// answer late rather than out of order.
+func (p *Proxy) copyDelayed(dst, src net.Conn) {
+	type chunk struct {
+		b  []byte
+		at time.Time
+	}
+	ch := make(chan chunk, 1024)
+	go func() {
+		defer close(ch)
+		for {
+			buf := make([]byte, 32<<10)
+			n, err := src.Read(buf)
+			if n > 0 {
+				ch <- chunk{buf[:n], time.Now().Add(time.Duration(p.latency.Load()))}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for c := range ch {
+		if d := time.Until(c.at); d > 0 {
+			time.Sleep(d)
+		}
+		if _, err := dst.Write(c.b); err != nil {
+			src.Close()
+			for range ch { // let the reader end
+			}
+			return
+		}
+	}
 }
 
 // Stop refuses new connections and cuts the open ones, as a crash of the server would.
