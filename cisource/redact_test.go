@@ -7,7 +7,7 @@ import (
 )
 
 // TestGitCacheRedactsEveryRemoteForm: git prints a remote's credentials in forms other than
-// the URL as given (git:// as "user:secret@host:port"): no message carries them (issue 24).
+// the URL as given (git:// as "user:secret@host:port"): no message carries them.
 func TestGitCacheRedactsEveryRemoteForm(t *testing.T) {
 	t.Parallel()
 	g, err := NewGitCache(t.TempDir())

@@ -286,7 +286,7 @@ func TestHostileStringsStoredVerbatim(t *testing.T) {
 		vars[fmt.Sprintf("V%d", i)] = h
 	}
 	stages := []string{hostile[2], hostile[5]}
-	// A ref is a git ref name (issue 24): hostile[1] has spaces, so the ref is a hostile one
+	// A ref is a git ref name (git check-ref-format): hostile[1] has spaces, so the ref is a hostile one
 	// that git accepts.
 	const ref = `'OR'1'='1';DROP_TABLE_builds;--$(id)`
 	var p api.Pipeline

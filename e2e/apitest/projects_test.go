@@ -321,7 +321,7 @@ func TestJobPayloadProjects(t *testing.T) {
 		if p.GitStrategy != "fetch" {
 			t.Errorf("pipeline git_strategy %q, want fetch", p.GitStrategy)
 		}
-		// git.example.com is not jobapi's host: the job token stays off it (issue 24).
+		// git.example.com is not jobapi's host: the job token stays off it.
 		want := api.GitInfo{RepoURL: "https://git.example.com/grp/web.git",
 			RepoObjectFormat: "sha1", Ref: "main", Sha: sha, BeforeSha: strings.Repeat("0", 40), RefType: "branch",
 			Refspecs: []string{"+refs/heads/main:refs/remotes/origin/main"}, Depth: 3, Protected: true}
@@ -438,7 +438,7 @@ func TestJobPayloadProjects(t *testing.T) {
 	})
 
 	// The job token goes only to jobapi's own host (JOBAPI_EXTERNAL_URL's), as GitLab adds
-	// it only for its own repositories; never in clear to another host (issue 24).
+	// it only for its own repositories; never in clear to another host.
 	t.Run("job token only for jobapi's host", func(t *testing.T) {
 		for remote, want := range map[string]string{
 			"https://ci.example.com/jobapi/own.git":     "https://gitlab-ci-token:%s@ci.example.com/jobapi/own.git",

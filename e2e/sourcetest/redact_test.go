@@ -36,7 +36,7 @@ func (l *lockedBuffer) String() string {
 
 // TestUnreachableRemoteKeepsItsSecret: a git:// remote with credentials that cannot be
 // reached fails a pipeline with a 400, a lint and a bridge's downstream_failed event with
-// git's message, and none of them, nor the server log, carries the password (issue 24).
+// git's message, and none of them, nor the server log, carries the password.
 func TestUnreachableRemoteKeepsItsSecret(t *testing.T) {
 	t.Parallel()
 	var offset atomic.Int64
