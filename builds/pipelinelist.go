@@ -107,9 +107,9 @@ func (s *Service) ProjectPipelines(ctx context.Context, projectID int64, f Pipel
 }
 
 // LatestPipeline is the newest pipeline of ref ("": the project's default branch; main for
-// an implicit project), with its builds; child pipelines are not counted, as in GitLab.
-// ErrNotFound when the ref has none.
-func (s *Service) LatestPipeline(ctx context.Context, projectID int64, ref string) (Pipeline, error) {
+// an implicit project) at sha (any commit when ""), with its builds; child pipelines are
+// not counted, as in GitLab. ErrNotFound when the ref has none.
+func (s *Service) LatestPipeline(ctx context.Context, projectID int64, ref, sha string) (Pipeline, error) {
 	if ref == "" {
 		ref = "main"
 		if s.projects != nil {
@@ -124,7 +124,7 @@ func (s *Service) LatestPipeline(ctx context.Context, projectID int64, ref strin
 	} else if len(ref) > MaxNameLength {
 		return Pipeline{}, invalid("ref is longer than %d characters", MaxNameLength)
 	}
-	return s.store.LatestPipeline(ctx, projectID, RefCandidates(ref))
+	return s.store.LatestPipeline(ctx, projectID, RefCandidates(ref), sha)
 }
 
 // RetryPipeline retries the failed and canceled jobs of a pipeline (their latest attempts),

@@ -195,9 +195,9 @@ type Store interface {
 	// ProjectPipelines lists a project's pipelines by q (checked), a page of them without
 	// builds, and how many match.
 	ProjectPipelines(ctx context.Context, projectID int64, q PipelineQuery, pg Page) ([]Pipeline, int, error)
-	// LatestPipeline returns the newest pipeline of the project on one of refs, child
-	// pipelines left out, with its builds. ErrNotFound when there is none.
-	LatestPipeline(ctx context.Context, projectID int64, refs []string) (Pipeline, error)
+	// LatestPipeline returns the newest pipeline of the project on one of refs (and at sha,
+	// unless ""), child pipelines left out, with its builds. ErrNotFound when there is none.
+	LatestPipeline(ctx context.Context, projectID int64, refs []string, sha string) (Pipeline, error)
 	// RetryPipeline creates a new attempt of each latest failed or canceled build of the
 	// pipeline and advances it, in one transaction; it returns the new attempts (none: nothing
 	// to retry). ErrNotFound.

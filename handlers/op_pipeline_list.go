@@ -9,6 +9,8 @@ import (
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/ciconfig"
+	"github.com/jobapi/jobapi/cisource"
 )
 
 // GitLab's read and control calls on a project's pipelines: the list with its filters, the
@@ -79,7 +81,12 @@ func parseISOTime(v string) (time.Time, error) {
 }
 
 // latestPipeline is GitLab's GET /projects/:id/pipelines/latest?ref=…: the newest pipeline
-// of the ref (the default branch without one), with GitLab's single-pipeline fields.
+// for the most recent commit of the ref (the default branch without one), with GitLab's
+// single-pipeline fields. GitLab reads the ref's head in the project's repository and
+// looks for a pipeline of the ref at that commit; none is its 403 (the pipeline it would
+// authorize is nil). jobapi reads the head on the project's remote (git ls-remote, as a
+// pipeline from the ref does); a project without a repository (its pipelines posted) has
+// no head to read, and its newest pipeline of the ref is answered, as before.
 func (h *Handler) latestPipeline(w http.ResponseWriter, r *http.Request) error {
 	pid, err := projectID(r)
 	if err != nil {
@@ -88,11 +95,59 @@ func (h *Handler) latestPipeline(w http.ResponseWriter, r *http.Request) error {
 	if err := h.requireProject(r, pid); err != nil {
 		return err
 	}
-	p, err := h.svc.LatestPipeline(r.Context(), pid, r.URL.Query().Get("ref"))
+	ref := r.URL.Query().Get("ref")
+	head, ok, err := h.refHead(r, pid, ref)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		p, err := h.svc.LatestPipeline(r.Context(), pid, ref, "")
+		if err != nil {
+			return err
+		}
+		return h.writePipeline(w, r, http.StatusOK, p)
+	}
+	p, err := h.svc.LatestPipeline(r.Context(), pid, head.PipelineRef(), head.SHA)
+	if errors.Is(err, builds.ErrNotFound) {
+		return &httpError{code: http.StatusForbidden, msg: fmt.Sprintf("403 Forbidden - no pipeline of %s for its most recent commit %s",
+			head.PipelineRef(), head.SHA)}
+	}
 	if err != nil {
 		return err
 	}
 	return h.writePipeline(w, r, http.StatusOK, p)
+}
+
+// refHead is the head commit of ref ("": the project's default branch) on the project's
+// remote, or ok false when the project has no repository to read (or this server reads
+// none). An unknown ref, an unreadable remote: the *ciconfig.Error a pipeline from the ref
+// would get.
+func (h *Handler) refHead(r *http.Request, pid int64, ref string) (cisource.Head, bool, error) {
+	if h.includes == nil || h.includes.Git == nil {
+		return cisource.Head{}, false, nil
+	}
+	jp, err := h.svc.ProjectForPipeline(r.Context(), pid)
+	if err != nil {
+		return cisource.Head{}, false, err
+	}
+	if jp.Project == nil || jp.Project.RepoURL == "" {
+		return cisource.Head{}, false, nil
+	}
+	if ref == "" {
+		ref = jp.Project.DefaultBranch
+	}
+	if err := builds.CheckRevisions(ref, "", ""); err != nil {
+		return cisource.Head{}, false, err
+	}
+	head, err := h.includes.Git.Head(r.Context(), jp.Project.RepoURL, ref)
+	if err != nil {
+		var ie *ciconfig.IncludeError
+		if errors.As(err, &ie) {
+			return cisource.Head{}, false, &ciconfig.Error{Message: ie.Message, Transient: ie.Transient}
+		}
+		return cisource.Head{}, false, err
+	}
+	return head, true, nil
 }
 
 // pipelineView is pipelineView(p) with GitLab's fields that need the clock and the request:

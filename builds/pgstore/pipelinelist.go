@@ -101,12 +101,14 @@ func nullString(s string) *string {
 // project.ci_pipelines: parent_pipeline is not one of its sources).
 const latestPipeline = `
 SELECT id FROM pipelines WHERE project_id = $1 AND ref = ANY($2) AND source <> 'parent_pipeline'
+  AND ($3 = '' OR sha = $3)
 ORDER BY id DESC LIMIT 1`
 
-// LatestPipeline returns the newest pipeline on one of refs with its builds.
-func (s *Store) LatestPipeline(ctx context.Context, projectID int64, refs []string) (builds.Pipeline, error) {
+// LatestPipeline returns the newest pipeline on one of refs (at sha unless "") with its
+// builds.
+func (s *Store) LatestPipeline(ctx context.Context, projectID int64, refs []string, sha string) (builds.Pipeline, error) {
 	var id int64
-	if err := s.pool.QueryRow(ctx, latestPipeline, projectID, refs).Scan(&id); err != nil {
+	if err := s.pool.QueryRow(ctx, latestPipeline, projectID, refs, sha).Scan(&id); err != nil {
 		return builds.Pipeline{}, notFound(err, fmt.Sprintf("latest pipeline of %v", refs))
 	}
 	return s.Pipeline(ctx, projectID, id)
