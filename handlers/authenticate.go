@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
@@ -30,53 +29,20 @@ func credential(r *http.Request) string {
 	return ""
 }
 
-// adminActor is the holder of the admin token, the bootstrap credential.
-func adminActor(r *http.Request) builds.Actor {
-	return builds.Actor{Kind: builds.ActorAdminToken, Username: "admin", Admin: true, Via: "request " + RequestID(r.Context())}
-}
-
-// throttledError: too many failed token attempts; answered 429 with Retry-After.
-type throttledError struct {
-	retry time.Duration
-	msg   string
-}
-
-func (e *throttledError) Error() string { return e.msg }
-
-// resolve finds who token belongs to. Failures are counted per client address (and per
-// user for a user's revoked or expired token) by the same guard as the admin token's, so
-// that guessing is throttled whichever kind of token is guessed; a backend failure is
-// returned as is and counts nothing.
+// resolve finds who token belongs to (users.Authenticator: the admin token or a personal
+// access token, refused tokens counted against the guard's budgets).
 func (h *Handler) resolve(r *http.Request, token string) (builds.Actor, error) {
-	client := clientAddr(r)
-	if over, retry := h.admin.Throttled(client); over {
-		h.metrics.rateLimit.WithLabelValues("token_failure", "limited").Inc()
-		return builds.Actor{}, &throttledError{retry: retry, msg: "429 Too Many Requests - too many wrong tokens from this address; retry later"}
-	}
-	if h.admin.Matches(token) {
-		return adminActor(r), nil
-	}
-	refused := &users.AuthError{Refusal: users.Unknown}
-	if h.users != nil && strings.HasPrefix(token, users.TokenPrefix) {
-		a, err := h.users.TokenActor(r.Context(), token)
-		if err == nil {
-			return a, nil
+	auth := users.Authenticator{Guard: h.admin, Users: h.users}
+	a, err := auth.Resolve(r.Context(), clientAddr(r), token, "request "+RequestID(r.Context()))
+	var throttled *users.ThrottledError
+	if errors.As(err, &throttled) {
+		scope := "token_failure"
+		if throttled.PerUser {
+			scope = "token_failure_user"
 		}
-		if !errors.As(err, &refused) {
-			return builds.Actor{}, err
-		}
-		if refused.UserID != 0 {
-			if over, retry := h.admin.FailUser(r.Context(), refused.UserID); over {
-				h.metrics.rateLimit.WithLabelValues("token_failure_user", "limited").Inc()
-				return builds.Actor{}, &throttledError{retry: retry, msg: "429 Too Many Requests - too many refused tokens of this user; retry later"}
-			}
-		}
+		h.metrics.rateLimit.WithLabelValues(scope, "limited").Inc()
 	}
-	if over, retry := h.admin.Fail(r.Context(), client); over {
-		h.metrics.rateLimit.WithLabelValues("token_failure", "limited").Inc()
-		return builds.Actor{}, &throttledError{retry: retry, msg: "429 Too Many Requests - too many wrong tokens from this address; retry later"}
-	}
-	return builds.Actor{}, refused
+	return a, err
 }
 
 // authenticate puts the caller in the request's context (builds.WithActor), or answers 401
@@ -95,12 +61,12 @@ func (h *Handler) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		a, err := h.resolve(r, token)
-		var throttled *throttledError
+		var throttled *users.ThrottledError
 		var refused *users.AuthError
 		switch {
 		case errors.As(err, &throttled):
-			w.Header().Set("Retry-After", strconv.Itoa(max(int(throttled.retry.Seconds()+0.999), 1)))
-			writeError(w, http.StatusTooManyRequests, throttled.msg)
+			w.Header().Set("Retry-After", strconv.Itoa(max(int(throttled.RetryAfter.Seconds()+0.999), 1)))
+			writeError(w, http.StatusTooManyRequests, "429 Too Many Requests - "+throttled.Error()+"; retry later")
 			return
 		case errors.As(err, &refused):
 			writeRefused(w, refused)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/artifacts"
+	"github.com/jobapi/jobapi/builds/users"
 )
 
 // pages are the parsed templates: each page file with the shared layout.
@@ -91,7 +92,9 @@ type view struct {
 	Nav      string
 	CSRF     string
 	SignedIn bool
-	Now      time.Time
+	// Who is the signed-in user's username ("admin" for the admin token).
+	Who string
+	Now time.Time
 	// Live is the event stream's query ("pipelines", "pipeline=12", "job=34"): the page
 	// subscribes to it and reloads its live parts on each notification.
 	Live string
@@ -110,6 +113,9 @@ func (u *UI) render(w http.ResponseWriter, r *http.Request, status int, page str
 	}
 	sess := sessionOf(r)
 	v.CSRF, v.SignedIn, v.Now = sess.CSRF, sess.ID != "", u.now()
+	if a, ok := builds.ActorFrom(r.Context()); ok && v.SignedIn {
+		v.Who = a.Username
+	}
 	if v.Notice == "" {
 		v.Notice = noticeText(r.URL.Query().Get("notice"))
 	}
@@ -134,6 +140,9 @@ func (u *UI) fragment(w http.ResponseWriter, r *http.Request, page, name string,
 	}
 	sess := sessionOf(r)
 	v.CSRF, v.SignedIn, v.Now = sess.CSRF, sess.ID != "", u.now()
+	if a, ok := builds.ActorFrom(r.Context()); ok && v.SignedIn {
+		v.Who = a.Username
+	}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, name, v); err != nil {
 		u.log.ErrorContext(r.Context(), "web fragment not rendered", "page", page, "fragment", name, "error", err)
@@ -222,25 +231,52 @@ type signInData struct {
 	Error string
 }
 
+// signIn takes a personal access token (the user signs in as themselves: an administrator
+// in admin mode when the token has admin_mode, read-only with a read_api token) or the
+// admin token. Refused tokens spend the same budgets as on the API (users.Authenticator).
 func (u *UI) signIn(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	next := localPath(r.PostFormValue("next"))
-	switch check, retry := u.admin.Check(r.Context(), clientAddr(r), r.PostFormValue("token")); check {
-	case builds.AdminThrottled:
-		secs := max(int(retry.Seconds()+0.999), 1)
-		u.log.WarnContext(r.Context(), "web sign-in throttled: too many wrong tokens", "client", clientAddr(r))
+	refuse := func(status int, msg string) {
+		u.render(w, r, status, "sign_in", view{Title: "Sign in", Data: signInData{Next: next, Error: msg}})
+	}
+	auth := users.Authenticator{Guard: u.admin, Users: u.users}
+	a, err := auth.Resolve(r.Context(), clientAddr(r), r.PostFormValue("token"), "")
+	var throttled *users.ThrottledError
+	var refused *users.AuthError
+	switch {
+	case errors.As(err, &throttled):
+		secs := max(int(throttled.RetryAfter.Seconds()+0.999), 1)
+		u.log.WarnContext(r.Context(), "web sign-in throttled: too many refused tokens", "client", clientAddr(r), "per_user", throttled.PerUser)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
-		u.render(w, r, http.StatusTooManyRequests, "sign_in", view{Title: "Sign in",
-			Data: signInData{Next: next, Error: fmt.Sprintf("Too many wrong tokens from your address. Try again in %d seconds.", secs)}})
+		who := "your address"
+		if throttled.PerUser {
+			who = "this account"
+		}
+		refuse(http.StatusTooManyRequests, fmt.Sprintf("Too many wrong tokens from %s. Try again in %d seconds.", who, secs))
 		return
-	case builds.AdminWrong:
-		u.log.WarnContext(r.Context(), "web sign-in refused: wrong token")
-		u.render(w, r, http.StatusUnauthorized, "sign_in", view{Title: "Sign in",
-			Data: signInData{Next: next, Error: "That is not the admin token."}})
+	case errors.As(err, &refused) && refused.Refusal == users.Blocked:
+		u.log.WarnContext(r.Context(), "web sign-in refused: user blocked", "user_id", refused.UserID)
+		refuse(http.StatusForbidden, "This account is blocked.")
+		return
+	case errors.As(err, &refused):
+		u.log.WarnContext(r.Context(), "web sign-in refused: wrong token", "refusal", refused.Error())
+		refuse(http.StatusUnauthorized, "That is neither an active personal access token nor the admin token.")
+		return
+	case err != nil:
+		u.log.WarnContext(r.Context(), "web sign-in: token not checked", "error", err)
+		refuse(http.StatusServiceUnavailable, "The server cannot check tokens right now. Try again in a moment.")
 		return
 	}
-	u.sessions.issue(w, r, u.secure(r))
-	http.Redirect(w, r, next, http.StatusSeeOther)
+	if a.Kind != builds.ActorUser {
+		u.startSession(w, r, sessionUser{}, next)
+		return
+	}
+	if !a.HasScope(users.ScopeAPI) && !a.HasScope(users.ScopeReadAPI) {
+		refuse(http.StatusForbidden, "That token has neither the api nor the read_api scope: it cannot sign in.")
+		return
+	}
+	u.startSession(w, r, sessionUser{UserID: a.UserID, AdminMode: a.Admin, ReadOnly: !a.HasScope(users.ScopeAPI)}, next)
 }
 
 func (u *UI) signOut(w http.ResponseWriter, r *http.Request) {

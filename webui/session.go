@@ -14,8 +14,11 @@ import (
 	"time"
 )
 
-// Sessions are HMAC-signed cookies, not rows: the cookie carries a random session id and
-// its expiry, signed with a key derived from the admin token. Every replica checks a
+// Sessions are HMAC-signed cookies, not rows: the cookie carries a random session id, its
+// expiry and who signed in (a user's id, or 0 for the admin token, with the user's admin
+// mode and whether the sign-in token could only read), signed with a key derived from the
+// admin token. A user's session is checked against the user on every request (deleted or
+// blocked ends it at once). Every replica checks a
 // cookie without asking Postgres or Redis, so the UI keeps working (and can show what is
 // broken) while either is down, and changing the admin token ends every session at once.
 // Signing out clears the cookie and records the session id as revoked in Redis until its
@@ -43,6 +46,25 @@ type session struct {
 	Expires time.Time
 	// CSRF is the token every state-changing form of this session must carry.
 	CSRF string
+	sessionUser
+}
+
+// sessionUser is who a session acts as.
+type sessionUser struct {
+	// UserID is the signed-in user; 0 is the admin token's session.
+	UserID int64
+	// AdminMode: the user acts as an administrator (an admin whose sign-in token had
+	// admin_mode, or who signed in through single sign-on as one).
+	AdminMode bool
+	// ReadOnly: signed in with a read_api token; the session cannot change anything.
+	ReadOnly bool
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }
 
 type sessions struct {
@@ -65,17 +87,19 @@ func (s *sessions) sign(payload string) string {
 
 func (s *sessions) csrfFor(id string) string { return s.sign("csrf|" + id) }
 
-// issue starts a session and sets its cookie.
-func (s *sessions) issue(w http.ResponseWriter, r *http.Request, secure bool) session {
+// issue starts a session of who, a new session id each time (a sign-in never reuses a
+// session), and sets its cookie.
+func (s *sessions) issue(w http.ResponseWriter, r *http.Request, secure bool, who sessionUser) session {
 	var raw [16]byte
 	_, _ = rand.Read(raw[:])
 	id := hex.EncodeToString(raw[:])
 	expires := s.now().Add(SessionTTL).Truncate(time.Second)
-	payload := "v1|" + id + "|" + strconv.FormatInt(expires.Unix(), 10)
+	payload := "v2|" + id + "|" + strconv.FormatInt(expires.Unix(), 10) + "|" + strconv.FormatInt(who.UserID, 10) +
+		"|" + flag(who.AdminMode) + flag(who.ReadOnly)
 	value := base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." + s.sign(payload)
 	http.SetCookie(w, &http.Cookie{Name: cookieName(secure), Value: value, Path: "/", Expires: expires,
 		MaxAge: int(SessionTTL.Seconds()), HttpOnly: true, Secure: secure, SameSite: http.SameSiteStrictMode})
-	return session{ID: id, Expires: expires, CSRF: s.csrfFor(id)}
+	return session{ID: id, Expires: expires, CSRF: s.csrfFor(id), sessionUser: who}
 }
 
 func cookieName(secure bool) string {
@@ -112,15 +136,26 @@ func (s *sessions) read(r *http.Request) (session, error) {
 	if !hmac.Equal([]byte(sig), []byte(s.sign(payload))) {
 		return session{}, errNoSession
 	}
+	// v1: the admin token's sessions from before users (id and expiry only);
+	// v2: id, expiry, user id, admin mode and read-only flags.
 	parts := strings.Split(payload, "|")
-	if len(parts) != 3 || parts[0] != "v1" {
+	var who sessionUser
+	switch {
+	case len(parts) == 3 && parts[0] == "v1":
+	case len(parts) == 5 && parts[0] == "v2" && len(parts[4]) == 2:
+		uid, err := strconv.ParseInt(parts[3], 10, 64)
+		if err != nil || uid < 0 {
+			return session{}, errNoSession
+		}
+		who = sessionUser{UserID: uid, AdminMode: parts[4][0] == '1', ReadOnly: parts[4][1] == '1'}
+	default:
 		return session{}, errNoSession
 	}
 	unix, err := strconv.ParseInt(parts[2], 10, 64)
 	if err != nil || !s.now().Before(time.Unix(unix, 0)) {
 		return session{}, errNoSession
 	}
-	sess := session{ID: parts[1], Expires: time.Unix(unix, 0), CSRF: s.csrfFor(parts[1])}
+	sess := session{ID: parts[1], Expires: time.Unix(unix, 0), CSRF: s.csrfFor(parts[1]), sessionUser: who}
 	if s.revocations != nil {
 		revoked, err := s.revocations.SessionRevoked(r.Context(), sess.ID)
 		if err != nil {

@@ -8,7 +8,9 @@
 // Server-Sent Events stream each, fed by the replica's one subscription to the Redis change
 // notifications (Hub); the script then reloads the part of the page that changed.
 //
-// Sign-in takes the admin token and gives an HMAC-signed session cookie (session.go);
+// Sign-in takes a personal access token (the user signs in as themselves) or the admin token
+// (the bootstrap credential) and gives an HMAC-signed session cookie (session.go) that
+// carries the user; every request resolves it into the builds.Actor the actions record;
 // every POST passes Go's CrossOriginProtection and must carry the session's CSRF token.
 package webui
 
@@ -30,6 +32,7 @@ import (
 	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/builds/joblogs"
 	"github.com/jobapi/jobapi/builds/projects"
+	"github.com/jobapi/jobapi/builds/users"
 	"github.com/jobapi/jobapi/cipipeline"
 )
 
@@ -76,6 +79,9 @@ type Deps struct {
 	// AdminGuard checks the sign-in token and throttles guessing (nil: AdminToken checked
 	// without throttling).
 	AdminGuard *builds.AdminGuard
+	// Users signs people in with their personal access tokens and checks a session's user
+	// on each request (nil: only the admin token signs in).
+	Users *users.Service
 	// Flags nil: the two-phase page says the flag provider is managed elsewhere.
 	Flags Flags
 	// Revocations nil: signing out only clears the browser's cookie. With Redis behind it,
@@ -104,6 +110,7 @@ type UI struct {
 	flags      Flags
 	sessions   *sessions
 	admin      *builds.AdminGuard
+	users      *users.Service
 	hub        *Hub
 	traceWatch builds.TraceWatch
 	pages      *pages
@@ -126,7 +133,7 @@ func New(d Deps) *UI {
 	}
 	u := &UI{svc: d.Service, pipelines: d.Pipelines, arts: d.Artifacts, logs: d.Logs, prj: d.Projects, flags: d.Flags, hub: d.Hub, traceWatch: d.TraceWatch, log: d.Log, now: d.Now,
 		sessions: newSessions(d.AdminToken, d.Revocations, d.Now), pages: mustParsePages(),
-		lines: newLineCounts(256), admin: d.AdminGuard}
+		lines: newLineCounts(256), admin: d.AdminGuard, users: d.Users}
 	if u.admin == nil {
 		u.admin = builds.NewAdminGuard(d.AdminToken, nil)
 	}
@@ -153,7 +160,7 @@ func (u *UI) routes() http.Handler {
 	r.Get("/sign_in", u.signInPage)
 	r.Post("/sign_in", u.signIn)
 	r.Group(func(r chi.Router) {
-		r.Use(u.requireSession)
+		r.Use(u.requireSession, u.requireAccess)
 		r.Get("/", func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "/pipelines", http.StatusSeeOther)
 		})
@@ -243,8 +250,64 @@ func (u *UI) requireSession(next http.Handler) http.Handler {
 			http.Redirect(w, r, "/sign_in?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, sess)))
+		a, err := u.sessionActor(r, sess)
+		if errors.Is(err, errNoSession) {
+			// The user was deleted or blocked since the sign-in: the session ends now.
+			u.sessions.clear(w, u.secure(r))
+			u.errorPage(w, r, http.StatusUnauthorized, "Your session has ended: your account is blocked or gone.")
+			return
+		}
+		if err != nil {
+			u.log.WarnContext(r.Context(), "web session's user not read", "error", err)
+			u.errorPage(w, r, http.StatusServiceUnavailable, "The server cannot check your session right now. Try again in a moment.")
+			return
+		}
+		ctx := builds.WithActor(context.WithValue(r.Context(), sessionKey{}, sess), a)
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// sessionActor is who a session acts as: the admin token's holder, or its user as the
+// store has them now (errNoSession for a user deleted or blocked since).
+func (u *UI) sessionActor(r *http.Request, sess session) (builds.Actor, error) {
+	via := "web session " + sess.ID[:min(len(sess.ID), 8)]
+	if sess.UserID == 0 {
+		return builds.Actor{Kind: builds.ActorAdminToken, Username: "admin", Admin: true, Via: via}, nil
+	}
+	if u.users == nil {
+		return builds.Actor{}, errNoSession
+	}
+	a, err := u.users.SessionActor(r.Context(), sess.UserID, sess.AdminMode, via)
+	var refused *users.AuthError
+	if errors.Is(err, builds.ErrNotFound) || errors.As(err, &refused) {
+		return builds.Actor{}, errNoSession
+	}
+	if err == nil && sess.ReadOnly {
+		a.Scopes = []string{users.ScopeReadAPI}
+	}
+	return a, err
+}
+
+// requireAccess decides who may use the pages. Until projects have members and roles,
+// every page shows the whole instance, so only administrators may use them, as the API's
+// projectAccess and requireAdmin decide; per-project roles (builds/access) replace this
+// one function.
+func (u *UI) requireAccess(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a, _ := builds.ActorFrom(r.Context()); !a.Admin && r.URL.Path != "/sign_out" {
+			u.errorPage(w, r, http.StatusForbidden, "You are signed in as "+a.Username+
+				", who is not an administrator (in admin mode): these pages are administrators' until projects have members.")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// startSession signs who in: a new session (its id never reused), then on to next. Every
+// way of signing in ends here (the token form; single sign-on).
+func (u *UI) startSession(w http.ResponseWriter, r *http.Request, who sessionUser, next string) {
+	u.sessions.issue(w, r, u.secure(r), who)
+	http.Redirect(w, r, localPath(next), http.StatusSeeOther)
 }
 
 // requireCSRF refuses a state-changing request without the session's token: in the form
@@ -260,6 +323,10 @@ func (u *UI) requireCSRF(next http.Handler) http.Handler {
 			u.errorPage(w, r, http.StatusForbidden, "The form's CSRF token is missing or wrong. Reload the page and try again.")
 			return
 		}
+		if a, _ := builds.ActorFrom(r.Context()); !a.HasScope(users.ScopeAPI) && r.URL.Path != "/sign_out" {
+			u.errorPage(w, r, http.StatusForbidden, "You signed in with a read_api token: this session can only read. Sign in with an api token to act.")
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
 }
@@ -270,14 +337,12 @@ func (u *UI) secure(r *http.Request) bool {
 	return u.secureByConfig || r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
-// actor names a web session in the audit log and the job events: the session id's first
-// characters link the actions of one sign-in without revealing the cookie.
+// actor names the signed-in caller in the audit log and the job events ("alice (web session
+// ab12cd34)"): the session id's first characters link the actions of one sign-in without
+// revealing the cookie.
 func actor(r *http.Request) string {
-	id := sessionOf(r).ID
-	if len(id) > 8 {
-		id = id[:8]
-	}
-	return "admin (web session " + id + ")"
+	a, _ := builds.ActorFrom(r.Context())
+	return a.String()
 }
 
 // localPath keeps a redirect target (sign-in's next) on this site; anything else is "/".
