@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/access"
 	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/builds/hooks"
 	"github.com/jobapi/jobapi/builds/joblogs"
@@ -87,6 +88,9 @@ type Deps struct {
 	// Users keeps users and their personal access tokens (nil: only the admin token
 	// authenticates, and the users routes answer 501).
 	Users *users.Service
+	// Access keeps project members and decides what callers may do (nil: only admins act
+	// on projects).
+	Access *access.Service
 }
 
 // Handler carries the dependencies of every route.
@@ -121,6 +125,7 @@ type Handler struct {
 	// faults logs the faults that repeat per request (a backend or the rate limiter not
 	// answering) once per interval.
 	faults *builds.FaultTally
+	access           *access.Service
 }
 
 // Trace update intervals sent to runners (GitLab's UPDATE_FREQUENCY_DEFAULT and while watched).
@@ -155,6 +160,7 @@ func New(d Deps) http.Handler {
 		schedules:     d.Schedules,
 		hooks:         d.Hooks,
 		users:         d.Users,
+		access:        d.Access,
 	}
 	if h.uploadTimeout <= 0 {
 		h.uploadTimeout = time.Hour

@@ -38,6 +38,9 @@ func (h *Handler) createPipelineFromRef(w http.ResponseWriter, r *http.Request, 
 		}
 		req.Variables = vars
 	}
+	if err := h.mayRunOn(r.Context(), pid, req.Ref); err != nil {
+		return err
+	}
 	c := cipipeline.Creator{Service: h.svc, Sources: h.includes, ServerURL: h.externalBase(r), Namespace: projectNamespace}
 	p, err := c.FromRef(r.Context(), cipipeline.FromRef{ProjectID: pid, Ref: req.Ref, SHA: req.Sha,
 		BeforeSHA: req.BeforeSha, Source: req.Source, Variables: req.Variables, TimeoutStrategy: req.TimeoutStrategy})

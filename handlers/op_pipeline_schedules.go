@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/access"
 	"github.com/jobapi/jobapi/builds/schedules"
 )
 
@@ -313,15 +314,15 @@ func (h *Handler) deleteScheduleVariable(w http.ResponseWriter, r *http.Request)
 
 // scheduleRoutes are the pipeline schedule routes of the operator API (PRIVATE-TOKEN).
 func (h *Handler) scheduleRoutes(r chi.Router) {
-	r.Get("/projects/{project_id}/pipeline_schedules", h.wrap(h.listSchedules))
-	r.Post("/projects/{project_id}/pipeline_schedules", h.wrap(h.createSchedule))
-	r.Get("/projects/{project_id}/pipeline_schedules/{schedule_id}", h.wrap(h.getSchedule))
-	r.Put("/projects/{project_id}/pipeline_schedules/{schedule_id}", h.wrap(h.updateSchedule))
-	r.Delete("/projects/{project_id}/pipeline_schedules/{schedule_id}", h.wrap(h.deleteSchedule))
-	r.Post("/projects/{project_id}/pipeline_schedules/{schedule_id}/play", h.wrap(h.playSchedule))
-	r.Get("/projects/{project_id}/pipeline_schedules/{schedule_id}/pipelines", h.wrap(h.schedulePipelines))
-	r.Post("/projects/{project_id}/pipeline_schedules/{schedule_id}/take_ownership", h.wrap(h.takeScheduleOwnership))
-	r.Post("/projects/{project_id}/pipeline_schedules/{schedule_id}/variables", h.wrap(h.createScheduleVariable))
-	r.Put("/projects/{project_id}/pipeline_schedules/{schedule_id}/variables/{key}", h.wrap(h.updateScheduleVariable))
-	r.Delete("/projects/{project_id}/pipeline_schedules/{schedule_id}/variables/{key}", h.wrap(h.deleteScheduleVariable))
+	r.With(h.can(access.ReadSchedules)).Get("/projects/{project_id}/pipeline_schedules", h.wrap(h.listSchedules))
+	r.With(h.can(access.ManageSchedules)).Post("/projects/{project_id}/pipeline_schedules", h.wrap(h.createSchedule))
+	r.With(h.can(access.ReadSchedules)).Get("/projects/{project_id}/pipeline_schedules/{schedule_id}", h.wrap(h.getSchedule))
+	r.With(h.can(access.ManageSchedules)).Put("/projects/{project_id}/pipeline_schedules/{schedule_id}", h.wrap(h.updateSchedule))
+	r.With(h.can(access.ManageSchedules)).Delete("/projects/{project_id}/pipeline_schedules/{schedule_id}", h.wrap(h.deleteSchedule))
+	r.With(h.can(access.ManageSchedules)).Post("/projects/{project_id}/pipeline_schedules/{schedule_id}/play", h.wrap(h.playSchedule))
+	r.With(h.can(access.ReadSchedules)).Get("/projects/{project_id}/pipeline_schedules/{schedule_id}/pipelines", h.wrap(h.schedulePipelines))
+	r.With(h.can(access.ManageSchedules)).Post("/projects/{project_id}/pipeline_schedules/{schedule_id}/take_ownership", h.wrap(h.takeScheduleOwnership))
+	r.With(h.can(access.ManageSchedules)).Post("/projects/{project_id}/pipeline_schedules/{schedule_id}/variables", h.wrap(h.createScheduleVariable))
+	r.With(h.can(access.ManageSchedules)).Put("/projects/{project_id}/pipeline_schedules/{schedule_id}/variables/{key}", h.wrap(h.updateScheduleVariable))
+	r.With(h.can(access.ManageSchedules)).Delete("/projects/{project_id}/pipeline_schedules/{schedule_id}/variables/{key}", h.wrap(h.deleteScheduleVariable))
 }

@@ -97,6 +97,13 @@ func (h *Handler) createPipeline(w http.ResponseWriter, r *http.Request) error {
 			def = req.definition(pid)
 		}
 	}
+	ref := def.Ref
+	if ref == "" {
+		ref = "main" // PipelineDefinition.Normalize's default
+	}
+	if err := h.mayRunOn(r.Context(), pid, ref); err != nil {
+		return err
+	}
 	p, err := h.svc.CreatePipeline(r.Context(), def)
 	if err != nil {
 		return err

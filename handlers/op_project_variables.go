@@ -1,16 +1,36 @@
-// Operator API, project CI/CD variables: every handler here takes the admin token
-// (PRIVATE-TOKEN, checked by requireAdmin in routes.go).
+// Operator API, project CI/CD variables: developers read and write the unprotected ones,
+// maintainers the protected ones too (builds/access); a protected variable is left out of a
+// list for a caller who may not read it, and refused by name.
 
 package handlers
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/access"
 	"github.com/jobapi/jobapi/builds/projects"
 )
+
+// protectedVariableAccess refuses a protected variable to a caller whose role may not read
+// (write) protected variables; an unprotected one passes (its route checked the role).
+func protectedVariableAccess(ctx context.Context, protected, write bool) error {
+	if !protected {
+		return nil
+	}
+	action := access.ReadProtectedVariables
+	if write {
+		action = access.WriteProtectedVariables
+	}
+	a, _ := builds.ActorFrom(ctx)
+	if access.Decide(a, callerLevel(ctx), action) != access.Allow {
+		return &httpError{code: http.StatusForbidden, msg: "403 Forbidden - protected variables are for maintainers and owners"}
+	}
+	return nil
+}
 
 // variableFields is the body of POST and PUT /projects/:id/variables[/:key].
 type variableFields struct {
@@ -58,6 +78,13 @@ func (h *Handler) listVariables(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return projectError(err)
 	}
+	readable := vars[:0]
+	for _, v := range vars {
+		if protectedVariableAccess(r.Context(), v.Protected, false) == nil {
+			readable = append(readable, v)
+		}
+	}
+	vars = readable
 	from := min((pg.Page-1)*pg.PerPage, len(vars))
 	to := min(from+pg.PerPage, len(vars))
 	out := make([]api.ProjectVariable, 0, to-from)
@@ -77,6 +104,9 @@ func (h *Handler) getVariable(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return projectError(err)
 	}
+	if err := protectedVariableAccess(r.Context(), v.Protected, false); err != nil {
+		return err
+	}
 	writeJSON(w, http.StatusOK, variableView(v))
 	return nil
 }
@@ -95,6 +125,9 @@ func (h *Handler) createVariable(w http.ResponseWriter, r *http.Request) error {
 	}
 	c, err := f.change()
 	if err != nil {
+		return err
+	}
+	if err := protectedVariableAccess(r.Context(), c.Protected != nil && *c.Protected, true); err != nil {
 		return err
 	}
 	v, err := h.prj.CreateProjectVariable(r.Context(), id, *f.Key, c, actor(r))
@@ -122,6 +155,11 @@ func (h *Handler) updateVariable(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := protectedVariableAccess(r.Context(), c.Protected != nil && *c.Protected, true); err != nil {
+		return err
+	}
+	ctx := r.Context()
+	c.Guard = func(old builds.ProjectVariable) error { return protectedVariableAccess(ctx, old.Protected, true) }
 	v, err := h.prj.UpdateProjectVariable(r.Context(), id, key, c, actor(r))
 	if err != nil {
 		return projectError(err)
@@ -133,6 +171,15 @@ func (h *Handler) updateVariable(w http.ResponseWriter, r *http.Request) error {
 func (h *Handler) deleteVariable(w http.ResponseWriter, r *http.Request) error {
 	id, err := projectID(r)
 	if err != nil {
+		return err
+	}
+	// Read first: a developer may not delete a protected variable. A variable protected
+	// between this read and the delete is deleted; the change it races was a maintainer's.
+	v, err := h.prj.ProjectVariable(r.Context(), id, chi.URLParam(r, "key"))
+	if err != nil {
+		return projectError(err)
+	}
+	if err := protectedVariableAccess(r.Context(), v.Protected, true); err != nil {
 		return err
 	}
 	if err := h.prj.DeleteProjectVariable(r.Context(), id, chi.URLParam(r, "key"), actor(r)); err != nil {

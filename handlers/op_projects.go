@@ -67,7 +67,16 @@ func (h *Handler) listProjects(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	list, total, err := h.prj.Projects(r.Context(), pg)
+	// An admin sees every project; anyone else the projects it is a member of (GitLab's
+	// membership=true, which for a private instance is all a user can see).
+	var list []builds.Project
+	var total int
+	switch a, _ := builds.ActorFrom(r.Context()); {
+	case a.Admin:
+		list, total, err = h.prj.Projects(r.Context(), pg)
+	case h.access != nil && a.Kind == builds.ActorUser:
+		list, total, err = h.access.MemberProjects(r.Context(), a.UserID, pg)
+	}
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/access"
 	"github.com/jobapi/jobapi/builds/triggers"
 )
 
@@ -255,11 +256,11 @@ func (h *Handler) triggerPipeline(w http.ResponseWriter, r *http.Request) error 
 
 // triggerRoutes are the trigger token routes of the operator API (PRIVATE-TOKEN).
 func (h *Handler) triggerRoutes(r chi.Router) {
-	r.Get("/projects/{project_id}/triggers", h.wrap(h.listTriggers))
-	r.Post("/projects/{project_id}/triggers", h.wrap(h.createTrigger))
-	r.Get("/projects/{project_id}/triggers/{trigger_id}", h.wrap(h.getTrigger))
-	r.Put("/projects/{project_id}/triggers/{trigger_id}", h.wrap(h.updateTrigger))
-	r.Delete("/projects/{project_id}/triggers/{trigger_id}", h.wrap(h.deleteTrigger))
+	r.With(h.can(access.ManageTriggers)).Get("/projects/{project_id}/triggers", h.wrap(h.listTriggers))
+	r.With(h.can(access.ManageTriggers)).Post("/projects/{project_id}/triggers", h.wrap(h.createTrigger))
+	r.With(h.can(access.ManageTriggers)).Get("/projects/{project_id}/triggers/{trigger_id}", h.wrap(h.getTrigger))
+	r.With(h.can(access.ManageTriggers)).Put("/projects/{project_id}/triggers/{trigger_id}", h.wrap(h.updateTrigger))
+	r.With(h.can(access.ManageTriggers)).Delete("/projects/{project_id}/triggers/{trigger_id}", h.wrap(h.deleteTrigger))
 }
 
 // triggerPipelineRoutes take the trigger token (or a job token) in the request instead of

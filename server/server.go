@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/access"
 	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/builds/hooks"
 	"github.com/jobapi/jobapi/builds/joblogs"
@@ -366,6 +367,7 @@ type domain struct {
 	logs    *joblogs.Service   // job logs' archive and reads, over the same stores
 	prj     *projects.Service  // projects and what is set on them, over the same stores
 	groups  *resourcegroups.Service
+	access  *access.Service    // project members and the permission check
 	sweeper *retry.Sweeper
 	reaper  *reaper.Reaper
 	stuck   *reaper.StuckStages
@@ -426,6 +428,7 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 	d.prj = projects.New(projects.Deps{Builds: d.svc, Store: d.store})
 	d.groups = resourcegroups.New(resourcegroups.Deps{Builds: d.svc, Store: d.store})
 	d.hooks = hooks.NewService(d.store, d.store, cfg.HooksAllowLocalNetwork, opts.Now)
+	d.access = access.New(access.Deps{Builds: d.svc, Store: d.store, Refs: d.store})
 	policy := deps.Config.Policy
 	d.sweeper = &retry.Sweeper{Store: d.store, Leases: d.rs, Queue: d.rs, Policy: policy,
 		Interval: cfg.SweepInterval, MaxWait: cfg.MaxProvisioningWait, Now: opts.Now, Log: log, OnSweep: m.sweep,
@@ -497,7 +500,7 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 	d.starts = newStartsFromRepository(pipelines, cfg, opts, d, log)
 	d.bridges = &downstream.Bridges{Service: d.svc, Artifacts: d.arts, Sources: sources, ServerURL: cfg.ExternalURL,
 		Namespace: handlers.ProjectNamespace, Interval: cfg.SweepInterval, Log: log, Now: opts.Now}
-	h := handlers.New(handlers.Deps{UI: ui, Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, ResourceGroups: d.groups, Includes: sources, AdminToken: cfg.AdminToken, AdminGuard: guard, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
+	h := handlers.New(handlers.Deps{UI: ui, Access: d.access, Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, ResourceGroups: d.groups, Includes: sources, AdminToken: cfg.AdminToken, AdminGuard: guard, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
 		Flags: fl.admin, Health: health{store: d.store, redis: d.rs}, Pushes: d.pushes,
 		Registry: reg, TraceWatch: d.rs, Limiter: limiter{rl}, ExternalURL: cfg.ExternalURL,
 		ArtifactUploadTimeout: cfg.ArtifactUploadTimeout, Triggers: d.starts.triggers, Schedules: d.starts.schedules, Hooks: d.hooks, Users: people,

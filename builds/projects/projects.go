@@ -32,6 +32,9 @@ type VariableChange struct {
 	Masked       *bool
 	Protected    *bool
 	VariableType *string
+	// Guard, when set, sees the variable as stored before an update changes it, under the
+	// update's lock: its error refuses the update (who may change a protected variable).
+	Guard func(old builds.ProjectVariable) error
 }
 
 // ErrProjectBusy: a project with unfinished pipelines cannot be deleted.
@@ -350,7 +353,14 @@ func (s *Service) CreateProjectVariable(ctx context.Context, projectID int64, ke
 
 // UpdateProjectVariable changes a variable.
 func (s *Service) UpdateProjectVariable(ctx context.Context, projectID int64, key string, c VariableChange, actor string) (builds.ProjectVariable, error) {
-	v, err := s.store.UpdateProjectVariable(ctx, projectID, key, func(v *builds.ProjectVariable) error { return applyVariable(v, c) })
+	v, err := s.store.UpdateProjectVariable(ctx, projectID, key, func(v *builds.ProjectVariable) error {
+		if c.Guard != nil {
+			if err := c.Guard(*v); err != nil {
+				return err
+			}
+		}
+		return applyVariable(v, c)
+	})
 	if err != nil {
 		return builds.ProjectVariable{}, err
 	}
