@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/access"
 	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/builds/joblogs"
 )
@@ -47,6 +48,8 @@ type jobData struct {
 	Cancelable bool
 	Retryable  bool
 	Playable   bool
+	// CanCancel: the user may cancel the job (its force cancel too), whatever its state.
+	CanCancel bool
 	// The job's own JUnit test report (artifacts:reports:junit), full page only.
 	testsView
 }
@@ -107,8 +110,12 @@ func (u *UI) jobPage(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
-	d := jobData{JobView: v, Cancelable: !v.Status.Finished(), Playable: v.Status == builds.StatusManual,
-		Retryable: v.Status.Finished() && v.RetriedBy == 0}
+	// An action shows when the job's state allows it and so do the user's role and the
+	// ref's protection; the forms are refused the same way (routes).
+	d := jobData{JobView: v, CanCancel: u.allowed(r, pid, access.CancelJob, v.Ref)}
+	d.Cancelable = !v.Status.Finished() && d.CanCancel
+	d.Playable = v.Status == builds.StatusManual && u.allowed(r, pid, access.PlayJob, v.Ref)
+	d.Retryable = v.Status.Finished() && v.RetriedBy == 0 && u.allowed(r, pid, access.RetryJob, v.Ref)
 	dur := builds.JobDurations(v.Build, u.now())
 	d.Duration, d.Queued = optionalDuration(dur.Run), optionalDuration(dur.Queued)
 	if v.Status == builds.StatusWaiting && v.AckDeadline != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/access"
 	"github.com/jobapi/jobapi/ciconfig"
 	"github.com/jobapi/jobapi/cipipeline"
 )
@@ -99,6 +100,11 @@ func (u *UI) createPipeline(w http.ResponseWriter, r *http.Request) {
 	}
 	if d.Error != "" {
 		u.renderNewPipeline(w, r, http.StatusBadRequest, d)
+		return
+	}
+	if !u.allowed(r, d.ProjectID, access.RunPipeline, d.Ref) {
+		d.Error = d.Ref + " is protected: only members allowed to push or merge to it may run its pipelines."
+		u.renderNewPipeline(w, r, http.StatusForbidden, d)
 		return
 	}
 	req := cipipeline.FromRef{ProjectID: d.ProjectID, Ref: d.Ref, Source: builds.SourceWeb, Variables: vars}

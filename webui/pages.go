@@ -94,7 +94,9 @@ type view struct {
 	SignedIn bool
 	// Who is the signed-in user's username ("admin" for the admin token).
 	Who string
-	Now time.Time
+	// Admin: the signed-in user administers the instance (its pages are in the navigation).
+	Admin bool
+	Now   time.Time
 	// Live is the event stream's query ("pipelines", "pipeline=12", "job=34"): the page
 	// subscribes to it and reloads its live parts on each notification.
 	Live string
@@ -116,6 +118,7 @@ func (u *UI) render(w http.ResponseWriter, r *http.Request, status int, page str
 	if a, ok := builds.ActorFrom(r.Context()); ok && v.SignedIn {
 		v.Who = a.Username
 	}
+	v.Admin = v.SignedIn && actorOf(r).Admin
 	if v.Notice == "" {
 		v.Notice = noticeText(r.URL.Query().Get("notice"))
 	}

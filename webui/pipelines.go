@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/access"
 	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/junit"
 )
@@ -173,6 +174,8 @@ type pipelineData struct {
 	// Jobs counts the latest attempts; Attempts all of them.
 	Jobs, Attempts int
 	Finished       bool
+	// CanCancel: the signed-in user may cancel this pipeline's jobs.
+	CanCancel bool
 	// Warnings: a latest job failed and was allowed to (the pipeline passed with warnings).
 	Warnings bool
 	// Coverage is the average of the latest jobs' coverage (GitLab's), "" when none has one.
@@ -356,14 +359,29 @@ func (u *UI) pipelinePage(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
+	d := buildPipelineData(p, u.childrenOf(r, p), u.now())
+	u.hideRefused(r, &d)
 	v := view{Title: fmt.Sprintf("Pipeline #%d", p.ID), Nav: "pipelines", Live: "pipeline=" + strconv.FormatInt(p.ID, 10),
-		Data: buildPipelineData(p, u.childrenOf(r, p), u.now())}
+		Data: d}
 	if wantsFragment(r) {
 		u.fragment(w, r, "pipeline", "graph", v)
 		return
 	}
 	v.Data = u.addExposed(r, u.addTests(r, v.Data.(pipelineData)))
 	u.render(w, r, http.StatusOK, "pipeline", v)
+}
+
+// hideRefused keeps the actions of a pipeline's page to those the signed-in user may take
+// on its ref: one decision per action for the whole pipeline, which has one ref.
+func (u *UI) hideRefused(r *http.Request, d *pipelineData) {
+	d.CanCancel = u.allowed(r, d.ProjectID, access.CancelJob, d.Ref)
+	play, retry := u.allowed(r, d.ProjectID, access.PlayJob, d.Ref), u.allowed(r, d.ProjectID, access.RetryJob, d.Ref)
+	for i := range d.Stages {
+		for j := range d.Stages[i].Jobs {
+			c := &d.Stages[i].Jobs[j]
+			c.Playable, c.Retryable, c.Cancelable = c.Playable && play, c.Retryable && retry, c.Cancelable && d.CanCancel
+		}
+	}
 }
 
 // addExposed lists the exposed artifacts on the pipeline's page; a store that fails costs

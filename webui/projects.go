@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/access"
 	"github.com/jobapi/jobapi/builds/projects"
 )
 
@@ -27,7 +28,17 @@ type projectRow struct {
 
 func (u *UI) projectsPage(w http.ResponseWriter, r *http.Request) {
 	d := projectsData{Page: int(max(queryInt(r, "page", 1), 1))}
-	list, total, err := u.prj.Projects(r.Context(), builds.Page{Page: d.Page, PerPage: projectsPerPage})
+	pg := builds.Page{Page: d.Page, PerPage: projectsPerPage}
+	var list []builds.Project
+	var total int
+	var err error
+	switch a := actorOf(r); {
+	case a.Admin:
+		list, total, err = u.prj.Projects(r.Context(), pg)
+	case u.perms != nil && a.Kind == builds.ActorUser:
+		// A member sees its own projects, as the API's GET /projects answers it.
+		list, total, err = u.perms.MemberProjects(r.Context(), a.UserID, pg)
+	}
 	if err != nil {
 		u.fail(w, r, err)
 		return
@@ -51,6 +62,8 @@ type projectData struct {
 	// (no repository; its jobs run with GIT_STRATEGY=none).
 	Project *projectRow
 	Table   pipelineTable
+	// CanRun: the signed-in user's role may run pipelines here (the form checks the ref).
+	CanRun bool
 }
 
 func (u *UI) projectPage(w http.ResponseWriter, r *http.Request) {
@@ -59,7 +72,7 @@ func (u *UI) projectPage(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
-	d := projectData{ID: pid}
+	d := projectData{ID: pid, CanRun: u.allowed(r, pid, access.RunPipeline, "")}
 	p, err := u.prj.Project(r.Context(), pid)
 	switch {
 	case err == nil:

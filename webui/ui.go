@@ -29,6 +29,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/access"
 	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/builds/joblogs"
 	"github.com/jobapi/jobapi/builds/projects"
@@ -98,6 +99,9 @@ type Deps struct {
 	ExternalURL string
 	Log         *slog.Logger
 	Now         func() time.Time
+	// Access decides what the signed-in user may see and do (nil: only administrators
+	// act on projects).
+	Access Permissions
 }
 
 // UI is the web UI's HTTP handler.
@@ -121,6 +125,7 @@ type UI struct {
 	secureByConfig bool
 	lines          *lineCounts
 	handler        http.Handler
+	perms          Permissions
 }
 
 // New returns the web UI. Mount it at / after the API routes.
@@ -133,7 +138,7 @@ func New(d Deps) *UI {
 	}
 	u := &UI{svc: d.Service, pipelines: d.Pipelines, arts: d.Artifacts, logs: d.Logs, prj: d.Projects, flags: d.Flags, hub: d.Hub, traceWatch: d.TraceWatch, log: d.Log, now: d.Now,
 		sessions: newSessions(d.AdminToken, d.Revocations, d.Now), pages: mustParsePages(),
-		lines: newLineCounts(256), admin: d.AdminGuard, users: d.Users}
+		lines: newLineCounts(256), admin: d.AdminGuard, users: d.Users, perms: d.Access}
 	if u.admin == nil {
 		u.admin = builds.NewAdminGuard(d.AdminToken, nil)
 	}
@@ -160,37 +165,47 @@ func (u *UI) routes() http.Handler {
 	r.Get("/sign_in", u.signInPage)
 	r.Post("/sign_in", u.signIn)
 	r.Group(func(r chi.Router) {
-		r.Use(u.requireSession, u.requireAccess)
+		r.Use(u.requireSession)
 		r.Get("/", func(w http.ResponseWriter, r *http.Request) {
-			http.Redirect(w, r, "/pipelines", http.StatusSeeOther)
+			// The instance's pipelines are administrators'; a member starts at its projects.
+			to := "/projects"
+			if actorOf(r).Admin {
+				to = "/pipelines"
+			}
+			http.Redirect(w, r, to, http.StatusSeeOther)
 		})
-		r.Get("/pipelines", u.pipelinesPage)
-		r.Get("/projects", u.projectsPage)
-		r.Get("/projects/{project_id}", u.projectPage)
-		r.Get("/projects/{project_id}/environments", u.environmentsPage)
-		r.Get("/projects/{project_id}/pipelines/new", u.newPipelinePage)
-		r.Get("/projects/{project_id}/pipelines/{pipeline_id}", u.pipelinePage)
-		r.Get("/projects/{project_id}/jobs/{job_id}", u.jobPage)
-		r.Get("/projects/{project_id}/jobs/{job_id}/log", u.jobLog)
-		r.Get("/projects/{project_id}/jobs/{job_id}/log/raw", u.jobLogRaw)
-		r.Get("/projects/{project_id}/jobs/{job_id}/artifacts/{artifact_id}", u.jobArtifactDownload)
-		r.Get("/runners", u.runnersPage)
-		r.Get("/two_phase", u.twoPhasePage)
+		// Every page and form declares what it needs (builds/access, as the API's routes).
+		admin := r.With(u.can(access.ManageInstance))
+		admin.Get("/pipelines", u.pipelinesPage)
+		r.With(u.can(access.ListProjects)).Get("/projects", u.projectsPage)
+		r.With(u.can(access.ReadPipelines)).Get("/projects/{project_id}", u.projectPage)
+		r.With(u.can(access.ReadEnvironments)).Get("/projects/{project_id}/environments", u.environmentsPage)
+		r.With(u.can(access.RunPipeline)).Get("/projects/{project_id}/pipelines/new", u.newPipelinePage)
+		r.With(u.can(access.ReadPipelines)).Get("/projects/{project_id}/pipelines/{pipeline_id}", u.pipelinePage)
+		r.With(u.can(access.ReadPipelines)).Get("/projects/{project_id}/jobs/{job_id}", u.jobPage)
+		r.With(u.can(access.ReadJobLogs)).Get("/projects/{project_id}/jobs/{job_id}/log", u.jobLog)
+		r.With(u.can(access.ReadJobLogs)).Get("/projects/{project_id}/jobs/{job_id}/log/raw", u.jobLogRaw)
+		r.With(u.can(access.ReadArtifacts)).Get("/projects/{project_id}/jobs/{job_id}/artifacts/{artifact_id}", u.jobArtifactDownload)
+		admin.Get("/runners", u.runnersPage)
+		admin.Get("/two_phase", u.twoPhasePage)
+		// A change notification carries no data ("something changed, reload"), so the
+		// stream is open to every signed-in user; what a reload shows is guarded above.
 		r.Get("/events", u.events)
 
 		r.Group(func(r chi.Router) {
 			r.Use(u.requireCSRF)
 			r.Post("/sign_out", u.signOut)
-			r.Post("/projects/{project_id}/pipelines", u.createPipeline)
-			r.Post("/projects/{project_id}/pipelines/{pipeline_id}/cancel", u.cancelPipeline)
-			r.Post("/projects/{project_id}/jobs/{job_id}/cancel", u.jobAction)
-			r.Post("/projects/{project_id}/jobs/{job_id}/retry", u.jobAction)
-			r.Post("/projects/{project_id}/jobs/{job_id}/play", u.jobAction)
-			r.Post("/runners/{runner_id}/pause", u.runnerPause)
-			r.Post("/runners/{runner_id}/resume", u.runnerPause)
-			r.Post("/runners/{runner_id}/delete", u.runnerDelete)
-			r.Post("/runners/{runner_id}/reset_token", u.runnerResetToken)
-			r.Post("/two_phase/flag", u.twoPhaseFlag)
+			r.With(u.can(access.RunPipeline)).Post("/projects/{project_id}/pipelines", u.createPipeline)
+			r.With(u.can(access.CancelJob)).Post("/projects/{project_id}/pipelines/{pipeline_id}/cancel", u.cancelPipeline)
+			r.With(u.can(access.CancelJob)).Post("/projects/{project_id}/jobs/{job_id}/cancel", u.jobAction)
+			r.With(u.can(access.RetryJob)).Post("/projects/{project_id}/jobs/{job_id}/retry", u.jobAction)
+			r.With(u.can(access.PlayJob)).Post("/projects/{project_id}/jobs/{job_id}/play", u.jobAction)
+			admin := r.With(u.can(access.ManageInstance))
+			admin.Post("/runners/{runner_id}/pause", u.runnerPause)
+			admin.Post("/runners/{runner_id}/resume", u.runnerPause)
+			admin.Post("/runners/{runner_id}/delete", u.runnerDelete)
+			admin.Post("/runners/{runner_id}/reset_token", u.runnerResetToken)
+			admin.Post("/two_phase/flag", u.twoPhaseFlag)
 		})
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
@@ -288,21 +303,6 @@ func (u *UI) sessionActor(r *http.Request, sess session) (builds.Actor, error) {
 	return a, err
 }
 
-// requireAccess decides who may use the pages. Until projects have members and roles,
-// every page shows the whole instance, so only administrators may use them, as the API's
-// projectAccess and requireAdmin decide; per-project roles (builds/access) replace this
-// one function.
-func (u *UI) requireAccess(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a, _ := builds.ActorFrom(r.Context()); !a.Admin && r.URL.Path != "/sign_out" {
-			u.errorPage(w, r, http.StatusForbidden, "You are signed in as "+a.Username+
-				", who is not an administrator (in admin mode): these pages are administrators' until projects have members.")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
 // startSession signs who in: a new session (its id never reused), then on to next. Every
 // way of signing in ends here (the token form; single sign-on).
 func (u *UI) startSession(w http.ResponseWriter, r *http.Request, who sessionUser, next string) {
@@ -340,10 +340,7 @@ func (u *UI) secure(r *http.Request) bool {
 // actor names the signed-in caller in the audit log and the job events ("alice (web session
 // ab12cd34)"): the session id's first characters link the actions of one sign-in without
 // revealing the cookie.
-func actor(r *http.Request) string {
-	a, _ := builds.ActorFrom(r.Context())
-	return a.String()
-}
+func actor(r *http.Request) string { return actorOf(r).String() }
 
 // localPath keeps a redirect target (sign-in's next) on this site; anything else is "/".
 // A target is a path that starts with one "/" and then neither "/" nor "\" (which
