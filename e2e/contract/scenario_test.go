@@ -537,6 +537,7 @@ func TestScenario(t *testing.T) {
 	// ---- trigger tokens and pipeline schedules: pipelines from the repository
 	triggerScheduleScenario(t, c)
 	usersScenario(t, c)
+	membersScenario(t, c, proj.ID)
 
 	// ---- project webhooks: the hooks API and a hook's delivery log
 	hooksScenario(t, c, proj.ID)
