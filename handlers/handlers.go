@@ -125,7 +125,7 @@ type Handler struct {
 	// faults logs the faults that repeat per request (a backend or the rate limiter not
 	// answering) once per interval.
 	faults *builds.FaultTally
-	access           *access.Service
+	access *access.Service
 }
 
 // Trace update intervals sent to runners (GitLab's UPDATE_FREQUENCY_DEFAULT and while watched).

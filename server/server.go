@@ -367,7 +367,7 @@ type domain struct {
 	logs    *joblogs.Service   // job logs' archive and reads, over the same stores
 	prj     *projects.Service  // projects and what is set on them, over the same stores
 	groups  *resourcegroups.Service
-	access  *access.Service    // project members and the permission check
+	access  *access.Service // project members and the permission check
 	sweeper *retry.Sweeper
 	reaper  *reaper.Reaper
 	stuck   *reaper.StuckStages
