@@ -65,7 +65,7 @@ func (u *UI) can(action access.Action) func(http.Handler) http.Handler {
 				u.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("There is no project %d, or you are not a member of it.", pid))
 				return
 			default:
-				u.errorPage(w, r, http.StatusForbidden, forbiddenText(level, rule))
+				u.errorPage(w, r, http.StatusForbidden, forbiddenText(a, d, level, rule))
 				return
 			}
 			r = r.WithContext(context.WithValue(r.Context(), levelKey{}, level))
@@ -86,9 +86,12 @@ func (u *UI) can(action access.Action) func(http.Handler) http.Handler {
 	}
 }
 
-func forbiddenText(level access.Level, rule access.Rule) string {
-	if rule.AdminOnly {
-		return "This page is for administrators."
+func forbiddenText(a builds.Actor, d access.Decision, level access.Level, rule access.Rule) string {
+	switch {
+	case d == access.InsufficientScope:
+		return "You signed in with a read_api token: this session can only read. Sign in with an api token to act."
+	case rule.AdminOnly:
+		return "You are signed in as " + a.Username + ", who is not an administrator (in admin mode): this page is administrators'."
 	}
 	return fmt.Sprintf("Your role on this project (%s) may not %s: that needs %s or above.", level, rule.Covers, rule.Min)
 }

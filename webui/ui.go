@@ -175,7 +175,7 @@ func (u *UI) routes() http.Handler {
 			http.Redirect(w, r, to, http.StatusSeeOther)
 		})
 		// Every page and form declares what it needs (builds/access, as the API's routes).
-		admin := r.With(u.can(access.ManageInstance))
+		admin := r.With(u.can(access.ReadInstance))
 		admin.Get("/pipelines", u.pipelinesPage)
 		r.With(u.can(access.ListProjects)).Get("/projects", u.projectsPage)
 		r.With(u.can(access.ReadPipelines)).Get("/projects/{project_id}", u.projectPage)

@@ -43,8 +43,9 @@ const (
 
 	// ListProjects is any signed-in caller's: the list holds the caller's projects only.
 	ListProjects Action = "list_projects"
-	// ManageInstance is the instance's: its runners, projects' creation, feature flags, the
-	// audit log, every job.
+	// ReadInstance and ManageInstance are the instance's: its runners, projects' creation,
+	// feature flags, the audit log, every pipeline and job.
+	ReadInstance   Action = "read_instance"
 	ManageInstance Action = "manage_instance"
 )
 
@@ -104,7 +105,8 @@ var Table = []Rule{
 	{Action: ManageOwners, Min: Owner, Write: true, Covers: "add, change, remove owners"},
 	{Action: DeleteProject, Min: Owner, Write: true, Covers: "delete the project"},
 	{Action: ListProjects, Min: NoAccess, Covers: "list projects (a user sees its own)"},
-	{Action: ManageInstance, AdminOnly: true, Write: true, Covers: "instance runners, new projects, feature flags, audit log, all jobs"},
+	{Action: ReadInstance, AdminOnly: true, Covers: "see every pipeline and job, the instance's runners, flags and audit log"},
+	{Action: ManageInstance, AdminOnly: true, Write: true, Covers: "create projects, manage the instance's runners and flags"},
 }
 
 var rules = func() map[Action]Rule {
