@@ -9,8 +9,8 @@ import (
 	"github.com/jobapi/jobapi/ciconfig/expr"
 )
 
-// Repository answers rules:changes, only/except:changes and rules:exists from the
-// project's repository at the pipeline's commit. The server's (package cisource) reads it
+// Repository answers rules:changes, only/except:changes, rules:exists and the cache keys
+// computed from files from the project's repository at the pipeline's commit. The server's (package cisource) reads it
 // with git; tests give their own. Errors the user can act on (the repository cannot be
 // fetched) are *IncludeError; ErrRevisionNotFound when a commit or ref does not exist.
 type Repository interface {
@@ -22,6 +22,14 @@ type Repository interface {
 	// MergeBase returns the best common ancestor of rev (a branch or tag name, refs/...,
 	// or a sha) and the pipeline's commit.
 	MergeBase(rev string) (string, error)
+	// BlobIDs returns the git object id of each file of paths at the pipeline's commit,
+	// in their order: "" for a path that names no file there (nothing, a directory).
+	// cache:key:files.
+	BlobIDs(paths []string) ([]string, error)
+	// LastCommit returns the latest commit at or before the pipeline's commit that
+	// changed path (a file or a directory, taken literally), "" when none did.
+	// cache:key:files_commits.
+	LastCommit(path string) (string, error)
 }
 
 // ErrRevisionNotFound is what a Repository answers for a commit or ref it does not have.
@@ -133,10 +141,14 @@ type repoFacts struct {
 	changed  map[string][]string // by base sha
 	bases    map[string]string   // compare_to → merge base
 	warnings []string
+	// blobs and lastCommits: what cache keys read, by path ("" for no file, no commit).
+	blobs       map[string]string
+	lastCommits map[string]string
 }
 
 func newRepoFacts(c Context, vars map[string]string) *repoFacts {
-	return &repoFacts{c: c, vars: vars, changed: map[string][]string{}, bases: map[string]string{}}
+	return &repoFacts{c: c, vars: vars, changed: map[string][]string{}, bases: map[string]string{},
+		blobs: map[string]string{}, lastCommits: map[string]string{}}
 }
 
 var fullSHA = regexp.MustCompile(`^[0-9a-f]{40}$`)

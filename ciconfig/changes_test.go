@@ -16,8 +16,30 @@ type repo struct {
 	files   []string
 	changed map[string][]string // by base
 	bases   map[string]string   // compare_to → merge base
+	blobs   map[string]string   // path → blob id (cache:key:files)
+	commits map[string]string   // path → its last commit (cache:key:files_commits)
 	err     error               // answered by every method when set
 	calls   []string
+}
+
+func (r *repo) BlobIDs(paths []string) ([]string, error) {
+	r.calls = append(r.calls, "blobs "+strings.Join(paths, ","))
+	if r.err != nil {
+		return nil, r.err
+	}
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = r.blobs[p]
+	}
+	return out, nil
+}
+
+func (r *repo) LastCommit(path string) (string, error) {
+	r.calls = append(r.calls, "last-commit "+path)
+	if r.err != nil {
+		return "", r.err
+	}
+	return r.commits[path], nil
 }
 
 func (r *repo) Paths() ([]string, error) {

@@ -244,6 +244,19 @@ func (cfg *config) pipeline(c Context) (Result, error) {
 				Message: fmt.Sprintf("the job has %d variables with the global ones; at most %d are accepted", len(vars.list), builds.MaxVariables)}
 		}
 		def.Variables = vars.list
+		if j.cacheKeys != nil {
+			def.Cache = slices.Clone(def.Cache)
+			for i, k := range j.cacheKeys {
+				if k == nil || i >= len(def.Cache) {
+					continue
+				}
+				key, err := cfg.repo.cacheKey(k, i)
+				if err != nil {
+					return Result{}, err
+				}
+				def.Cache[i].Key = key
+			}
+		}
 		kept = append(kept, included{spec: j, def: def, needs: needs})
 		present[j.name] = true
 	}

@@ -95,6 +95,9 @@ type jobSpec struct {
 	// resourceGroup: `resource_group:` as written ("" without one), expanded per pipeline.
 	resourceGroup     string
 	resourceGroupLine int
+	// cacheKeys: per entry of def.Cache, its key:files or files_commits (nil for a key
+	// given as text), computed from the repository for each pipeline.
+	cacheKeys []*cacheKeySpec
 }
 
 type needSpec struct {
@@ -390,6 +393,11 @@ func (cfg *config) readJob(name string, v *val, defaults map[string]*val) error 
 		}
 		if err := parseInheritable(def, k, kv, name, key, warn); err != nil {
 			return err
+		}
+		if k == "cache" {
+			if j.cacheKeys, err = cacheKeySpecs(kv, name, key); err != nil {
+				return err
+			}
 		}
 	}
 

@@ -185,7 +185,21 @@ type corpusRepo struct {
 	Files []string `json:"files,omitempty"`
 	Diff  []string `json:"changed"`
 	Refs  []string `json:"refs,omitempty"`
+	// Blobs and Commits: the files' blob ids and last commits, for cache:key:files and
+	// files_commits (a path not listed has none).
+	Blobs   map[string]string `json:"blobs,omitempty"`
+	Commits map[string]string `json:"commits,omitempty"`
 }
+
+func (r *corpusRepo) BlobIDs(paths []string) ([]string, error) {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = r.Blobs[p]
+	}
+	return out, nil
+}
+
+func (r *corpusRepo) LastCommit(path string) (string, error) { return r.Commits[path], nil }
 
 func (r *corpusRepo) Paths() ([]string, error)              { return r.Files, nil }
 func (r *corpusRepo) Changed(base string) ([]string, error) { return r.Diff, nil }

@@ -126,8 +126,12 @@
 //	            none refuses the operator's downloads (the runners of dependent jobs
 //	            still fetch the archive); the pipeline and job pages show expose_as
 //	            as the archive's link
-//	cache       key (a string; key:files refused: it needs the repository), paths,
-//	            policy, when, untracked, fallback_keys, unprotect (no effect: a warning)
+//	cache       key: a string, or key:files / key:files_commits (up to two paths or
+//	            patterns, not both) with key:prefix, computed from the repository at the
+//	            pipeline's commit as GitLab does (Context.Repository: the SHA-1 of the
+//	            files' blob ids, or of their last commits, after the prefix or the
+//	            cache's index; "default" when no file exists); paths, policy, when,
+//	            untracked, fallback_keys, unprotect (no effect: a warning)
 //
 // keys_test.go walks every key of GitLab's reference: each compiles or is such a 400.
 //

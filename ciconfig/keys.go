@@ -659,8 +659,12 @@ func parseCache(v *val, job, key string, warn func(string)) (builds.Cache, error
 		case vString, vInt, vFloat:
 			c.Key = x.text
 		case vMap:
-			return builds.Cache{}, errAt(x, job, key+":key", "is not supported by jobapi yet: key:files computes the key from files of the repository at the "+
-				"pipeline's commit, which the pipeline API does not read; use a string key, such as $CI_COMMIT_REF_SLUG")
+			// key:files, files_commits and prefix: the key is computed from the repository
+			// when a pipeline is made of the job (cacheKeySpec.compute).
+			if _, err := parseCacheKeyFiles(x, job, key+":key"); err != nil {
+				return builds.Cache{}, err
+			}
+			c.Key = ""
 		default:
 			return builds.Cache{}, errAt(x, job, key+":key", "config should be a string or a hash")
 		}

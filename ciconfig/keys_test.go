@@ -100,6 +100,7 @@ var gitlabKeys = []struct{ key, yaml string }{
 	{"cache:key", "job: {script: x, cache: {key: k, paths: [a]}}\n"},
 	{"cache:key:files", "job: {script: x, cache: {key: {files: [go.sum]}, paths: [a]}}\n"},
 	{"cache:key:prefix", "job: {script: x, cache: {key: {files: [go.sum], prefix: p}, paths: [a]}}\n"},
+	{"cache:key:files_commits", "job: {script: x, cache: {key: {files_commits: [go.sum]}, paths: [a]}}\n"},
 	{"cache:paths", "job: {script: x, cache: {paths: [a]}}\n"},
 	{"cache:untracked", "job: {script: x, cache: {untracked: true}}\n"},
 	{"cache:unprotect", "job: {script: x, cache: {paths: [a], unprotect: true}}\n"},

@@ -220,6 +220,22 @@ func (p *Files) MergeBase(rev string) (string, error) {
 	return p.s.Git.MergeBase(p.ctx, p.remote, p.rev, rev)
 }
 
+// BlobIDs are the git object ids of files at the pipeline's commit, for cache:key:files.
+func (p *Files) BlobIDs(paths []string) ([]string, error) {
+	if err := p.usable(); err != nil {
+		return nil, err
+	}
+	return p.s.Git.BlobIDs(p.ctx, p.remote, p.rev, paths)
+}
+
+// LastCommit is the latest commit that changed path, for cache:key:files_commits.
+func (p *Files) LastCommit(path string) (string, error) {
+	if err := p.usable(); err != nil {
+		return "", err
+	}
+	return p.s.Git.LastCommit(p.ctx, p.remote, p.rev, path)
+}
+
 func (p *Files) Remote(u string) ([]byte, error) {
 	if p.s.Remote == nil {
 		return nil, &ciconfig.IncludeError{Message: "remote includes are off"}
