@@ -89,7 +89,7 @@ var csrfMeta = regexp.MustCompile(`<meta name="csrf-token" content="([^"]+)">`)
 // csrf reads the session's token from a page, as the forms carry it.
 func (b *browser) csrf() string {
 	b.t.Helper()
-	m := csrfMeta.FindStringSubmatch(b.get("/pipelines", http.StatusOK))
+	m := csrfMeta.FindStringSubmatch(b.get("/projects", http.StatusOK)) // every signed-in user's page
 	if m == nil {
 		b.t.Fatal("no CSRF token on the page")
 	}
