@@ -15,6 +15,7 @@ import (
 
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/access"
+	"github.com/jobapi/jobapi/builds/schedules"
 )
 
 type levelKey struct{}
@@ -94,8 +95,8 @@ func decisionError(d access.Decision) error {
 	return &httpError{code: http.StatusForbidden, msg: "403 Forbidden"}
 }
 
-// routeRef is the ref a job or pipeline route acts on ("" when the route names neither, or
-// the job or pipeline does not exist: the handler answers that).
+// routeRef is the ref a job, pipeline or schedule route acts on ("" when the route names
+// none, or it does not exist: the handler answers that).
 func (h *Handler) routeRef(ctx context.Context, r *http.Request, pid int64) (string, error) {
 	var ref string
 	var err error
@@ -108,6 +109,16 @@ func (h *Handler) routeRef(ctx context.Context, r *http.Request, pid int64) (str
 		var v builds.JobView
 		v, err = h.svc.Job(ctx, pid, id)
 		ref = v.Ref
+	case chi.URLParam(r, "schedule_id") != "" && h.schedules != nil:
+		// A schedule runs its pipelines on its ref without anyone's say: changing or
+		// playing one is running on that ref.
+		id, perr := pathID(r, "schedule_id")
+		if perr != nil {
+			return "", perr
+		}
+		var s schedules.Schedule
+		s, err = h.schedules.Get(ctx, pid, id)
+		ref = s.Ref
 	case chi.URLParam(r, "pipeline_id") != "":
 		id, perr := pathID(r, "pipeline_id")
 		if perr != nil {

@@ -151,6 +151,11 @@ func (h *Handler) createSchedule(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if c.Ref != nil {
+		if err := h.mayRunOn(r.Context(), pid, *c.Ref); err != nil {
+			return err
+		}
+	}
 	s, err := h.schedules.Create(r.Context(), pid, c)
 	if err != nil {
 		return err
@@ -171,6 +176,11 @@ func (h *Handler) updateSchedule(w http.ResponseWriter, r *http.Request) error {
 	c, err := scheduleFields(r)
 	if err != nil {
 		return err
+	}
+	if c.Ref != nil { // the schedule's own ref was checked by the route (h.can)
+		if err := h.mayRunOn(r.Context(), pid, *c.Ref); err != nil {
+			return err
+		}
 	}
 	s, err := h.schedules.Update(r.Context(), pid, id, c)
 	if err != nil {

@@ -90,7 +90,9 @@ var Table = []Rule{
 	{Action: RetryJob, Min: Developer, Write: true, RefRule: true, Covers: "retry a job or a pipeline"},
 	{Action: CancelJob, Min: Developer, Write: true, RefRule: true, Covers: "cancel a job or a pipeline"},
 	{Action: PlayJob, Min: Developer, Write: true, RefRule: true, Covers: "play a manual job"},
-	{Action: ManageSchedules, Min: Developer, Write: true, Covers: "create, change, play, delete schedules"},
+	// A schedule runs on its ref as no one in particular: making, changing or playing one on
+	// a protected ref needs that ref's permission, as GitLab asks of a schedule's owner.
+	{Action: ManageSchedules, Min: Developer, Write: true, RefRule: true, Covers: "create, change, play, delete schedules"},
 	{Action: ReadProtectedVariables, Min: Maintainer, Covers: "read protected variables"},
 	{Action: WriteProtectedVariables, Min: Maintainer, Write: true, Covers: "write protected variables"},
 	{Action: ManageTriggers, Min: Maintainer, Write: true, Covers: "manage trigger tokens"},

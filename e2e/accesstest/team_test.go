@@ -163,6 +163,19 @@ func TestTeam(t *testing.T) {
 		map[string]any{"description": "nightly", "ref": "main", "cron": "0 1 * * *"}, &s)
 	maint["api"].must(two, http.StatusOK, "PUT", fmt.Sprintf("/projects/%d/pipeline_schedules/%d", a.ID, s.ID),
 		map[string]any{"cron": "0 2 * * *"}, nil)
+	// A schedule runs on its ref: a developer may schedule the feature branch, not main, and
+	// may not change or play the maintainer's schedule of main.
+	dev["api"].refused(two, http.StatusForbidden, "POST", fmt.Sprintf("/projects/%d/pipeline_schedules", a.ID),
+		map[string]any{"description": "mine", "ref": "main", "cron": "0 3 * * *"})
+	dev["api"].refused(two, http.StatusForbidden, "PUT", fmt.Sprintf("/projects/%d/pipeline_schedules/%d", a.ID, s.ID),
+		map[string]any{"cron": "* * * * *"})
+	dev["api"].refused(two, http.StatusForbidden, "POST", fmt.Sprintf("/projects/%d/pipeline_schedules/%d/variables", a.ID, s.ID),
+		map[string]any{"key": "INJECTED", "value": "1"})
+	var mineSchedule api.PipelineSchedule
+	dev["api"].must(one, http.StatusCreated, "POST", fmt.Sprintf("/projects/%d/pipeline_schedules", a.ID),
+		map[string]any{"description": "mine", "ref": "feature", "cron": "0 3 * * *"}, &mineSchedule)
+	dev["api"].refused(one, http.StatusForbidden, "PUT", fmt.Sprintf("/projects/%d/pipeline_schedules/%d", a.ID, mineSchedule.ID),
+		map[string]any{"ref": "main"})
 	maint["api"].must(one, http.StatusNoContent, "DELETE", fmt.Sprintf("/projects/%d/pipeline_schedules/%d", a.ID, s.ID), nil, nil)
 	// Maintainers' and owners' things stay out of the developer's reach.
 	dev["api"].refused(one, http.StatusForbidden, "GET", fmt.Sprintf("/projects/%d/triggers", a.ID), nil)
