@@ -62,7 +62,9 @@ func TestBrowserActionsFollowTheRole(t *testing.T) {
 			{"name": "release", "stage": "test", "script": []string{"./release"}, "when": "manual"},
 		}}, &onMain)
 	unit, deploy, release := job.ID, jobapitest.JobID(t, feature, "deploy"), jobapitest.JobID(t, onMain, "release")
-	pipelinePage := func(p api.Pipeline) string { return fmt.Sprintf("%s/projects/%d/pipelines/%d", inst.URL, proj.ID, p.ID) }
+	pipelinePage := func(p api.Pipeline) string {
+		return fmt.Sprintf("%s/projects/%d/pipelines/%d", inst.URL, proj.ID, p.ID)
+	}
 
 	// The reporter: pages, no actions.
 	ctx := newChrome(t)
