@@ -239,7 +239,7 @@ func (e *env) startServer(prefix string) error {
 // startReplica starts another in-process replica on the same database and Redis prefix,
 // with cfg changed by change; its statements are counted with the first one's. The caller
 // closes it.
-func (e *env) startReplica(change func(*server.Config)) (*server.Server, error) {
+func (e *env) startReplica(change func(*server.Config), log *slog.Logger) (*server.Server, error) {
 	if e.srv == nil {
 		return nil, errors.New("a second replica needs the in-process jobapi (not --url)")
 	}
@@ -252,7 +252,10 @@ func (e *env) startReplica(change func(*server.Config)) (*server.Server, error) 
 	opts := server.Options{Listener: ln, FlagDomain: "jobapi-bench-" + randHex(4), Tracer: e.queries}
 	var srv *server.Server
 	pprof.Do(context.Background(), pprof.Labels(labelKey, "server"), func(ctx context.Context) {
-		srv, err = server.Start(ctx, cfg, e.serverLog, opts)
+		if log == nil {
+			log = e.serverLog
+		}
+		srv, err = server.Start(ctx, cfg, log, opts)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start a second jobapi: %w", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,10 +56,14 @@ type config struct {
 	PickupRunners  int
 	PickupInterval time.Duration
 	PickupLongPoll time.Duration
-	PickupIdle     time.Duration
-	PickupJobs     int
-	PickupEvery    time.Duration
-	PickupModes    []string
+	// OverloadRedisLatency and OverloadBurners: the overload scenario's slow Redis and
+	// CPU-spinning processes.
+	OverloadRedisLatency time.Duration
+	OverloadBurners      int
+	PickupIdle           time.Duration
+	PickupJobs           int
+	PickupEvery          time.Duration
+	PickupModes          []string
 
 	SweepWaiting int
 	SweepExpired int
@@ -81,7 +86,7 @@ type config struct {
 	ArchiveJobs int
 }
 
-var allScenarios = []string{"baseline", "floor", "cycle", "ack", "idle", "pickup", "sweep", "artifacts", "yaml", "trace", "archive", "scale"}
+var allScenarios = []string{"baseline", "floor", "cycle", "ack", "idle", "pickup", "overload", "sweep", "artifacts", "yaml", "trace", "archive", "scale"}
 
 type intList []int
 
@@ -157,6 +162,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.PickupJobs, "pickup-jobs", 30, "pickup: jobs created in each mode's job phase")
 	fs.DurationVar(&c.PickupEvery, "pickup-every", time.Second, "pickup: one job created this often")
 	pickupModes := fs.String("pickup-modes", "poll,long_poll", "pickup: poll (every interval, one replica), long_poll (held requests on a second replica)")
+	fs.DurationVar(&c.OverloadRedisLatency, "overload-redis-latency", 600*time.Millisecond, "overload: added to every Redis answer the replica gets (a proxy; jobapi's Redis call timeout is 500 ms)")
+	fs.IntVar(&c.OverloadBurners, "overload-burners", runtime.NumCPU(), "overload: processes that each spin a core meanwhile")
 	fs.IntVar(&c.SweepWaiting, "sweep-waiting", 100_000, "sweep: builds waiting for their ack")
 	fs.IntVar(&c.SweepExpired, "sweep-expired", 10_000, "sweep: of which expired")
 	c.ScaleSizes = intList{1000, 10_000, 100_000, 1_000_000}

@@ -7,7 +7,7 @@
 // then be that jobapi's database (it is seeded and, by scale, truncated: use a deployment
 // dedicated to benchmarking).
 //
-// Scenarios: baseline, cycle, ack, idle, sweep, scale; artifacts; floor and pickup (with floor in
+// Scenarios: baseline, cycle, ack, idle, sweep, scale; artifacts; overload; floor and pickup (with floor in
 // the run, the efficiency table of CPU per job ÷ floor and pickup targets closes the output). It prints a table and one
 // JSON line per scenario. See docs/performance.md.
 //
@@ -32,6 +32,9 @@ import (
 )
 
 func main() {
+	if os.Getenv(burnEnv) == "1" {
+		burnMain()
+	}
 	if os.Getenv(fleetEnv) == "1" {
 		if err := fleetMain(os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "jobapi-bench fleet:", err)
@@ -127,6 +130,11 @@ func runScenarios(ctx context.Context, cfg config, stdout, stderr io.Writer) err
 			var fleet []*runner
 			if fleet, err = e.newFleet(ctx, cfg.PickupRunners); err == nil {
 				r, err = e.pickup(ctx, fleet)
+			}
+		case "overload":
+			var fleet []*runner
+			if fleet, err = e.newFleet(ctx, cfg.PickupRunners); err == nil {
+				r, err = e.overload(ctx, fleet)
 			}
 		case "sweep":
 			r, err = e.sweep(ctx)

@@ -16,6 +16,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(burnEnv) == "1" {
+		burnMain()
+	}
 	if os.Getenv(fleetEnv) == "1" {
 		// The idle scenario re-runs this binary as its fleet of runners.
 		if err := fleetMain(os.Stdin, os.Stdout); err != nil {
@@ -49,7 +52,7 @@ func TestSmoke(t *testing.T) {
 		"--idle-runners", "10", "--idle-interval", "200ms", "--idle-duration", "600ms", "--idle-backlog", "50",
 		"--floor-duration", "200ms",
 		"--pickup-runners", "6", "--pickup-interval", "200ms", "--pickup-long-poll", "2s", "--pickup-idle", "300ms",
-		"--pickup-jobs", "3", "--pickup-every", "100ms",
+		"--pickup-jobs", "3", "--pickup-every", "100ms", "--overload-burners", "1", "--overload-redis-latency", "600ms",
 		"--sweep-waiting", "60", "--sweep-expired", "15",
 		"--scale-sizes", "20,40", "--scale-history", "50", "--scale-claims", "10", "--scale-runners", "2",
 		"--artifact-size", "3MB", "--yaml-jobs", "60", "--yaml-repeat", "2", "--trace-patches", "40", "--archive-jobs", "20",

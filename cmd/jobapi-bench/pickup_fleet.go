@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +34,8 @@ type pickupFleetResult struct {
 	Polls   []int64        `json:"poll_ns"` // 204 answers' latencies, poll mode
 	Errors  map[string]int `json:"errors"`
 	LastErr map[string]string
+	// Answers: every job request's answer by class (pickupMode.Answers).
+	Answers map[string]int `json:"answers"`
 }
 
 func pickupFleetMain(spec fleetSpec, in *bufio.Reader, stdout io.Writer) error {
@@ -43,8 +46,13 @@ func pickupFleetMain(spec fleetSpec, in *bufio.Reader, stdout io.Writer) error {
 	var (
 		requests atomic.Int64
 		mu       sync.Mutex
-		res      = pickupFleetResult{Errors: map[string]int{}, LastErr: map[string]string{}}
+		res      = pickupFleetResult{Errors: map[string]int{}, LastErr: map[string]string{}, Answers: map[string]int{}}
 	)
+	answered := func(class string) {
+		mu.Lock()
+		res.Answers[class]++
+		mu.Unlock()
+	}
 	fail := func(what string, err error) {
 		mu.Lock()
 		res.Errors[what]++
@@ -101,22 +109,35 @@ func pickupFleetMain(spec fleetSpec, in *bufio.Reader, stdout io.Writer) error {
 				requests.Add(1)
 				job, r, err := c.RequestJob(ctx)
 				d := time.Since(t)
+				retryAfter, _ := strconv.Atoi(r.Header.Get("Retry-After"))
 				switch {
 				case ctx.Err() != nil:
 					return
 				case err != nil:
+					answered("transport")
 					fail("request", err)
 				case job != nil:
+					answered("201")
 					mu.Lock()
 					res.Pickups = append(res.Pickups, pickupEvent{BuildID: job.ID, At: time.Now().UnixNano()})
 					mu.Unlock()
 					runJob(ctx, c, job)
+				case (r.Code == http.StatusServiceUnavailable || r.Code == http.StatusTooManyRequests) && retryAfter > 0:
+					// gitlab-runner's transport waits Retry-After and asks again; the runner
+					// stays healthy.
+					answered(strconv.Itoa(r.Code) + "+Retry-After")
+					sleepCtx(ctx, time.Duration(retryAfter)*time.Second)
+					next = time.Now()
 				case r.Code != http.StatusNoContent:
+					answered(strconv.Itoa(r.Code))
 					fail("request", callErr(nil, r.Code))
-				case !spec.LongPoll:
-					mu.Lock()
-					res.Polls = append(res.Polls, int64(d))
-					mu.Unlock()
+				default:
+					answered("204")
+					if !spec.LongPoll {
+						mu.Lock()
+						res.Polls = append(res.Polls, int64(d))
+						mu.Unlock()
+					}
 				}
 				if now := time.Now(); next.Before(now) {
 					// Held past the interval (long poll) or slow: ask again at once.

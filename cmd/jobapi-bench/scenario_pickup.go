@@ -53,6 +53,11 @@ type pickupMode struct {
 	WarmupS           float64 `json:"warmup_s"`
 	FleetCPU          float64 `json:"fleet_process_cpu_s"`
 	PollLatency       Latency `json:"poll_204_latency"`
+	// Answers counts the fleet's answers by class: 201, 204, "503+Retry-After" (what
+	// gitlab-runner retries after the delay), any other status, transport.
+	Answers map[string]int `json:"answers,omitempty"`
+	// The overload mode's (scenario_overload.go).
+	Overload *overloadStats `json:"overload,omitempty"`
 }
 
 const pickupYAML = "pickup:\n  script: [echo pickup]\n"
@@ -99,10 +104,26 @@ func (e *env) pickupMode(ctx context.Context, rs []*runner, mode string, rec *re
 		return m, err
 	}
 	url := e.baseURL
-	if mode == "long_poll" {
-		srv, err := e.startReplica(func(c *server.Config) { c.LongPoll = cfg.PickupLongPoll })
+	var ov *overloadRig
+	if mode == "overload" {
+		var err error
+		if ov, err = e.newOverloadRig(); err != nil {
+			return m, err
+		}
+		defer ov.close()
+	}
+	if mode == "long_poll" || mode == "overload" {
+		srv, err := e.startReplica(func(c *server.Config) {
+			c.LongPoll = cfg.PickupLongPoll
+			if ov != nil {
+				ov.configure(c)
+			}
+		}, ov.logger())
 		if err != nil {
 			return m, err
+		}
+		if ov != nil {
+			ov.replicaURL = srv.URL
 		}
 		defer func() {
 			if err := srv.Close(); err != nil {
@@ -115,7 +136,7 @@ func (e *env) pickupMode(ctx context.Context, rs []*runner, mode string, rec *re
 	if err != nil {
 		return m, err
 	}
-	spec := fleetSpec{BaseURL: url, Interval: cfg.PickupInterval, Pickup: true, LongPoll: mode == "long_poll"}
+	spec := fleetSpec{BaseURL: url, Interval: cfg.PickupInterval, Pickup: true, LongPoll: mode != "poll"}
 	for _, r := range rs {
 		spec.Runners = append(spec.Runners, fleetRunner{Token: r.Token, SystemID: r.SystemID})
 	}
@@ -163,6 +184,13 @@ func (e *env) pickupMode(ctx context.Context, rs []*runner, mode string, rec *re
 		if err := send("go"); err != nil {
 			return res, err
 		}
+		if ov != nil {
+			// Redis slowed and the CPU saturated from here on, the fleet warm.
+			if err := ov.start(); err != nil {
+				return res, err
+			}
+			defer ov.stop()
+		}
 		// Let the fleet settle into its rhythm (in long poll, every runner held) first.
 		sleepCtx(sctx, cfg.PickupInterval+200*time.Millisecond)
 
@@ -206,6 +234,9 @@ func (e *env) pickupMode(ctx context.Context, rs []*runner, mode string, rec *re
 		}
 		// Until every job is taken, or long enough that one that is not never will be.
 		deadline := time.Now().Add(2*cfg.PickupInterval + 10*time.Second)
+		if ov != nil {
+			deadline = time.Now().Add(cfg.PickupLongPoll + 30*time.Second)
+		}
 		for time.Now().Before(deadline) && sctx.Err() == nil {
 			var pending int
 			if err := e.db.QueryRow(sctx, `SELECT count(*) FROM builds WHERE status = 'pending'`).Scan(&pending); err != nil {
@@ -215,6 +246,12 @@ func (e *env) pickupMode(ctx context.Context, rs []*runner, mode string, rec *re
 				break
 			}
 			sleepCtx(sctx, 50*time.Millisecond)
+		}
+		if ov != nil {
+			// A claimed build reaches its runner only after the claim's Redis calls (ack key,
+			// live log), each up to its timeout with Redis slow: give the last 201s time to
+			// arrive before the fleet stops.
+			sleepCtx(sctx, 3*time.Second)
 		}
 		wall = time.Since(start).Seconds()
 		if t := e.testedSince(sctx, tested); t != nil {
@@ -228,6 +265,10 @@ func (e *env) pickupMode(ctx context.Context, rs []*runner, mode string, rec *re
 		if len(created) > 0 {
 			m.RequestsPerJob = round3(float64(n2-n1) / float64(len(created)))
 			m.JobPhasePGQueries = round3(float64(jq) / float64(len(created)))
+		}
+		if ov != nil {
+			ov.stop()
+			m.Overload = ov.stats(n2-n0, m.IdlePGQueries+jq)
 		}
 		if err := send("stop"); err != nil {
 			return res, err
@@ -244,6 +285,7 @@ func (e *env) pickupMode(ctx context.Context, rs []*runner, mode string, rec *re
 		m.FleetCPU = round3((ru.UserTime() + ru.SystemTime()).Seconds())
 	}
 	m.CreateLatency = createRec.summary()["create"]
+	m.Answers = res.Answers
 	var polls []time.Duration
 	for _, d := range res.Polls {
 		polls = append(polls, time.Duration(d))
