@@ -128,7 +128,12 @@ func (h *Handler) observe(next http.Handler) http.Handler {
 		h.metrics.requests.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Inc()
 		h.metrics.duration.WithLabelValues(route, r.Method).Observe(elapsed.Seconds())
 		level := slog.LevelInfo
-		if rec.status >= 500 {
+		if rec.status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") != "" {
+			// Shed or a backend not answering: an answer given on purpose, which the
+			// runner retries; the fault tallies say what, once per interval, where a line
+			// per request would flood the log of an overloaded replica.
+			level = slog.LevelDebug
+		} else if rec.status >= 500 {
 			level = slog.LevelError
 		} else if route == "/api/v4/jobs/request" && rec.status == http.StatusNoContent {
 			level = slog.LevelDebug // idle polls would drown everything else

@@ -37,7 +37,8 @@ func (s *Store) PublishChanges(ctx context.Context, changes []builds.Change) err
 	}
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
-	return unavailable(s.hot.Publish(ctx, s.changesChannel(), b.String()).Err())
+	_, err := hotCall(ctx, func() (int64, error) { return s.hot.Publish(ctx, s.changesChannel(), b.String()).Result() })
+	return unavailable(err)
 }
 
 // parseChanges reads a PublishChanges message; malformed words are skipped (a newer
@@ -88,6 +89,6 @@ func (s *Store) RevokeSession(ctx context.Context, id string, until time.Time) e
 func (s *Store) SessionRevoked(ctx context.Context, id string) (bool, error) {
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
-	n, err := s.hot.Exists(ctx, s.revokedKey(id)).Result()
+	n, err := hotCall(ctx, func() (int64, error) { return s.hot.Exists(ctx, s.revokedKey(id)).Result() })
 	return n > 0, unavailable(err)
 }

@@ -73,13 +73,37 @@ func callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, CallTimeout)
 }
 
+// hotCall runs one command through the autopipeliner (s.hot) but answers its caller by
+// ctx's deadline. go-redis's AutoFuture.Wait ignores the context: with Redis slow, a caller
+// waited for its whole batch, the client's retries included, whatever its deadline (under
+// jobapi-bench overload, a claim that took a build held its request ten seconds in the ack
+// key's SET NX). The command goes on in the background and its answer is dropped.
+func hotCall[T any](ctx context.Context, call func() (T, error)) (T, error) {
+	type answer struct {
+		v   T
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		v, err := call()
+		ch <- answer{v, err}
+	}()
+	select {
+	case a := <-ch:
+		return a.v, a.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
 // Grant sets the ack key of a fresh assignment with SET NX. go-redis retries a SET whose
 // answer was lost, and the retry then finds the key: comparing the value tells our own
 // earlier attempt from a real conflict.
 func (s *Store) Grant(ctx context.Context, buildID int64, holder string, ttl time.Duration) error {
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
-	ok, err := s.hot.SetNX(ctx, s.ackKey(buildID), holder, ttl).Result()
+	ok, err := hotCall(ctx, func() (bool, error) { return s.hot.SetNX(ctx, s.ackKey(buildID), holder, ttl).Result() })
 	if err != nil {
 		return fmt.Errorf("set ack key: %w", unavailable(err))
 	}
@@ -108,7 +132,8 @@ func (s *Store) Refresh(ctx context.Context, buildID int64, holder string, ttl t
 func (s *Store) Release(ctx context.Context, buildID int64) error {
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
-	return unavailable(s.hot.Del(ctx, s.ackKey(buildID)).Err())
+	_, err := hotCall(ctx, func() (int64, error) { return s.hot.Del(ctx, s.ackKey(buildID)).Result() })
+	return unavailable(err)
 }
 
 // TTLs returns the time left on each live ack key, in one pipelined round trip. Each ack key
@@ -217,7 +242,7 @@ func (s *Store) Watch(ctx context.Context, buildID int64) error {
 func (s *Store) Watched(ctx context.Context, buildID int64) (bool, error) {
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
-	n, err := s.hot.Exists(ctx, s.watchKey(buildID)).Result()
+	n, err := hotCall(ctx, func() (int64, error) { return s.hot.Exists(ctx, s.watchKey(buildID)).Result() })
 	return n > 0, unavailable(err)
 }
 
@@ -227,7 +252,10 @@ func (s *Store) eventsChannel() string { return s.prefix + "pipeline-events" }
 func (s *Store) Publish(ctx context.Context, pipelineID int64) error {
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
-	return unavailable(s.hot.Publish(ctx, s.eventsChannel(), strconv.FormatInt(pipelineID, 10)).Err())
+	_, err := hotCall(ctx, func() (int64, error) {
+		return s.hot.Publish(ctx, s.eventsChannel(), strconv.FormatInt(pipelineID, 10)).Result()
+	})
+	return unavailable(err)
 }
 
 // eventsPing is how long a silent subscription waits before checking its connection.
