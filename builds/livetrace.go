@@ -147,7 +147,7 @@ func (s *Service) appendLive(ctx context.Context, id int64, offset int64, data [
 			if ctx.Err() != nil {
 				return TraceResult{}, ctx.Err()
 			}
-			s.log.WarnContext(ctx, "live trace refused the append: written to Postgres", "build_id", id, "error", err)
+			s.faults.Count(ctx, "live_trace_refused_the_append", err)
 			return s.appendDurable(ctx, id, offset, data)
 		}
 		switch r.Outcome {
@@ -224,7 +224,7 @@ func (s *Service) armLive(ctx context.Context, id, durable int64, now time.Time)
 		return
 	}
 	if _, err := s.live.Arm(ctx, id, StatusRunning, durable, s.firstLiveCheck(now)); err != nil {
-		s.log.WarnContext(ctx, "live trace not armed (its first PATCH checks Postgres)", "build_id", id, "error", err)
+		s.faults.Count(ctx, "live_trace_not_armed", err)
 	}
 }
 
@@ -267,13 +267,13 @@ func (s *Service) flushLive(ctx context.Context, id int64, now time.Time) {
 	}
 	durable, err := s.store.FlushTrace(ctx, id, base, data, now)
 	if err != nil {
-		s.log.WarnContext(ctx, "live trace chunk not flushed to Postgres", "build_id", id, "error", err)
+		s.faults.Count(ctx, "live_trace_chunk_not_flushed_to_postgres", err)
 		return
 	}
 	if durable > base {
 		if err := s.live.Trim(ctx, id, durable); err != nil {
 			// Harmless: the next flush's compare-and-set fails, reads the size and trims.
-			s.log.WarnContext(ctx, "live trace not trimmed", "build_id", id, "error", err)
+			s.faults.Count(ctx, "live_trace_not_trimmed", err)
 		}
 	}
 }
@@ -299,7 +299,7 @@ func (s *Service) liveFence(ctx context.Context, f Finish) {
 		return
 	}
 	if err := s.live.Fence(ctx, f.BuildID); err != nil {
-		s.log.WarnContext(ctx, "live trace not fenced before a finish", "build_id", f.BuildID, "error", err)
+		s.faults.Count(ctx, "live_trace_not_fenced_before_a_finish", err)
 	}
 }
 
@@ -310,7 +310,7 @@ func (s *Service) liveClose(ctx context.Context, id int64, st Status) {
 		return
 	}
 	if err := s.live.Close(ctx, id, st); err != nil {
-		s.log.WarnContext(ctx, "live trace not closed (its state check will)", "build_id", id, "error", err)
+		s.faults.Count(ctx, "live_trace_not_closed", err)
 	}
 }
 
@@ -330,7 +330,7 @@ func (s *Service) liveCancel(ctx context.Context, id int64) {
 		return
 	}
 	if err := s.live.Cancel(ctx, id); err != nil {
-		s.log.WarnContext(ctx, "live trace not told of the cancel (its state check will)", "build_id", id, "error", err)
+		s.faults.Count(ctx, "live_trace_not_told_of_the_cancel", err)
 	}
 }
 
@@ -381,7 +381,7 @@ func (s *Service) liveTrim(ctx context.Context, id, base, durable int64) {
 		return
 	}
 	if err := s.live.Trim(ctx, id, durable); err != nil {
-		s.log.WarnContext(ctx, "live trace not trimmed", "build_id", id, "error", err)
+		s.faults.Count(ctx, "live_trace_not_trimmed", err)
 	}
 }
 

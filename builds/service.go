@@ -189,7 +189,7 @@ func NewService(d Deps) *Service {
 	s.empties = newEmptyProfiles()
 	s.flights = newClaimFlights()
 	s.fallback = newFallbackClaims(cfg.FallbackClaims, cfg.LongPoll)
-	s.faults = NewFaultTally(d.Log, "job requests degraded: Redis did not answer in time", 0)
+	s.faults = NewFaultTally(d.Log, "Redis did not answer in time; each fault fell back as docs/overload.md says", 0)
 	s.wakes = newWakeHub(d.Queue, counter, s.runners.forgetRunner, d.Log)
 	return s
 }
@@ -666,13 +666,13 @@ func (s *Service) acknowledged(ctx context.Context, id int64, tokenHash []byte, 
 	// not armed makes the first PATCH check Postgres.
 	if s.leaseArm != nil {
 		if _, err := s.leaseArm.ReleaseArm(ctx, id, StatusRunning, acked.TraceSize, s.firstLiveCheck(now)); err != nil {
-			s.log.WarnContext(ctx, "ack key not deleted and live trace not armed (its first PATCH checks Postgres)", "build_id", id, "error", err)
+			s.faults.Count(ctx, "ack_key_not_deleted_and_live_trace_not_armed", err)
 		}
 		return
 	}
 	s.armLive(ctx, id, acked.TraceSize, now)
 	if err := s.leases.Release(ctx, id); err != nil {
-		s.log.WarnContext(ctx, "ack key not deleted", "build_id", id, "error", err)
+		s.faults.Count(ctx, "ack_key_not_deleted", err)
 	}
 }
 
@@ -707,8 +707,7 @@ func (s *Service) keepalive(ctx context.Context, b Build, now time.Time) (Status
 func (s *Service) keptAlive(ctx context.Context, id int64, kept KeptAlive, now time.Time) {
 	if ttl := kept.Deadline.Sub(now); ttl > 0 {
 		if err := s.leases.Refresh(ctx, id, strconv.FormatInt(kept.RunnerManagerID, 10), ttl); err != nil {
-			s.log.WarnContext(ctx, "ack key not refreshed; the sweeper will use the deadline of record",
-				"build_id", id, "error", err)
+			s.faults.Count(ctx, "ack_key_not_refreshed", err)
 		}
 	}
 	s.changed(Change{PipelineID: kept.PipelineID, BuildID: id})
@@ -728,7 +727,7 @@ func (s *Service) decline(ctx context.Context, b Build, u JobUpdate, now time.Ti
 		return "", err
 	}
 	if err := s.leases.Release(ctx, b.ID); err != nil {
-		s.log.WarnContext(ctx, "ack key not deleted", "build_id", b.ID, "error", err)
+		s.faults.Count(ctx, "ack_key_not_deleted", err)
 	}
 	return f.Build.Status, nil
 }
