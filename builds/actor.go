@@ -3,6 +3,7 @@ package builds
 import (
 	"context"
 	"slices"
+	"strconv"
 )
 
 // ActorKind says what kind of caller an Actor is.
@@ -72,4 +73,22 @@ func WithActor(ctx context.Context, a Actor) context.Context {
 func ActorFrom(ctx context.Context) (a Actor, ok bool) {
 	a, ok = ctx.Value(actorKey{}).(Actor)
 	return a, ok
+}
+
+// actorName is how the audit log and the events of builds name ctx's actor (its String),
+// and "jobapi" for what the server does on its own account with no actor set.
+func actorName(ctx context.Context) string {
+	if a, ok := ActorFrom(ctx); ok {
+		return a.String()
+	}
+	return "jobapi"
+}
+
+// systemActor is jobapi itself acting for a rule (auto-cancel, a reaper): name says which.
+func systemActor(name string) Actor { return Actor{Kind: ActorSystem, Username: name} }
+
+// runnerActor is a runner acting on its own account with its token (unregister, token
+// reset).
+func runnerActor(id int64) Actor {
+	return Actor{Kind: ActorRunner, Username: "runner #" + strconv.FormatInt(id, 10)}
 }

@@ -40,7 +40,7 @@ func (s *Service) CancelRedundant(ctx context.Context, p Pipeline) []int64 {
 		if r.OnNewCommit == AutoCancelInterruptible {
 			n, err = s.cancelInterruptible(ctx, p.ProjectID, r.ID)
 		} else {
-			_, err = s.CancelPipeline(ctx, p.ProjectID, r.ID, ActorAutoCancel)
+			_, err = s.CancelPipeline(WithActor(ctx, systemActor(ActorAutoCancel)), p.ProjectID, r.ID)
 		}
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			s.log.WarnContext(ctx, "redundant pipeline not canceled", "pipeline_id", r.ID,
@@ -57,11 +57,11 @@ func (s *Service) CancelRedundant(ctx context.Context, p Pipeline) []int64 {
 // cancelInterruptible cancels the interruptible jobs of pipeline id (and of its children),
 // with what CancelPipeline does after the store's cancel, and returns how many.
 func (s *Service) cancelInterruptible(ctx context.Context, projectID, id int64) (int, error) {
-	p, n, err := s.store.CancelInterruptible(ctx, projectID, id, s.now())
+	p, n, err := s.store.CancelInterruptible(ctx, projectID, id, s.now(), ActorAutoCancel)
 	if err != nil || n == 0 {
 		return 0, err
 	}
-	s.afterCancel(ctx, p, ActorAutoCancel)
+	s.afterCancel(WithActor(ctx, systemActor(ActorAutoCancel)), p)
 	return n, nil
 }
 
@@ -72,8 +72,8 @@ func (s *Service) cancelInterruptible(ctx context.Context, projectID, id int64) 
 // takes the rows of builds that concurrent finishes hold before they queue on that lock.
 // A failure here is logged; CancelFailedOnce, on every replica, is the net.
 func (s *Service) cancelOnJobFailure(ctx context.Context, b Build) {
-	ctx = context.WithoutCancel(ctx) // the runner that reported the failure may hang up
-	if _, err := s.CancelPipeline(ctx, b.ProjectID, b.PipelineID, ActorAutoCancelOnFailure); err != nil && !errors.Is(err, ErrNotFound) {
+	ctx = WithActor(context.WithoutCancel(ctx), systemActor(ActorAutoCancelOnFailure)) // the runner that reported the failure may hang up
+	if _, err := s.CancelPipeline(ctx, b.ProjectID, b.PipelineID); err != nil && !errors.Is(err, ErrNotFound) {
 		s.log.WarnContext(ctx, "pipeline not canceled after a job failure; the pass will", "pipeline_id", b.PipelineID,
 			"build_id", b.ID, "error", err)
 	}
@@ -90,7 +90,7 @@ func (s *Service) CancelFailedOnce(ctx context.Context, limit int) (int, error) 
 	}
 	n := 0
 	for _, r := range refs {
-		if _, err := s.CancelPipeline(ctx, r.ProjectID, r.ID, ActorAutoCancelOnFailure); err != nil {
+		if _, err := s.CancelPipeline(WithActor(ctx, systemActor(ActorAutoCancelOnFailure)), r.ProjectID, r.ID); err != nil {
 			if errors.Is(err, ErrNotFound) {
 				continue
 			}

@@ -152,7 +152,7 @@ func (s *Service) CreateChild(ctx context.Context, c ChildPipeline) (ChildCreate
 // cancelBridge cancels a running (depend) bridge through its child: cancelling the child
 // pipeline cancels the bridge in the same transaction once the child has ended (at once
 // when no runner holds any of its jobs, else when their runners stop).
-func (s *Service) cancelBridge(ctx context.Context, b Build, actor string) (JobView, error) {
+func (s *Service) cancelBridge(ctx context.Context, b Build) (JobView, error) {
 	list, err := s.store.Bridges(ctx, b.ProjectID, b.PipelineID)
 	if err != nil {
 		return JobView{}, err
@@ -161,7 +161,7 @@ func (s *Service) cancelBridge(ctx context.Context, b Build, actor string) (JobV
 		if v.ID != b.ID || v.Downstream == nil {
 			continue
 		}
-		if _, err := s.CancelPipeline(ctx, b.ProjectID, v.Downstream.ID, actor); err != nil {
+		if _, err := s.CancelPipeline(ctx, b.ProjectID, v.Downstream.ID); err != nil {
 			return JobView{}, err
 		}
 		s.notifyPipelines(ctx, b.PipelineID)

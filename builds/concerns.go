@@ -29,8 +29,8 @@ func (s *Service) RunningJob(ctx context.Context, id int64, token string) (Build
 
 // RecordAudit records an operator action that succeeded; a failure to record it is logged,
 // not returned.
-func (s *Service) RecordAudit(ctx context.Context, actor, action, target string, detail map[string]any) {
-	s.audit(ctx, actor, action, target, detail)
+func (s *Service) RecordAudit(ctx context.Context, action, target string, detail map[string]any) {
+	s.audit(ctx, action, target, detail)
 }
 
 // Changed records a hint for live views (see changed): the log archive tells them a log

@@ -18,15 +18,15 @@ func (s *Service) UnregisterRunner(ctx context.Context, token string) error {
 	if err != nil {
 		return err
 	}
-	return s.DeleteRunner(ctx, r.ID, runnerTarget(r.ID))
+	return s.DeleteRunner(WithActor(ctx, runnerActor(r.ID)), r.ID)
 }
 
 // DeleteRunner removes runner id and its managers for actor. The builds its machines hold
 // end in the same transaction (RunnerDeletion.Finish): the runner's next update or trace
 // gets 403 with Job-Status failed, and the retry policy queues their next attempts. Its
 // pending builds stay for other runners.
-func (s *Service) DeleteRunner(ctx context.Context, id int64, actor string) error {
-	res, err := s.store.DeleteRunner(ctx, RunnerDeletion{RunnerID: id, Actor: actor, Now: s.now(), Policy: s.cfg.Policy})
+func (s *Service) DeleteRunner(ctx context.Context, id int64) error {
+	res, err := s.store.DeleteRunner(ctx, RunnerDeletion{RunnerID: id, Actor: actorName(ctx), Now: s.now(), Policy: s.cfg.Policy})
 	if err != nil {
 		return err
 	}
@@ -50,7 +50,7 @@ func (s *Service) DeleteRunner(ctx context.Context, id int64, actor string) erro
 	if len(ended) > 0 {
 		detail = map[string]any{"ended_builds": ended}
 	}
-	s.audit(ctx, actor, "runner_deleted", runnerTarget(id), detail)
+	s.audit(ctx, "runner_deleted", runnerTarget(id), detail)
 	return nil
 }
 
@@ -66,7 +66,7 @@ func (s *Service) UnregisterManager(ctx context.Context, token, systemID string)
 		return err
 	}
 	s.runners.forgetManager(r.ID, systemID)
-	s.audit(ctx, runnerTarget(r.ID), "runner_manager_deleted", runnerTarget(r.ID), map[string]any{"system_id": systemID})
+	s.audit(WithActor(ctx, runnerActor(r.ID)), "runner_manager_deleted", runnerTarget(r.ID), map[string]any{"system_id": systemID})
 	return nil
 }
 
@@ -94,13 +94,13 @@ func (s *Service) ResetRunnerToken(ctx context.Context, token string) (RunnerTok
 		}
 		return RunnerToken{}, err
 	}
-	s.tokenChanged(ctx, r.ID, runnerTarget(r.ID), issued, rot.PreviousUntil)
+	s.tokenChanged(WithActor(ctx, runnerActor(r.ID)), r.ID, issued, rot.PreviousUntil)
 	return issued, nil
 }
 
 // ResetRunnerTokenByID gives runner id a new token for actor (an operator, or gitlab-runner
 // reset-token --pat). It revokes: every earlier token stops working at once.
-func (s *Service) ResetRunnerTokenByID(ctx context.Context, id int64, actor string) (RunnerToken, error) {
+func (s *Service) ResetRunnerTokenByID(ctx context.Context, id int64) (RunnerToken, error) {
 	r, _, err := s.store.Runner(ctx, id, Page{Page: 1, PerPage: 1})
 	if err != nil {
 		return RunnerToken{}, err
@@ -109,12 +109,12 @@ func (s *Service) ResetRunnerTokenByID(ctx context.Context, id int64, actor stri
 	if err := s.store.SetRunnerToken(ctx, id, HashToken(issued.Token), issued.ExpiresAt); err != nil {
 		return RunnerToken{}, err
 	}
-	s.tokenChanged(ctx, id, actor, issued, nil)
+	s.tokenChanged(ctx, id, issued, nil)
 	return issued, nil
 }
 
 // tokenChanged forgets the runner's cached tokens, bumps the queue version and audits.
-func (s *Service) tokenChanged(ctx context.Context, id int64, actor string, issued RunnerToken, previousUntil *time.Time) {
+func (s *Service) tokenChanged(ctx context.Context, id int64, issued RunnerToken, previousUntil *time.Time) {
 	s.runners.forgetRunner(id)
 	s.bumpRunner(ctx, id)
 	detail := map[string]any{}
@@ -124,5 +124,5 @@ func (s *Service) tokenChanged(ctx context.Context, id int64, actor string, issu
 	if previousUntil != nil {
 		detail["grace_until"] = previousUntil.Format(time.RFC3339)
 	}
-	s.audit(ctx, actor, "runner_token_reset", runnerTarget(id), detail)
+	s.audit(ctx, "runner_token_reset", runnerTarget(id), detail)
 }

@@ -19,6 +19,8 @@ func (s *Service) CreatePipeline(ctx context.Context, d PipelineDefinition) (Pip
 	}
 	s.bumpQueue(ctx)
 	s.changed(Change{PipelineID: p.ID})
+	s.audit(ctx, "pipeline_created", "pipeline:"+strconv.FormatInt(p.ID, 10),
+		map[string]any{"project_id": p.ProjectID, "ref": p.Ref, "source": d.Source})
 	return p, nil
 }
 
@@ -28,18 +30,18 @@ func (s *Service) Pipeline(ctx context.Context, projectID, id int64) (Pipeline, 
 }
 
 // CancelPipeline cancels every unfinished build of a pipeline for actor.
-func (s *Service) CancelPipeline(ctx context.Context, projectID, id int64, actor string) (Pipeline, error) {
-	p, err := s.store.CancelPipeline(ctx, projectID, id, s.now())
+func (s *Service) CancelPipeline(ctx context.Context, projectID, id int64) (Pipeline, error) {
+	p, err := s.store.CancelPipeline(ctx, projectID, id, s.now(), actorName(ctx))
 	if err != nil {
 		return Pipeline{}, err
 	}
-	s.afterCancel(ctx, p, actor)
+	s.afterCancel(ctx, p)
 	return p, nil
 }
 
 // afterCancel is what follows the store's cancel of pipeline p: waiters, ack leases, the
 // live logs of builds asked to cancel, the audit log.
-func (s *Service) afterCancel(ctx context.Context, p Pipeline, actor string) {
+func (s *Service) afterCancel(ctx context.Context, p Pipeline) {
 	// Builds ended: waiters answer now, not at their next poll.
 	s.notifyPipelines(ctx, p.ID)
 	for _, b := range p.Builds {
@@ -50,7 +52,7 @@ func (s *Service) afterCancel(ctx context.Context, p Pipeline, actor string) {
 			s.liveCancel(ctx, b.ID)
 		}
 	}
-	s.audit(ctx, actor, "pipeline_canceled", "pipeline:"+strconv.FormatInt(p.ID, 10), nil)
+	s.audit(ctx, "pipeline_canceled", "pipeline:"+strconv.FormatInt(p.ID, 10), map[string]any{"project_id": p.ProjectID})
 }
 
 // JobView is a build as operators see it, with the live ack TTL when it waits.
@@ -158,12 +160,12 @@ var ErrNotRetryable = errors.New("only a finished job that has not been retried 
 
 // CancelJob cancels a build for actor: at once when no runner holds it, through canceling
 // when one runs it (the runner is told on its next call and finishes with after_script).
-func (s *Service) CancelJob(ctx context.Context, projectID, id int64, actor string) (JobView, error) {
-	v, err := s.cancelJob(ctx, projectID, id, actor)
+func (s *Service) CancelJob(ctx context.Context, projectID, id int64) (JobView, error) {
+	v, err := s.cancelJob(ctx, projectID, id)
 	if err != nil {
 		return JobView{}, err
 	}
-	s.audit(ctx, actor, "job_canceled", jobTarget(id), map[string]any{"status": v.Status})
+	s.audit(ctx, "job_canceled", jobTarget(id), map[string]any{"status": v.Status})
 	return v, nil
 }
 
@@ -171,30 +173,30 @@ func (s *Service) CancelJob(ctx context.Context, projectID, id int64, actor stri
 // so no final update will come) ends canceled now instead of after JOBAPI_CANCELING_TIMEOUT.
 // Any other build is canceled as CancelJob does: GitLab's force applies only to canceling,
 // and a running build is asked to cancel first so that its runner can still stop it.
-func (s *Service) ForceCancelJob(ctx context.Context, projectID, id int64, actor string) (JobView, error) {
+func (s *Service) ForceCancelJob(ctx context.Context, projectID, id int64) (JobView, error) {
 	for round := 0; round < 5; round++ {
 		b, err := s.job(ctx, projectID, id)
 		if err != nil {
 			return JobView{}, err
 		}
 		if b.Status != StatusCanceling {
-			return s.CancelJob(ctx, projectID, id, actor)
+			return s.CancelJob(ctx, projectID, id)
 		}
 		f, err := s.finish(ctx, Finish{BuildID: id, From: []Status{StatusCanceling}, To: StatusCanceled,
-			Event: EventForceCanceled, Detail: map[string]any{"actor": actor}, RunnerManager: b.RunnerSystemID, Now: s.now()})
+			Event: EventForceCanceled, Detail: map[string]any{"actor": actorName(ctx)}, RunnerManager: b.RunnerSystemID, Now: s.now()})
 		if errors.Is(err, ErrConflict) {
 			continue
 		}
 		if err != nil {
 			return JobView{}, err
 		}
-		s.audit(ctx, actor, "job_force_canceled", jobTarget(id), nil)
+		s.audit(ctx, "job_force_canceled", jobTarget(id), nil)
 		return s.view(ctx, f.Build), nil
 	}
 	return JobView{}, fmt.Errorf("force cancel build %d: %w", id, ErrConflict)
 }
 
-func (s *Service) cancelJob(ctx context.Context, projectID, id int64, actor string) (JobView, error) {
+func (s *Service) cancelJob(ctx context.Context, projectID, id int64) (JobView, error) {
 	for round := 0; round < 5; round++ {
 		b, err := s.store.Build(ctx, id)
 		if err != nil {
@@ -207,7 +209,7 @@ func (s *Service) cancelJob(ctx context.Context, projectID, id int64, actor stri
 		switch b.Status {
 		case StatusCreated, StatusManual, StatusScheduled, StatusWaitingForResource, StatusPending, StatusWaiting:
 			f, err := s.finish(ctx, Finish{BuildID: id, From: []Status{b.Status}, To: StatusCanceled,
-				Event: EventCanceled, Detail: map[string]any{"actor": actor}, RunnerManager: b.RunnerSystemID, Now: now})
+				Event: EventCanceled, Detail: map[string]any{"actor": actorName(ctx)}, RunnerManager: b.RunnerSystemID, Now: now})
 			if errors.Is(err, ErrConflict) {
 				continue
 			}
@@ -220,9 +222,9 @@ func (s *Service) cancelJob(ctx context.Context, projectID, id int64, actor stri
 			return s.view(ctx, f.Build), nil
 		case StatusRunning:
 			if b.Bridge {
-				return s.cancelBridge(ctx, b, actor)
+				return s.cancelBridge(ctx, b)
 			}
-			nb, err := s.store.RequestCancel(ctx, id, now, actor)
+			nb, err := s.store.RequestCancel(ctx, id, now, actorName(ctx))
 			if errors.Is(err, ErrConflict) {
 				continue
 			}
@@ -242,7 +244,7 @@ func (s *Service) cancelJob(ctx context.Context, projectID, id int64, actor stri
 }
 
 // RetryJob creates a new attempt of a finished build (operator retry) for actor.
-func (s *Service) RetryJob(ctx context.Context, projectID, id int64, actor string) (JobView, error) {
+func (s *Service) RetryJob(ctx context.Context, projectID, id int64) (JobView, error) {
 	b, err := s.store.Build(ctx, id)
 	if err != nil {
 		return JobView{}, err
@@ -250,21 +252,21 @@ func (s *Service) RetryJob(ctx context.Context, projectID, id int64, actor strin
 	if b.ProjectID != projectID {
 		return JobView{}, ErrNotFound
 	}
-	nb, err := s.store.RetryBuild(ctx, id, s.now(), actor)
+	nb, err := s.store.RetryBuild(ctx, id, s.now(), actorName(ctx))
 	if err != nil {
 		return JobView{}, err
 	}
 	s.bumpQueue(ctx)
 	s.changed(Change{PipelineID: nb.PipelineID, BuildID: nb.ID})
 	v := s.view(ctx, nb)
-	s.audit(ctx, actor, "job_retried", jobTarget(id), map[string]any{"new_id": v.ID})
+	s.audit(ctx, "job_retried", jobTarget(id), map[string]any{"new_id": v.ID})
 	return v, nil
 }
 
 // PlayJob queues a manual build for actor (GitLab's POST …/jobs/:id/play): it becomes
 // pending, and what waited for it (skipped while it had not run) gets another chance. A
 // build in any other state is a ValidationError: only a manual job can be played.
-func (s *Service) PlayJob(ctx context.Context, projectID, id int64, actor string) (JobView, error) {
+func (s *Service) PlayJob(ctx context.Context, projectID, id int64) (JobView, error) {
 	b, err := s.store.Build(ctx, id)
 	if err != nil {
 		return JobView{}, err
@@ -275,7 +277,7 @@ func (s *Service) PlayJob(ctx context.Context, projectID, id int64, actor string
 	if b.Status != StatusManual {
 		return JobView{}, unplayable(b)
 	}
-	nb, err := s.store.PlayBuild(ctx, id, s.now(), actor)
+	nb, err := s.store.PlayBuild(ctx, id, s.now(), actorName(ctx))
 	if errors.Is(err, ErrConflict) {
 		// Played, canceled or retried meanwhile: say what it is now.
 		if b, err = s.store.Build(ctx, id); err == nil {
@@ -287,7 +289,7 @@ func (s *Service) PlayJob(ctx context.Context, projectID, id int64, actor string
 	}
 	s.bumpQueue(ctx)
 	s.notifyPipelines(ctx, nb.PipelineID)
-	s.audit(ctx, actor, "job_played", jobTarget(id), nil)
+	s.audit(ctx, "job_played", jobTarget(id), nil)
 	return s.view(ctx, nb), nil
 }
 
@@ -311,22 +313,22 @@ func (s *Service) Ready(ctx context.Context) error { return s.store.Ping(ctx) }
 
 // RecordFeatureSet records that actor changed a feature flag. The flags live in their own
 // backend, outside the service; the audit log of operator actions is the service's.
-func (s *Service) RecordFeatureSet(ctx context.Context, actor, name string, detail map[string]any) {
-	s.audit(ctx, actor, "feature_set", "feature:"+name, detail)
+func (s *Service) RecordFeatureSet(ctx context.Context, name string, detail map[string]any) {
+	s.audit(ctx, "feature_set", "feature:"+name, detail)
 }
 
 // RecordFeatureDeleted records that actor deleted a feature flag (see RecordFeatureSet).
-func (s *Service) RecordFeatureDeleted(ctx context.Context, actor, name string) {
-	s.audit(ctx, actor, "feature_deleted", "feature:"+name, nil)
+func (s *Service) RecordFeatureDeleted(ctx context.Context, name string) {
+	s.audit(ctx, "feature_deleted", "feature:"+name, nil)
 }
 
 // audit records an operator action that succeeded. A failure is logged, not returned: the
 // action itself already happened and must be answered.
-func (s *Service) audit(ctx context.Context, actor, action, target string, detail map[string]any) {
+func (s *Service) audit(ctx context.Context, action, target string, detail map[string]any) {
 	if s.audits == nil {
 		return
 	}
-	if err := s.audits.AddAudit(ctx, AuditEvent{At: s.now(), Actor: actor, Action: action, Target: target, Detail: detail}); err != nil {
+	if err := s.audits.AddAudit(ctx, AuditEvent{At: s.now(), Actor: actorName(ctx), Action: action, Target: target, Detail: detail}); err != nil {
 		s.log.WarnContext(ctx, "operator action not recorded", "action", action, "target", target, "error", err)
 	}
 }
@@ -337,6 +339,15 @@ func jobTarget(id int64) string    { return "job:" + strconv.FormatInt(id, 10) }
 // runnerDetail is what the audit log keeps of a runner's settings.
 func runnerDetail(r Runner) map[string]any {
 	return map[string]any{"tag_list": r.Tags, "run_untagged": r.RunUntagged, "paused": r.Paused, "access_level": r.AccessLevel}
+}
+
+// PipelineHistory lists the actions on a pipeline (created, canceled, retried, with who did
+// each), oldest first.
+func (s *Service) PipelineHistory(ctx context.Context, id int64, p Page) ([]AuditEvent, int, error) {
+	if s.audits == nil {
+		return []AuditEvent{}, 0, nil
+	}
+	return s.audits.AuditOf(ctx, "pipeline:"+strconv.FormatInt(id, 10), p)
 }
 
 // AuditEvents lists operator actions, newest first.

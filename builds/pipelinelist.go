@@ -131,8 +131,8 @@ func (s *Service) LatestPipeline(ctx context.Context, projectID int64, ref, sha 
 // GitLab's POST …/pipelines/:id/retry: those of stages the pipeline reached run again at
 // once, those after wait for them (created), and what was skipped after them comes back;
 // the pipeline runs again. A pipeline without such jobs is returned as it is.
-func (s *Service) RetryPipeline(ctx context.Context, projectID, id int64, actor string) (Pipeline, error) {
-	retried, err := s.store.RetryPipeline(ctx, projectID, id, s.now(), actor)
+func (s *Service) RetryPipeline(ctx context.Context, projectID, id int64) (Pipeline, error) {
+	retried, err := s.store.RetryPipeline(ctx, projectID, id, s.now(), actorName(ctx))
 	if err != nil {
 		return Pipeline{}, err
 	}
@@ -143,7 +143,7 @@ func (s *Service) RetryPipeline(ctx context.Context, projectID, id int64, actor 
 		for i, b := range retried {
 			ids[i] = strconv.FormatInt(b.RetryOf, 10) + "→" + strconv.FormatInt(b.ID, 10)
 		}
-		s.audit(ctx, actor, "pipeline_retried", "pipeline:"+strconv.FormatInt(id, 10), map[string]any{"jobs": ids})
+		s.audit(ctx, "pipeline_retried", "pipeline:"+strconv.FormatInt(id, 10), map[string]any{"jobs": ids, "project_id": projectID})
 	}
 	return s.store.Pipeline(ctx, projectID, id)
 }
@@ -153,7 +153,7 @@ func (s *Service) RetryPipeline(ctx context.Context, projectID, id int64, actor 
 // the artifacts pass, which removes them from the object store. Its child pipelines stay
 // (without a parent), as in GitLab. ErrNotFound; ErrPipelineBusy while a job of it has not
 // finished.
-func (s *Service) DeletePipeline(ctx context.Context, projectID, id int64, actor string) error {
+func (s *Service) DeletePipeline(ctx context.Context, projectID, id int64) error {
 	deleted, err := s.store.DeletePipeline(ctx, projectID, id)
 	if err != nil {
 		return err
@@ -167,7 +167,7 @@ func (s *Service) DeletePipeline(ctx context.Context, projectID, id int64, actor
 		}
 	}
 	s.changed(Change{PipelineID: id})
-	s.audit(ctx, actor, "pipeline_deleted", "pipeline:"+strconv.FormatInt(id, 10), map[string]any{"builds": len(deleted)})
+	s.audit(ctx, "pipeline_deleted", "pipeline:"+strconv.FormatInt(id, 10), map[string]any{"builds": len(deleted), "project_id": projectID})
 	return nil
 }
 

@@ -211,27 +211,27 @@ func (s *Service) Config() Config { return s.cfg }
 // RegisterRunner creates a runner for actor and returns its token (shown once); the
 // runner's TokenExpiresAt says when the token expires. r.RegistrationToken chooses the
 // token's prefix.
-func (s *Service) RegisterRunner(ctx context.Context, r Runner, actor string) (Runner, string, error) {
+func (s *Service) RegisterRunner(ctx context.Context, r Runner) (Runner, string, error) {
 	token := s.newRunnerToken(r)
 	r.TokenExpiresAt = token.ExpiresAt
 	created, err := s.store.CreateRunner(ctx, r, HashToken(token.Token))
 	if err != nil {
 		return Runner{}, "", err
 	}
-	s.audit(ctx, actor, "runner_created", runnerTarget(created.ID), runnerDetail(created))
+	s.audit(ctx, "runner_created", runnerTarget(created.ID), runnerDetail(created))
 	return created, token.Token, nil
 }
 
 // UpdateRunner changes a runner's settings for actor and makes every runner poll Postgres
 // again, so an unpaused or retagged runner sees its builds at its next request.
-func (s *Service) UpdateRunner(ctx context.Context, id int64, u RunnerUpdate, actor string) (Runner, error) {
+func (s *Service) UpdateRunner(ctx context.Context, id int64, u RunnerUpdate) (Runner, error) {
 	r, err := s.store.UpdateRunner(ctx, id, u)
 	if err != nil {
 		return Runner{}, err
 	}
 	s.runners.forgetRunner(id)
 	s.bumpRunner(ctx, id)
-	s.audit(ctx, actor, "runner_updated", runnerTarget(id), runnerDetail(r))
+	s.audit(ctx, "runner_updated", runnerTarget(id), runnerDetail(r))
 	return r, nil
 }
 

@@ -206,7 +206,7 @@ type Store interface {
 	// what hangs off them, and returns the builds' ids and statuses. ErrNotFound,
 	// ErrPipelineBusy.
 	DeletePipeline(ctx context.Context, projectID, id int64) ([]Build, error)
-	CancelPipeline(ctx context.Context, projectID, id int64, now time.Time) (Pipeline, error)
+	CancelPipeline(ctx context.Context, projectID, id int64, now time.Time, actor string) (Pipeline, error)
 
 	Claim(ctx context.Context, c Claim) (Claimed, error)
 	Build(ctx context.Context, id int64) (Build, error)
@@ -277,7 +277,7 @@ type Store interface {
 	// CancelInterruptible cancels the unfinished interruptible builds of a pipeline and of
 	// its unfinished child pipelines (on_new_commit: interruptible) in one transaction, and
 	// returns the pipeline and how many builds it canceled or asked to cancel.
-	CancelInterruptible(ctx context.Context, projectID, id int64, now time.Time) (Pipeline, int, error)
+	CancelInterruptible(ctx context.Context, projectID, id int64, now time.Time, actor string) (Pipeline, int, error)
 	// FailedToCancel lists up to limit alive pipelines with on_job_failure: all in which a
 	// latest attempt failed (not allowed to) while others can still be canceled.
 	FailedToCancel(ctx context.Context, limit int) ([]PipelineRef, error)
@@ -466,4 +466,7 @@ type AuditEvent struct {
 type AuditLog interface {
 	AddAudit(ctx context.Context, e AuditEvent) error
 	Audit(ctx context.Context, p Page) ([]AuditEvent, int, error)
+	// AuditOf lists the actions on one target ("pipeline:12"), oldest first: the history a
+	// page of that object shows.
+	AuditOf(ctx context.Context, target string, p Page) ([]AuditEvent, int, error)
 }

@@ -46,7 +46,7 @@ func (h *Handler) deleteJobArtifacts(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	if err := h.arts.DeleteJobArtifacts(r.Context(), pid, id, actor(r)); err != nil {
+	if err := h.arts.DeleteJobArtifacts(r.Context(), pid, id); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

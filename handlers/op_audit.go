@@ -1,5 +1,5 @@
-// Operator API, the audit history: administrators only (requireAdmin in routes.go); actor
-// names the caller in every event the operator API records.
+// Operator API, the audit history: administrators only (requireAdmin in routes.go). Every
+// event names its actor (builds.ActorFrom), put in the request's context by authenticate.
 
 package handlers
 
@@ -7,16 +7,7 @@ import (
 	"net/http"
 
 	"github.com/jobapi/jobapi/api"
-	"github.com/jobapi/jobapi/builds"
 )
-
-// actor names who did an operator action in the event history: the caller authenticate
-// resolved ("alice (token #7)", "admin (request 01J…)" for the admin token, with the
-// request id that links the event to the access log).
-func actor(r *http.Request) string {
-	a, _ := builds.ActorFrom(r.Context())
-	return a.String()
-}
 
 func (h *Handler) listAuditEvents(w http.ResponseWriter, r *http.Request) error {
 	p, err := pageOf(r)

@@ -118,7 +118,7 @@ func (h *Handler) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	if force {
 		cancel = h.svc.ForceCancelJob
 	}
-	v, err := cancel(r.Context(), pid, id, actor(r))
+	v, err := cancel(r.Context(), pid, id)
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func (h *Handler) retryJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	v, err := h.svc.RetryJob(r.Context(), pid, id, actor(r))
+	v, err := h.svc.RetryJob(r.Context(), pid, id)
 	if err != nil {
 		return err
 	}
@@ -143,7 +143,7 @@ func (h *Handler) playJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	v, err := h.svc.PlayJob(r.Context(), pid, id, actor(r))
+	v, err := h.svc.PlayJob(r.Context(), pid, id)
 	if err != nil {
 		return err
 	}

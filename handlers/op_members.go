@@ -140,7 +140,7 @@ func (h *Handler) addMember(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	a, _ := builds.ActorFrom(r.Context())
-	m, err := h.access.AddMember(r.Context(), a, pid, int64(*f.UserID), c, actor(r))
+	m, err := h.access.AddMember(r.Context(), a, pid, int64(*f.UserID), c)
 	if err != nil {
 		return memberError(err)
 	}
@@ -168,7 +168,7 @@ func (h *Handler) updateMember(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	a, _ := builds.ActorFrom(r.Context())
-	m, err := h.access.UpdateMember(r.Context(), a, pid, uid, c, actor(r))
+	m, err := h.access.UpdateMember(r.Context(), a, pid, uid, c)
 	if err != nil {
 		return memberError(err)
 	}
@@ -182,7 +182,7 @@ func (h *Handler) removeMember(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	a, _ := builds.ActorFrom(r.Context())
-	if err := h.access.RemoveMember(r.Context(), a, pid, uid, actor(r)); err != nil {
+	if err := h.access.RemoveMember(r.Context(), a, pid, uid); err != nil {
 		return memberError(err)
 	}
 	w.WriteHeader(http.StatusNoContent)

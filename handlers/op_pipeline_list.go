@@ -211,7 +211,7 @@ func (h *Handler) retryPipeline(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p, err := h.svc.RetryPipeline(r.Context(), pid, id, actor(r))
+	p, err := h.svc.RetryPipeline(r.Context(), pid, id)
 	if err != nil {
 		return err
 	}
@@ -225,7 +225,7 @@ func (h *Handler) deletePipeline(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	err = h.svc.DeletePipeline(r.Context(), pid, id, actor(r))
+	err = h.svc.DeletePipeline(r.Context(), pid, id)
 	if errors.Is(err, builds.ErrPipelineBusy) {
 		return &httpError{code: http.StatusConflict, msg: "409 Conflict - " + builds.ErrPipelineBusy.Error()}
 	}

@@ -259,7 +259,7 @@ func (h *Handler) cancelPipeline(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p, err := h.svc.CancelPipeline(r.Context(), pid, id, actor(r))
+	p, err := h.svc.CancelPipeline(r.Context(), pid, id)
 	if err != nil {
 		return err
 	}

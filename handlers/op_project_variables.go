@@ -130,7 +130,7 @@ func (h *Handler) createVariable(w http.ResponseWriter, r *http.Request) error {
 	if err := protectedVariableAccess(r.Context(), c.Protected != nil && *c.Protected, true); err != nil {
 		return err
 	}
-	v, err := h.prj.CreateProjectVariable(r.Context(), id, *f.Key, c, actor(r))
+	v, err := h.prj.CreateProjectVariable(r.Context(), id, *f.Key, c)
 	if err != nil {
 		return projectError(err)
 	}
@@ -160,7 +160,7 @@ func (h *Handler) updateVariable(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx := r.Context()
 	c.Guard = func(old builds.ProjectVariable) error { return protectedVariableAccess(ctx, old.Protected, true) }
-	v, err := h.prj.UpdateProjectVariable(r.Context(), id, key, c, actor(r))
+	v, err := h.prj.UpdateProjectVariable(r.Context(), id, key, c)
 	if err != nil {
 		return projectError(err)
 	}
@@ -182,7 +182,7 @@ func (h *Handler) deleteVariable(w http.ResponseWriter, r *http.Request) error {
 	if err := protectedVariableAccess(r.Context(), v.Protected, true); err != nil {
 		return err
 	}
-	if err := h.prj.DeleteProjectVariable(r.Context(), id, chi.URLParam(r, "key"), actor(r)); err != nil {
+	if err := h.prj.DeleteProjectVariable(r.Context(), id, chi.URLParam(r, "key")); err != nil {
 		return projectError(err)
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -54,7 +54,7 @@ func (h *Handler) createProject(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &f); err != nil {
 		return err
 	}
-	p, err := h.prj.CreateProject(r.Context(), f.change(), actor(r))
+	p, err := h.prj.CreateProject(r.Context(), f.change())
 	if err != nil {
 		return projectError(err)
 	}
@@ -110,7 +110,7 @@ func (h *Handler) updateProject(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &f); err != nil {
 		return err
 	}
-	p, err := h.prj.UpdateProject(r.Context(), id, f.change(), actor(r))
+	p, err := h.prj.UpdateProject(r.Context(), id, f.change())
 	if err != nil {
 		return projectError(err)
 	}
@@ -123,7 +123,7 @@ func (h *Handler) deleteProject(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := h.prj.DeleteProject(r.Context(), id, actor(r)); err != nil {
+	if err := h.prj.DeleteProject(r.Context(), id); err != nil {
 		return projectError(err)
 	}
 	w.WriteHeader(http.StatusNoContent)

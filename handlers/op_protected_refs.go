@@ -181,7 +181,7 @@ func (h *Handler) createProtectedRef(refType string) func(http.ResponseWriter, *
 		if err != nil {
 			return err
 		}
-		p, err := h.prj.CreateProtectedRef(r.Context(), pid, refType, c, actor(r))
+		p, err := h.prj.CreateProtectedRef(r.Context(), pid, refType, c)
 		if err != nil {
 			return protectedRefError(err)
 		}
@@ -200,7 +200,7 @@ func (h *Handler) deleteProtectedRef(refType string) func(http.ResponseWriter, *
 		if err != nil {
 			return err
 		}
-		if err := h.prj.DeleteProtectedRef(r.Context(), pid, refType, name, actor(r)); err != nil {
+		if err := h.prj.DeleteProtectedRef(r.Context(), pid, refType, name); err != nil {
 			return projectError(err)
 		}
 		w.WriteHeader(http.StatusNoContent)

@@ -64,7 +64,7 @@ func (h *Handler) updateResourceGroup(w http.ResponseWriter, r *http.Request) er
 	if f.ProcessMode == nil {
 		return badRequest("process_mode is missing")
 	}
-	g, err := h.groups.SetProcessMode(r.Context(), pid, key, *f.ProcessMode, actor(r))
+	g, err := h.groups.SetProcessMode(r.Context(), pid, key, *f.ProcessMode)
 	if err != nil {
 		return err
 	}

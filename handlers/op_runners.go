@@ -19,7 +19,7 @@ func (h *Handler) deleteRunner(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := h.svc.DeleteRunner(r.Context(), id, actor(r)); err != nil {
+	if err := h.svc.DeleteRunner(r.Context(), id); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -34,7 +34,7 @@ func (h *Handler) resetRunnerTokenByID(w http.ResponseWriter, r *http.Request) e
 	if err != nil {
 		return err
 	}
-	token, err := h.svc.ResetRunnerTokenByID(r.Context(), id, actor(r))
+	token, err := h.svc.ResetRunnerTokenByID(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ func (h *Handler) createRunner(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	created, token, err := h.svc.RegisterRunner(r.Context(), newRunner(u), actor(r))
+	created, token, err := h.svc.RegisterRunner(r.Context(), newRunner(u))
 	if err != nil {
 		return err
 	}
@@ -278,7 +278,7 @@ func (h *Handler) updateRunner(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rn, err := h.svc.UpdateRunner(r.Context(), id, u, actor(r))
+	rn, err := h.svc.UpdateRunner(r.Context(), id, u)
 	if err != nil {
 		return err
 	}

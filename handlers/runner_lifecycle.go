@@ -55,7 +55,8 @@ func (h *Handler) registerRunner(w http.ResponseWriter, r *http.Request) error {
 	// gitlab-runner unregister deletes it (DELETE /runners) rather than one manager.
 	runner := newRunner(u)
 	runner.RegistrationToken = true
-	created, newToken, err := h.svc.RegisterRunner(r.Context(), runner, "registration token (request "+RequestID(r.Context())+")")
+	created, newToken, err := h.svc.RegisterRunner(builds.WithActor(r.Context(),
+		builds.Actor{Kind: builds.ActorRunner, Username: "registration token", Via: "request " + RequestID(r.Context())}), runner)
 	if err != nil {
 		return err
 	}

@@ -73,6 +73,8 @@ type timelineStep struct {
 
 type eventRow struct {
 	builds.Event
+	// By names who caused the event (eventActor).
+	By     string
 	Detail string
 }
 
@@ -133,7 +135,7 @@ func (u *UI) jobPage(w http.ResponseWriter, r *http.Request) {
 	}
 	d.EventsTotal = total
 	for _, e := range events {
-		d.Events = append(d.Events, eventRow{Event: e, Detail: detailText(e.Detail)})
+		d.Events = append(d.Events, eventRow{Event: e, By: eventActor(e, v.Build), Detail: detailText(withoutActor(e.Detail))})
 	}
 	d.Timeline = timeline(v.Build, events)
 	for _, a := range v.Artifacts {
@@ -492,16 +494,16 @@ func (u *UI) jobAction(w http.ResponseWriter, r *http.Request) {
 			// The job page's "Force cancel" of a canceling job whose runner is gone.
 			cancel = u.svc.ForceCancelJob
 		}
-		v, err = cancel(r.Context(), pid, id, actor(r))
+		v, err = cancel(r.Context(), pid, id)
 		notice = "job_canceled"
 		if err == nil && v.Status == builds.StatusCanceling {
 			notice = "job_cancel_requested"
 		}
 	case "retry":
-		v, err = u.svc.RetryJob(r.Context(), pid, id, actor(r))
+		v, err = u.svc.RetryJob(r.Context(), pid, id)
 		notice = "job_retried"
 	case "play":
-		v, err = u.svc.PlayJob(r.Context(), pid, id, actor(r))
+		v, err = u.svc.PlayJob(r.Context(), pid, id)
 		notice = "job_started"
 	}
 	if err != nil {

@@ -185,6 +185,10 @@ type pipelineData struct {
 	testsView
 	// Exposed are the archives the latest jobs expose (artifacts:expose_as), full page only.
 	Exposed []exposedLink
+	// History is what was done to the pipeline and by whom (created, canceled, retried),
+	// full page only; HistoryTotal counts all of it.
+	History      []historyRow
+	HistoryTotal int
 }
 
 type exposedLink struct {
@@ -367,7 +371,7 @@ func (u *UI) pipelinePage(w http.ResponseWriter, r *http.Request) {
 		u.fragment(w, r, "pipeline", "graph", v)
 		return
 	}
-	v.Data = u.addExposed(r, u.addTests(r, v.Data.(pipelineData)))
+	v.Data = u.addHistory(r, u.addExposed(r, u.addTests(r, v.Data.(pipelineData))))
 	u.render(w, r, http.StatusOK, "pipeline", v)
 }
 
@@ -382,6 +386,18 @@ func (u *UI) hideRefused(r *http.Request, d *pipelineData) {
 			c.Playable, c.Retryable, c.Cancelable = c.Playable && play, c.Retryable && retry, c.Cancelable && d.CanCancel
 		}
 	}
+}
+
+// addHistory lists who did what to the pipeline; a store that fails costs the list, never
+// the page.
+func (u *UI) addHistory(r *http.Request, d pipelineData) pipelineData {
+	events, total, err := u.svc.PipelineHistory(r.Context(), d.ID, builds.Page{Page: 1, PerPage: 100})
+	if err != nil {
+		u.log.WarnContext(r.Context(), "history not read for the pipeline page", "pipeline_id", d.ID, "error", err)
+		return d
+	}
+	d.History, d.HistoryTotal = historyRows(events), total
+	return d
 }
 
 // addExposed lists the exposed artifacts on the pipeline's page; a store that fails costs
@@ -469,7 +485,7 @@ func (u *UI) cancelPipeline(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
-	if _, err := u.svc.CancelPipeline(r.Context(), pid, id, actor(r)); err != nil {
+	if _, err := u.svc.CancelPipeline(r.Context(), pid, id); err != nil {
 		u.fail(w, r, err)
 		return
 	}

@@ -79,7 +79,7 @@ func (u *UI) runnerPause(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	paused := strings.HasSuffix(r.URL.Path, "/pause")
-	if _, err := u.svc.UpdateRunner(r.Context(), id, builds.RunnerUpdate{Paused: &paused}, actor(r)); err != nil {
+	if _, err := u.svc.UpdateRunner(r.Context(), id, builds.RunnerUpdate{Paused: &paused}); err != nil {
 		u.fail(w, r, err)
 		return
 	}
@@ -96,7 +96,7 @@ func (u *UI) runnerDelete(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
-	if err := u.svc.DeleteRunner(r.Context(), id, actor(r)); err != nil {
+	if err := u.svc.DeleteRunner(r.Context(), id); err != nil {
 		u.fail(w, r, err)
 		return
 	}
@@ -111,7 +111,7 @@ func (u *UI) runnerResetToken(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
-	tok, err := u.svc.ResetRunnerTokenByID(r.Context(), id, actor(r))
+	tok, err := u.svc.ResetRunnerTokenByID(r.Context(), id)
 	if err != nil {
 		u.fail(w, r, err)
 		return

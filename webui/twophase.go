@@ -138,7 +138,7 @@ func (u *UI) twoPhaseFlag(w http.ResponseWriter, r *http.Request) {
 		err = u.flags.Delete(ctx, twoPhaseFlag)
 		notice = "two_phase_deleted"
 		if err == nil {
-			u.svc.RecordFeatureDeleted(ctx, actor(r), twoPhaseFlag)
+			u.svc.RecordFeatureDeleted(ctx, twoPhaseFlag)
 		}
 	default:
 		u.flagRefused(w, r, "Unknown change.")
@@ -153,7 +153,7 @@ func (u *UI) twoPhaseFlag(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if op != "delete" {
-		u.svc.RecordFeatureSet(ctx, actor(r), twoPhaseFlag, detail)
+		u.svc.RecordFeatureSet(ctx, twoPhaseFlag, detail)
 	}
 	http.Redirect(w, r, withNotice("/two_phase", notice), http.StatusSeeOther)
 }

@@ -188,6 +188,7 @@ func (u *UI) routes() http.Handler {
 		r.With(u.can(access.ReadArtifacts)).Get("/projects/{project_id}/jobs/{job_id}/artifacts/{artifact_id}", u.jobArtifactDownload)
 		admin.Get("/runners", u.runnersPage)
 		admin.Get("/two_phase", u.twoPhasePage)
+		admin.Get("/audit", u.auditPage)
 		// A change notification carries no data ("something changed, reload"), so the
 		// stream is open to every signed-in user; what a reload shows is guarded above.
 		r.Get("/events", u.events)
@@ -336,11 +337,6 @@ func (u *UI) requireCSRF(next http.Handler) http.Handler {
 func (u *UI) secure(r *http.Request) bool {
 	return u.secureByConfig || r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
-
-// actor names the signed-in caller in the audit log and the job events ("alice (web session
-// ab12cd34)"): the session id's first characters link the actions of one sign-in without
-// revealing the cookie.
-func actor(r *http.Request) string { return actorOf(r).String() }
 
 // localPath keeps a redirect target (sign-in's next) on this site; anything else is "/".
 // A target is a path that starts with one "/" and then neither "/" nor "\" (which

@@ -210,7 +210,7 @@ func memberDetail(m Member) map[string]any {
 func projectTarget(id int64) string { return fmt.Sprintf("project:%d", id) }
 
 // AddMember makes a user a member of a project at a level.
-func (s *Service) AddMember(ctx context.Context, a builds.Actor, projectID, userID int64, c MemberChange, actor string) (Member, error) {
+func (s *Service) AddMember(ctx context.Context, a builds.Actor, projectID, userID int64, c MemberChange) (Member, error) {
 	if c.Level == nil {
 		return Member{}, &builds.ValidationError{Msg: "access_level is missing"}
 	}
@@ -235,12 +235,12 @@ func (s *Service) AddMember(ctx context.Context, a builds.Actor, projectID, user
 	if err != nil {
 		return Member{}, err
 	}
-	s.builds.RecordAudit(ctx, actor, "member_added", projectTarget(projectID), memberDetail(added))
+	s.builds.RecordAudit(ctx, "member_added", projectTarget(projectID), memberDetail(added))
 	return added, nil
 }
 
 // UpdateMember changes a member's level or expiry. Demoting the last owner is refused.
-func (s *Service) UpdateMember(ctx context.Context, a builds.Actor, projectID, userID int64, c MemberChange, actor string) (Member, error) {
+func (s *Service) UpdateMember(ctx context.Context, a builds.Actor, projectID, userID int64, c MemberChange) (Member, error) {
 	var exp *time.Time
 	if c.Level != nil {
 		if err := CheckMemberLevel(*c.Level); err != nil {
@@ -276,12 +276,12 @@ func (s *Service) UpdateMember(ctx context.Context, a builds.Actor, projectID, u
 	if err != nil {
 		return Member{}, err
 	}
-	s.builds.RecordAudit(ctx, actor, "member_updated", projectTarget(projectID), memberDetail(updated))
+	s.builds.RecordAudit(ctx, "member_updated", projectTarget(projectID), memberDetail(updated))
 	return updated, nil
 }
 
 // RemoveMember ends a membership; the last owner's is refused.
-func (s *Service) RemoveMember(ctx context.Context, a builds.Actor, projectID, userID int64, actor string) error {
+func (s *Service) RemoveMember(ctx context.Context, a builds.Actor, projectID, userID int64) error {
 	var removed Member
 	err := s.store.RemoveMember(ctx, projectID, userID, func(m Member, owners int) error {
 		if err := s.ownersOnly(ctx, a, projectID, m.Level); err != nil {
@@ -296,6 +296,6 @@ func (s *Service) RemoveMember(ctx context.Context, a builds.Actor, projectID, u
 	if err != nil {
 		return err
 	}
-	s.builds.RecordAudit(ctx, actor, "member_removed", projectTarget(projectID), memberDetail(removed))
+	s.builds.RecordAudit(ctx, "member_removed", projectTarget(projectID), memberDetail(removed))
 	return nil
 }

@@ -399,7 +399,7 @@ func (s *Service) JobArchive(ctx context.Context, projectID, id int64) (builds.A
 
 // DeleteJobArtifacts deletes a project's job's artifacts for actor; their objects go with
 // the next artifacts pass, or at once when the store answers.
-func (s *Service) DeleteJobArtifacts(ctx context.Context, projectID, id int64, actor string) error {
+func (s *Service) DeleteJobArtifacts(ctx context.Context, projectID, id int64) error {
 	if _, err := s.builds.ProjectJob(ctx, projectID, id); err != nil {
 		return err
 	}
@@ -412,7 +412,7 @@ func (s *Service) DeleteJobArtifacts(ctx context.Context, projectID, id int64, a
 		bytes += a.Size
 		s.discard(ctx, a.ObjectKey)
 	}
-	s.builds.RecordAudit(ctx, actor, "job_artifacts_deleted", "job:"+strconv.FormatInt(id, 10),
+	s.builds.RecordAudit(ctx, "job_artifacts_deleted", "job:"+strconv.FormatInt(id, 10),
 		map[string]any{"artifacts": len(deleted), "bytes": bytes})
 	return nil
 }

@@ -24,7 +24,7 @@ type Builds interface {
 	// Pipeline returns a pipeline of a project with its builds.
 	Pipeline(ctx context.Context, projectID, id int64) (builds.Pipeline, error)
 	// RecordAudit records an operator action that succeeded.
-	RecordAudit(ctx context.Context, actor, action, target string, detail map[string]any)
+	RecordAudit(ctx context.Context, action, target string, detail map[string]any)
 }
 
 var _ Builds = (*builds.Service)(nil)

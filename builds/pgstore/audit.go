@@ -43,3 +43,26 @@ func (s *Store) Audit(ctx context.Context, p builds.Page) ([]builds.AuditEvent, 
 	}
 	return list, total, err
 }
+
+const listAuditOf = `
+SELECT id, at, actor, action, target, detail, count(*) OVER ()
+FROM operator_events WHERE target = $1 ORDER BY id LIMIT $2 OFFSET $3`
+
+// AuditOf lists the actions on one target, oldest first (operator_events_target_idx).
+func (s *Store) AuditOf(ctx context.Context, target string, p builds.Page) ([]builds.AuditEvent, int, error) {
+	limit, off := offset(p)
+	rows, err := s.pool.Query(ctx, listAuditOf, target, limit, off)
+	if err != nil {
+		return nil, 0, err
+	}
+	var total int
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (builds.AuditEvent, error) {
+		var e builds.AuditEvent
+		err := row.Scan(&e.ID, &e.At, &e.Actor, &e.Action, &e.Target, &e.Detail, &total)
+		return e, err
+	})
+	if err == nil && len(list) == 0 && p.Page > 1 {
+		err = s.pool.QueryRow(ctx, `SELECT count(*) FROM operator_events WHERE target = $1`, target).Scan(&total)
+	}
+	return list, total, err
+}

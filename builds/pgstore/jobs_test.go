@@ -385,7 +385,7 @@ func TestDelayedJobs(t *testing.T) {
 		builds.JobDefinition{Name: "later", Stage: "deploy", When: builds.WhenDelayed, StartInSeconds: 60},
 		builds.JobDefinition{Name: "gate", Stage: "deploy", When: builds.WhenManual})
 	f.expect(q, builds.PipelineManual, statuses{"later": sScheduled, "gate": sManual})
-	if _, err := f.s.CancelPipeline(f.ctx, q.ProjectID, q.ID, f.tick()); err != nil {
+	if _, err := f.s.CancelPipeline(f.ctx, q.ProjectID, q.ID, f.tick(), "test"); err != nil {
 		t.Fatal(err)
 	}
 	f.expect(q, builds.PipelineCanceled, statuses{"later": sCanceled, "gate": sCanceled})

@@ -59,24 +59,24 @@ func TestProjectMembers(t *testing.T) {
 	a, b := newProject(t, store, "a"), newProject(t, store, "b")
 	alice, bob := newUser(t, store, "alice"), newUser(t, store, "bob")
 
-	if _, err := svc.AddMember(ctx, adminActor, a, alice, access.MemberChange{Level: level(access.Owner)}, "admin"); err != nil {
+	if _, err := svc.AddMember(ctx, adminActor, a, alice, access.MemberChange{Level: level(access.Owner)}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := svc.AddMember(ctx, adminActor, a, bob, access.MemberChange{Level: level(access.Developer)}, "admin")
+	m, err := svc.AddMember(ctx, adminActor, a, bob, access.MemberChange{Level: level(access.Developer)})
 	if err != nil || m.Username != "bob" || m.Level != access.Developer || m.State != "active" {
 		t.Fatalf("add bob: %+v, %v", m, err)
 	}
-	if _, err := svc.AddMember(ctx, adminActor, a, bob, access.MemberChange{Level: level(access.Guest)}, "admin"); !errors.Is(err, builds.ErrExists) {
+	if _, err := svc.AddMember(ctx, adminActor, a, bob, access.MemberChange{Level: level(access.Guest)}); !errors.Is(err, builds.ErrExists) {
 		t.Errorf("second add: %v, want ErrExists", err)
 	}
-	if _, err := svc.AddMember(ctx, adminActor, a, 999999, access.MemberChange{Level: level(access.Guest)}, "admin"); !errors.Is(err, builds.ErrNotFound) {
+	if _, err := svc.AddMember(ctx, adminActor, a, 999999, access.MemberChange{Level: level(access.Guest)}); !errors.Is(err, builds.ErrNotFound) {
 		t.Errorf("add of no user: %v, want ErrNotFound", err)
 	}
-	if _, err := svc.AddMember(ctx, adminActor, 999999, bob, access.MemberChange{Level: level(access.Guest)}, "admin"); !errors.Is(err, builds.ErrNotFound) {
+	if _, err := svc.AddMember(ctx, adminActor, 999999, bob, access.MemberChange{Level: level(access.Guest)}); !errors.Is(err, builds.ErrNotFound) {
 		t.Errorf("add to no project: %v, want ErrNotFound", err)
 	}
 	var verr *builds.ValidationError
-	if _, err := svc.AddMember(ctx, adminActor, b, bob, access.MemberChange{Level: level(35)}, "admin"); !errors.As(err, &verr) {
+	if _, err := svc.AddMember(ctx, adminActor, b, bob, access.MemberChange{Level: level(35)}); !errors.As(err, &verr) {
 		t.Errorf("add at level 35: %v, want a ValidationError", err)
 	}
 
@@ -102,7 +102,7 @@ func TestProjectMembers(t *testing.T) {
 	check(bob, a, access.ReadProtectedVariables, access.Forbidden)
 	check(bob, b, access.ReadPipelines, access.NotFound)
 
-	if _, err := svc.UpdateMember(ctx, adminActor, a, bob, access.MemberChange{Level: level(access.Maintainer)}, "admin"); err != nil {
+	if _, err := svc.UpdateMember(ctx, adminActor, a, bob, access.MemberChange{Level: level(access.Maintainer)}); err != nil {
 		t.Fatal(err)
 	}
 	check(bob, a, access.ReadProtectedVariables, access.Allow)
@@ -110,7 +110,7 @@ func TestProjectMembers(t *testing.T) {
 	// Expiry: the membership ends when its date begins.
 	tomorrow := now.Add(24 * time.Hour)
 	exp := &tomorrow
-	if m, err := svc.UpdateMember(ctx, adminActor, a, bob, access.MemberChange{ExpiresAt: &exp}, "admin"); err != nil || m.ExpiresAt == nil {
+	if m, err := svc.UpdateMember(ctx, adminActor, a, bob, access.MemberChange{ExpiresAt: &exp}); err != nil || m.ExpiresAt == nil {
 		t.Fatalf("set expiry: %+v, %v", m, err)
 	}
 	if l, err := store.MemberLevel(ctx, a, bob, now); err != nil || l != access.Maintainer {
@@ -121,7 +121,7 @@ func TestProjectMembers(t *testing.T) {
 	}
 	yesterday := now.Add(-24 * time.Hour)
 	past := &yesterday
-	if _, err := svc.UpdateMember(ctx, adminActor, a, bob, access.MemberChange{ExpiresAt: &past}, "admin"); !errors.As(err, &verr) {
+	if _, err := svc.UpdateMember(ctx, adminActor, a, bob, access.MemberChange{ExpiresAt: &past}); !errors.As(err, &verr) {
 		t.Errorf("expiry in the past: %v, want a ValidationError", err)
 	}
 
@@ -130,11 +130,11 @@ func TestProjectMembers(t *testing.T) {
 		t.Errorf("bob's projects: %+v (%d), %v; want project a", projects, total, err)
 	}
 
-	if err := svc.RemoveMember(ctx, adminActor, a, bob, "admin"); err != nil {
+	if err := svc.RemoveMember(ctx, adminActor, a, bob); err != nil {
 		t.Fatal(err)
 	}
 	check(bob, a, access.ReadPipelines, access.NotFound)
-	if err := svc.RemoveMember(ctx, adminActor, a, bob, "admin"); !errors.Is(err, builds.ErrNotFound) {
+	if err := svc.RemoveMember(ctx, adminActor, a, bob); !errors.Is(err, builds.ErrNotFound) {
 		t.Errorf("second removal: %v, want ErrNotFound", err)
 	}
 }
@@ -148,11 +148,11 @@ func TestLastOwnerStays(t *testing.T) {
 	p := newProject(t, store, "p")
 	alice, bob, carol := newUser(t, store, "alice"), newUser(t, store, "bob"), newUser(t, store, "carol")
 	for _, u := range []int64{alice, bob} {
-		if _, err := svc.AddMember(ctx, adminActor, p, u, access.MemberChange{Level: level(access.Owner)}, "admin"); err != nil {
+		if _, err := svc.AddMember(ctx, adminActor, p, u, access.MemberChange{Level: level(access.Owner)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := svc.AddMember(ctx, adminActor, p, carol, access.MemberChange{Level: level(access.Maintainer)}, "admin"); err != nil {
+	if _, err := svc.AddMember(ctx, adminActor, p, carol, access.MemberChange{Level: level(access.Maintainer)}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -200,10 +200,10 @@ func TestLastOwnerStays(t *testing.T) {
 	if owner == 0 {
 		t.Fatalf("no owner left: %+v", list)
 	}
-	if err := svc.RemoveMember(ctx, adminActor, p, owner, "admin"); !errors.Is(err, access.ErrLastOwner) {
+	if err := svc.RemoveMember(ctx, adminActor, p, owner); !errors.Is(err, access.ErrLastOwner) {
 		t.Errorf("removing the last owner: %v, want ErrLastOwner", err)
 	}
-	if err := svc.RemoveMember(ctx, adminActor, p, carol, "admin"); err != nil {
+	if err := svc.RemoveMember(ctx, adminActor, p, carol); err != nil {
 		t.Errorf("removing a maintainer: %v", err)
 	}
 }

@@ -198,7 +198,7 @@ WITH b AS (
     RETURNING id
 )
 INSERT INTO build_events (build_id, type, at, detail)
-SELECT id, 'canceled', $2, '{"actor": "pipeline cancel"}'::jsonb FROM b`
+SELECT id, 'canceled', $2, jsonb_build_object('actor', $4::text, 'reason', 'pipeline cancel') FROM b`
 
 const cancelPipelineRunning = `
 WITH b AS (
@@ -208,17 +208,18 @@ WITH b AS (
     RETURNING id
 )
 INSERT INTO build_events (build_id, type, at, detail)
-SELECT id, 'cancel_requested', $2, '{"actor": "pipeline cancel"}'::jsonb FROM b`
+SELECT id, 'cancel_requested', $2, jsonb_build_object('actor', $4::text, 'reason', 'pipeline cancel') FROM b`
 
 // CancelPipeline cancels every unfinished build of a pipeline, and its child pipelines
-// (GitLab cancels a pipeline's downstream ones with it), in one transaction.
-func (s *Store) CancelPipeline(ctx context.Context, projectID, id int64, now time.Time) (builds.Pipeline, error) {
+// (GitLab cancels a pipeline's downstream ones with it), in one transaction; each build's
+// event names actor.
+func (s *Store) CancelPipeline(ctx context.Context, projectID, id int64, now time.Time, actor string) (builds.Pipeline, error) {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var ok bool
 		if err := tx.QueryRow(ctx, `SELECT true FROM pipelines WHERE id = $1 AND project_id = $2`, id, projectID).Scan(&ok); err != nil {
 			return notFound(err, fmt.Sprintf("pipeline %d", id))
 		}
-		_, err := cancelPipelineTx(ctx, tx, id, now, false)
+		_, err := cancelPipelineTx(ctx, tx, id, now, false, actor)
 		return err
 	})
 	if err != nil {
@@ -229,7 +230,7 @@ func (s *Store) CancelPipeline(ctx context.Context, projectID, id int64, now tim
 
 // CancelInterruptible is CancelPipeline for the interruptible builds only (GitLab's safe
 // cancellation, cascaded to the children in the same way).
-func (s *Store) CancelInterruptible(ctx context.Context, projectID, id int64, now time.Time) (builds.Pipeline, int, error) {
+func (s *Store) CancelInterruptible(ctx context.Context, projectID, id int64, now time.Time, actor string) (builds.Pipeline, int, error) {
 	var n int
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var ok bool
@@ -237,7 +238,7 @@ func (s *Store) CancelInterruptible(ctx context.Context, projectID, id int64, no
 			return notFound(err, fmt.Sprintf("pipeline %d", id))
 		}
 		var err error
-		n, err = cancelPipelineTx(ctx, tx, id, now, true)
+		n, err = cancelPipelineTx(ctx, tx, id, now, true, actor)
 		return err
 	})
 	if err != nil {
@@ -256,13 +257,13 @@ ORDER BY c.id`
 // cancelPipelineTx cancels pipeline id's unfinished builds (only the interruptible ones
 // with onlyInterruptible) and its unfinished children's alike, and returns how many builds
 // it canceled or asked to cancel.
-func cancelPipelineTx(ctx context.Context, tx pgx.Tx, id int64, now time.Time, onlyInterruptible bool) (int, error) {
-	tag, err := tx.Exec(ctx, cancelPipelineBuilds, id, now, onlyInterruptible)
+func cancelPipelineTx(ctx context.Context, tx pgx.Tx, id int64, now time.Time, onlyInterruptible bool, actor string) (int, error) {
+	tag, err := tx.Exec(ctx, cancelPipelineBuilds, id, now, onlyInterruptible, actor)
 	if err != nil {
 		return 0, err
 	}
 	n := int(tag.RowsAffected())
-	if tag, err = tx.Exec(ctx, cancelPipelineRunning, id, now, onlyInterruptible); err != nil {
+	if tag, err = tx.Exec(ctx, cancelPipelineRunning, id, now, onlyInterruptible, actor); err != nil {
 		return 0, err
 	}
 	n += int(tag.RowsAffected())
@@ -278,7 +279,7 @@ func cancelPipelineTx(ctx context.Context, tx pgx.Tx, id int64, now time.Time, o
 	// statements above, and advances this pipeline: child before parent, the order a
 	// child's own finish locks them in.
 	for _, c := range children {
-		m, err := cancelPipelineTx(ctx, tx, c, now, onlyInterruptible)
+		m, err := cancelPipelineTx(ctx, tx, c, now, onlyInterruptible, actor)
 		if err != nil {
 			return 0, err
 		}

@@ -65,7 +65,7 @@ func TestResourceGroupOneHolderAcrossPipelines(t *testing.T) {
 	f.expect(ps[2], builds.PipelinePending, map[string]builds.Status{"deploy": sWaitRes})
 
 	// A cancel of the holder's pipeline (pending: not yet claimed) frees the group too.
-	if _, err := f.s.CancelPipeline(f.ctx, 1, ps[1].ID, f.tick()); err != nil {
+	if _, err := f.s.CancelPipeline(f.ctx, 1, ps[1].ID, f.tick(), "test"); err != nil {
 		t.Fatal(err)
 	}
 	f.expect(ps[2], builds.PipelinePending, map[string]builds.Status{"deploy": sPending})

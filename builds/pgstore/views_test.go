@@ -80,7 +80,7 @@ func TestPipelinesListing(t *testing.T) {
 		p := createPipeline(t, store, builds.PipelineDefinition{ProjectID: int64(10 + i%2), Jobs: []builds.JobDefinition{{Name: "a", Script: []string{"true"}}}})
 		ids = append(ids, p.ID)
 	}
-	if _, err := store.CancelPipeline(t.Context(), 10, ids[0], time.Now()); err != nil {
+	if _, err := store.CancelPipeline(t.Context(), 10, ids[0], time.Now(), "test"); err != nil {
 		t.Fatal(err)
 	}
 	listed := func(f builds.PipelineFilter, p builds.Page) ([]int64, bool) {

@@ -273,7 +273,7 @@ func New(d Deps) *Service {
 }
 
 // CreateProject validates and stores a project.
-func (s *Service) CreateProject(ctx context.Context, c ProjectChange, actor string) (builds.Project, error) {
+func (s *Service) CreateProject(ctx context.Context, c ProjectChange) (builds.Project, error) {
 	p, err := newProject(c)
 	if err != nil {
 		return builds.Project{}, err
@@ -284,7 +284,7 @@ func (s *Service) CreateProject(ctx context.Context, c ProjectChange, actor stri
 	if err != nil {
 		return builds.Project{}, err
 	}
-	s.builds.RecordAudit(ctx, actor, "project_created", projectTarget(created.ID), projectDetail(created))
+	s.builds.RecordAudit(ctx, "project_created", projectTarget(created.ID), projectDetail(created))
 	return created, nil
 }
 
@@ -299,23 +299,23 @@ func (s *Service) Projects(ctx context.Context, p builds.Page) ([]builds.Project
 }
 
 // UpdateProject changes a project's settings.
-func (s *Service) UpdateProject(ctx context.Context, id int64, c ProjectChange, actor string) (builds.Project, error) {
+func (s *Service) UpdateProject(ctx context.Context, id int64, c ProjectChange) (builds.Project, error) {
 	now := s.builds.Now()
 	p, err := s.store.UpdateProject(ctx, id, func(p *builds.Project) error { return applyProject(p, c) }, now)
 	if err != nil {
 		return builds.Project{}, err
 	}
-	s.builds.RecordAudit(ctx, actor, "project_updated", projectTarget(id), projectDetail(p))
+	s.builds.RecordAudit(ctx, "project_updated", projectTarget(id), projectDetail(p))
 	return p, nil
 }
 
 // DeleteProject removes a project and its variables; its finished pipelines stay, as an
 // implicit project's.
-func (s *Service) DeleteProject(ctx context.Context, id int64, actor string) error {
+func (s *Service) DeleteProject(ctx context.Context, id int64) error {
 	if err := s.store.DeleteProject(ctx, id); err != nil {
 		return err
 	}
-	s.builds.RecordAudit(ctx, actor, "project_deleted", projectTarget(id), nil)
+	s.builds.RecordAudit(ctx, "project_deleted", projectTarget(id), nil)
 	return nil
 }
 
@@ -339,7 +339,7 @@ func (s *Service) ProjectVariable(ctx context.Context, projectID int64, key stri
 }
 
 // CreateProjectVariable validates and stores a variable.
-func (s *Service) CreateProjectVariable(ctx context.Context, projectID int64, key string, c VariableChange, actor string) (builds.ProjectVariable, error) {
+func (s *Service) CreateProjectVariable(ctx context.Context, projectID int64, key string, c VariableChange) (builds.ProjectVariable, error) {
 	v, err := newVariable(key, c)
 	if err != nil {
 		return builds.ProjectVariable{}, err
@@ -347,12 +347,12 @@ func (s *Service) CreateProjectVariable(ctx context.Context, projectID int64, ke
 	if err := s.store.CreateProjectVariable(ctx, projectID, v); err != nil {
 		return builds.ProjectVariable{}, err
 	}
-	s.builds.RecordAudit(ctx, actor, "variable_created", projectTarget(projectID), variableDetail(v))
+	s.builds.RecordAudit(ctx, "variable_created", projectTarget(projectID), variableDetail(v))
 	return v, nil
 }
 
 // UpdateProjectVariable changes a variable.
-func (s *Service) UpdateProjectVariable(ctx context.Context, projectID int64, key string, c VariableChange, actor string) (builds.ProjectVariable, error) {
+func (s *Service) UpdateProjectVariable(ctx context.Context, projectID int64, key string, c VariableChange) (builds.ProjectVariable, error) {
 	v, err := s.store.UpdateProjectVariable(ctx, projectID, key, func(v *builds.ProjectVariable) error {
 		if c.Guard != nil {
 			if err := c.Guard(*v); err != nil {
@@ -364,16 +364,16 @@ func (s *Service) UpdateProjectVariable(ctx context.Context, projectID int64, ke
 	if err != nil {
 		return builds.ProjectVariable{}, err
 	}
-	s.builds.RecordAudit(ctx, actor, "variable_updated", projectTarget(projectID), variableDetail(v))
+	s.builds.RecordAudit(ctx, "variable_updated", projectTarget(projectID), variableDetail(v))
 	return v, nil
 }
 
 // DeleteProjectVariable removes a variable.
-func (s *Service) DeleteProjectVariable(ctx context.Context, projectID int64, key string, actor string) error {
+func (s *Service) DeleteProjectVariable(ctx context.Context, projectID int64, key string) error {
 	if err := s.store.DeleteProjectVariable(ctx, projectID, key); err != nil {
 		return err
 	}
-	s.builds.RecordAudit(ctx, actor, "variable_deleted", projectTarget(projectID), map[string]any{"key": key})
+	s.builds.RecordAudit(ctx, "variable_deleted", projectTarget(projectID), map[string]any{"key": key})
 	return nil
 }
 

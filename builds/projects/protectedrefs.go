@@ -124,7 +124,7 @@ func (s *Service) ProtectedRef(ctx context.Context, projectID int64, refType, na
 
 // CreateProtectedRef protects a branch or tag name (pattern). Pipelines created from now on
 // see it; those that exist keep what they were created with.
-func (s *Service) CreateProtectedRef(ctx context.Context, projectID int64, refType string, c ProtectedRefChange, actor string) (ProtectedRef, error) {
+func (s *Service) CreateProtectedRef(ctx context.Context, projectID int64, refType string, c ProtectedRefChange) (ProtectedRef, error) {
 	p, err := newProtectedRef(refType, c)
 	if err != nil {
 		return ProtectedRef{}, err
@@ -134,15 +134,15 @@ func (s *Service) CreateProtectedRef(ctx context.Context, projectID int64, refTy
 	if err != nil {
 		return ProtectedRef{}, err
 	}
-	s.builds.RecordAudit(ctx, actor, "protected_"+refType+"_created", projectTarget(projectID), map[string]any{"name": created.Name})
+	s.builds.RecordAudit(ctx, "protected_"+refType+"_created", projectTarget(projectID), map[string]any{"name": created.Name})
 	return created, nil
 }
 
 // DeleteProtectedRef unprotects a branch or tag name (pattern).
-func (s *Service) DeleteProtectedRef(ctx context.Context, projectID int64, refType, name, actor string) error {
+func (s *Service) DeleteProtectedRef(ctx context.Context, projectID int64, refType, name string) error {
 	if err := s.store.DeleteProtectedRef(ctx, projectID, refType, name); err != nil {
 		return err
 	}
-	s.builds.RecordAudit(ctx, actor, "protected_"+refType+"_deleted", projectTarget(projectID), map[string]any{"name": name})
+	s.builds.RecordAudit(ctx, "protected_"+refType+"_deleted", projectTarget(projectID), map[string]any{"name": name})
 	return nil
 }

@@ -139,7 +139,8 @@ func (s *Service) poll(ctx context.Context, t PollTarget) PollCounts {
 		if !known {
 			before = builds.ZeroSHA // a new branch or tag, as a push of one says
 		}
-		p, err := s.start(ctx, Start{ProjectID: t.ProjectID, Ref: pipelineRef(h.Ref), SHA: h.SHA, BeforeSHA: before, Source: builds.SourcePush})
+		p, err := s.start(builds.WithActor(ctx, builds.Actor{Kind: builds.ActorSystem, Username: "push poll"}),
+			Start{ProjectID: t.ProjectID, Ref: pipelineRef(h.Ref), SHA: h.SHA, BeforeSHA: before, Source: builds.SourcePush})
 		switch {
 		case err == nil:
 			c.Started++

@@ -137,7 +137,7 @@ func (s *Service) Receive(ctx context.Context, w Webhook) (Outcome, error) {
 		start.Source, start.Variables = builds.SourceMergeRequestEvent, ev.mr.variables(w.ProjectID)
 	}
 	// Once claimed, the delivery is this request's to finish, even if its forge hangs up.
-	ctx = context.WithoutCancel(ctx)
+	ctx = builds.WithActor(context.WithoutCancel(ctx), builds.Actor{Kind: builds.ActorWebhook, Username: w.Forge + " webhook", Via: "delivery " + d.ID})
 	p, err := s.start(ctx, start)
 	switch {
 	case errors.Is(err, ciconfig.ErrFilteredOut), errors.Is(err, ciconfig.ErrNoJobs):

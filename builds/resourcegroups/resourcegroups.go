@@ -94,8 +94,8 @@ func (s *Service) ResourceGroup(ctx context.Context, projectID int64, key string
 	return s.store.ResourceGroup(ctx, projectID, key)
 }
 
-// SetProcessMode changes a group's process mode for actor (PUT …/resource_groups/:key).
-func (s *Service) SetProcessMode(ctx context.Context, projectID int64, key, mode, actor string) (ResourceGroup, error) {
+// SetProcessMode changes a group's process mode (PUT …/resource_groups/:key).
+func (s *Service) SetProcessMode(ctx context.Context, projectID int64, key, mode string) (ResourceGroup, error) {
 	if !slices.Contains(ProcessModes, mode) {
 		return ResourceGroup{}, &builds.ValidationError{
 			Msg: "process_mode does not have a valid value (one of " + strings.Join(ProcessModes, ", ") + ")"}
@@ -107,7 +107,7 @@ func (s *Service) SetProcessMode(ctx context.Context, projectID int64, key, mode
 	if queued {
 		s.builds.QueueChanged(ctx)
 	}
-	s.builds.RecordAudit(ctx, actor, "resource_group_updated", "project:"+strconv.FormatInt(projectID, 10)+"/resource_group:"+key,
+	s.builds.RecordAudit(ctx, "resource_group_updated", "project:"+strconv.FormatInt(projectID, 10)+"/resource_group:"+key,
 		map[string]any{"process_mode": mode})
 	return g, nil
 }

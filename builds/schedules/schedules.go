@@ -15,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -352,8 +353,12 @@ func (s *Service) Play(ctx context.Context, projectID, id int64) (builds.Pipelin
 	return s.run(ctx, sc)
 }
 
-// run creates a schedule's pipeline and records it as the schedule's last.
+// run creates a schedule's pipeline and records it as the schedule's last. A tick acts on
+// the schedule's own account; a play keeps the actor who pressed it.
 func (s *Service) run(ctx context.Context, sc Schedule) (builds.Pipeline, error) {
+	if _, ok := builds.ActorFrom(ctx); !ok {
+		ctx = builds.WithActor(ctx, builds.Actor{Kind: builds.ActorSchedule, Username: "schedule #" + strconv.FormatInt(sc.ID, 10)})
+	}
 	vars := make([]builds.Variable, len(sc.Variables))
 	for i, v := range sc.Variables {
 		vars[i] = builds.Variable{Key: v.Key, Value: v.Value, File: v.VariableType == builds.VariableFile}

@@ -9,6 +9,7 @@ package triggers
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -176,6 +177,7 @@ func (s *Service) Run(ctx context.Context, r Run) (builds.Pipeline, error) {
 		if t.ProjectID != r.ProjectID {
 			return builds.Pipeline{}, fmt.Errorf("trigger token of project %d: %w", r.ProjectID, builds.ErrNotFound)
 		}
+		ctx = builds.WithActor(ctx, builds.Actor{Kind: builds.ActorTrigger, Username: "trigger #" + strconv.FormatInt(t.ID, 10)})
 	} else {
 		// A job token: jobapi has no allowlist of other projects a job may reach (GitLab's
 		// job token scope), so a job triggers pipelines of its own project only.
@@ -187,6 +189,7 @@ func (s *Service) Run(ctx context.Context, r Run) (builds.Pipeline, error) {
 			return builds.Pipeline{}, fmt.Errorf("job token of project %d: %w", r.ProjectID, builds.ErrNotFound)
 		}
 		source = builds.SourcePipeline
+		ctx = builds.WithActor(ctx, builds.Actor{Kind: builds.ActorTrigger, Username: "job #" + strconv.FormatInt(b.ID, 10), Via: "job token"})
 	}
 	return s.start(ctx, Start{ProjectID: r.ProjectID, Ref: r.Ref, Source: source, Variables: r.Variables, ServerURL: r.ServerURL})
 }

@@ -183,13 +183,12 @@ func (s *Service) audit(ctx context.Context, action string, id int64, detail map
 	if s.builds == nil {
 		return
 	}
-	a, ok := builds.ActorFrom(ctx)
-	if !ok {
+	if _, ok := builds.ActorFrom(ctx); !ok {
 		// A change no caller asked for (a user created on a first single sign-on, before
 		// anyone is signed in): the audit names the machinery.
-		a = builds.Actor{Kind: builds.ActorSystem}
+		ctx = builds.WithActor(ctx, builds.Actor{Kind: builds.ActorSystem})
 	}
-	s.builds.RecordAudit(ctx, a.String(), action, userTarget(id), detail)
+	s.builds.RecordAudit(ctx, action, userTarget(id), detail)
 }
 
 // CreateUser makes a user (an admin's call).

@@ -124,7 +124,8 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	runner, token, err := srv.Service.RegisterRunner(ctx, builds.Runner{Description: "demo runner", RunUntagged: true}, "jobapi dev")
+	runner, token, err := srv.Service.RegisterRunner(builds.WithActor(ctx, builds.Actor{Kind: builds.ActorSystem, Username: "jobapi dev"}),
+		builds.Runner{Description: "demo runner", RunUntagged: true})
 	if err == nil {
 		err = enableTwoPhase(ctx, srv.URL, cfg.AdminToken)
 	}

@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS operator_events_target_idx;
