@@ -158,10 +158,10 @@ func TestLastOwnerStays(t *testing.T) {
 
 	// A maintainer manages members below owner, not owners.
 	var fe *access.ForbiddenError
-	if err := svc.RemoveMember(ctx, userActor(carol), p, alice, "carol"); !errors.As(err, &fe) {
+	if err := svc.RemoveMember(ctx, userActor(carol), p, alice); !errors.As(err, &fe) {
 		t.Errorf("a maintainer removes an owner: %v, want ForbiddenError", err)
 	}
-	if _, err := svc.UpdateMember(ctx, userActor(carol), p, carol, access.MemberChange{Level: level(access.Owner)}, "carol"); !errors.As(err, &fe) {
+	if _, err := svc.UpdateMember(ctx, userActor(carol), p, carol, access.MemberChange{Level: level(access.Owner)}); !errors.As(err, &fe) {
 		t.Errorf("a maintainer makes itself owner: %v, want ForbiddenError", err)
 	}
 
@@ -172,7 +172,7 @@ func TestLastOwnerStays(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = svc.UpdateMember(ctx, userActor(u), p, u, access.MemberChange{Level: level(access.Developer)}, "self")
+			_, errs[i] = svc.UpdateMember(ctx, userActor(u), p, u, access.MemberChange{Level: level(access.Developer)})
 		}()
 	}
 	wg.Wait()
