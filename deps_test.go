@@ -29,7 +29,7 @@ type layerRule struct {
 
 var layerRules = []layerRule{
 	{pkgs: "./builds", allowed: []string{}, forbidden: []string{"net/http", "./builds/..."},
-		why: "the domain uses only the standard library, and no transport; the concerns beside it (builds/artifacts, builds/joblogs, builds/projects, builds/resourcegroups, builds/triggers, builds/schedules) depend on it, never the reverse"},
+		why: "the domain uses only the standard library, and no transport; the concerns beside it (builds/artifacts, builds/joblogs, builds/projects, builds/resourcegroups, builds/listings, builds/triggers, builds/schedules) depend on it, never the reverse"},
 	{pkgs: "./builds/artifacts", allowed: []string{"./builds", "./junit"}, forbidden: []string{"net/http"},
 		why: "job artifacts are a concern beside the domain: its types and calls, the JUnit reader and the standard library; stores reach it as interfaces, and no transport"},
 	{pkgs: "./builds/joblogs", allowed: []string{"./builds"}, forbidden: []string{"net/http"},
@@ -38,6 +38,8 @@ var layerRules = []layerRule{
 		why: "projects and what operators set on them are a concern beside the domain: its types and calls and its store as an interface; the claim reads projects through builds.ProjectReader, never this package"},
 	{pkgs: "./builds/resourcegroups", allowed: []string{"./builds"}, forbidden: []string{"net/http"},
 		why: "resource groups' API is a concern beside the domain: its types, clock, queue bump and audit log, its store as an interface; the store assigns groups, builds never imports this package"},
+	{pkgs: "./builds/listings", allowed: []string{"./builds"}, forbidden: []string{"net/http"},
+		why: "GitLab's filtered lists are a concern beside the domain: its types and clock, its store as an interface; builds never imports them"},
 	{pkgs: "./junit", allowed: []string{},
 		why: "the JUnit XML reader uses only the standard library"},
 	{pkgs: "./api", allowed: []string{},

@@ -84,8 +84,6 @@ type Service struct {
 	projects  ProjectReader
 	// views serve the operator web UI's listings (nil: they answer ErrUnavailable).
 	views Views
-	// lists serve GitLab's filtered job, commit status and runner lists (nil: ErrUnavailable).
-	lists Listings
 	// archiveRequests carries this replica's finishes to its log archive worker.
 	archiveRequests chan int64
 	// changes carries hints for live views; batch holds them until the next flush.
@@ -131,8 +129,6 @@ type Deps struct {
 	Projects ProjectReader
 	// Views serve the web UI's listings (nil: they answer ErrUnavailable).
 	Views Views
-	// Listings serve GitLab's filtered lists (nil: they answer ErrUnavailable).
-	Listings Listings
 	// Changes carries hints for live views between replicas (nil: none are sent); run
 	// RunChangeFeed in the background.
 	Changes ChangeFeed
@@ -171,7 +167,7 @@ func NewService(d Deps) *Service {
 	}
 	s := &Service{store: d.Store, leases: d.Leases, queue: d.Queue, gate: d.TwoPhase, cfg: cfg, now: d.Now, log: d.Log,
 		observer: d.Observer, events: d.Events, audits: d.Audit, projects: d.Projects,
-		views: d.Views, lists: d.Listings, changes: d.Changes,
+		views: d.Views, changes: d.Changes,
 		live: d.Live, archiveRequests: make(chan int64, archiveRequestBuffer),
 		batch:   changeBatch{pending: map[Change]struct{}{}},
 		runners: newRunnerCache(cfg.RunnerCacheTTL), hub: newPipelineHub(), jobs: newJobCache(jobCacheSize),

@@ -20,6 +20,7 @@ import (
 	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/builds/hooks"
 	"github.com/jobapi/jobapi/builds/joblogs"
+	"github.com/jobapi/jobapi/builds/listings"
 	"github.com/jobapi/jobapi/builds/projects"
 	"github.com/jobapi/jobapi/builds/pushes"
 	"github.com/jobapi/jobapi/builds/resourcegroups"
@@ -51,6 +52,8 @@ type Deps struct {
 	Logs *joblogs.Service
 	// Projects keeps projects, their variables, protected refs and environments.
 	Projects *projects.Service
+	// Listings serve GitLab's filtered job, commit status and runner lists.
+	Listings *listings.Service
 	// ResourceGroups serves the resource groups API.
 	ResourceGroups *resourcegroups.Service
 	AdminToken     string
@@ -100,6 +103,7 @@ type Handler struct {
 	logs   *joblogs.Service
 	prj    *projects.Service
 	groups *resourcegroups.Service
+	lists  *listings.Service
 	admin  *builds.AdminGuard
 	// registrationHash is the registration token's hash (nil: registration is off).
 	registrationHash []byte
@@ -142,6 +146,7 @@ func New(d Deps) http.Handler {
 		logs:          d.Logs,
 		prj:           d.Projects,
 		groups:        d.ResourceGroups,
+		lists:         d.Listings,
 		log:           d.Logger,
 		faults:        builds.NewFaultTally(d.Logger, "requests degraded: a backend did not answer in time", 0),
 		flags:         d.Flags,

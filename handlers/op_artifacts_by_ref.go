@@ -46,7 +46,7 @@ func (h *Handler) getRefArtifactFile(w http.ResponseWriter, r *http.Request) err
 // refArchive is the archive of the job artifacts-by-ref serve; a 403 when its
 // artifacts:access is none, as a download by job id.
 func (h *Handler) refArchive(r *http.Request, pid int64, ref, job string) (builds.Artifact, error) {
-	id, err := h.svc.LatestSuccessfulJob(r.Context(), pid, ref, job)
+	id, err := h.lists.LatestSuccessfulJob(r.Context(), pid, ref, job)
 	if err != nil {
 		return builds.Artifact{}, err
 	}

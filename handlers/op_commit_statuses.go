@@ -8,6 +8,7 @@ import (
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/listings"
 )
 
 // listCommitStatuses is GitLab's GET /projects/:id/repository/commits/:sha/statuses: one
@@ -27,7 +28,7 @@ func (h *Handler) listCommitStatuses(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	q := r.URL.Query()
-	f := builds.CommitStatusFilter{ProjectID: pid, SHA: sha, Ref: q.Get("ref"), Stage: q.Get("stage"), Name: q.Get("name")}
+	f := listings.CommitStatusFilter{ProjectID: pid, SHA: sha, Ref: q.Get("ref"), Stage: q.Get("stage"), Name: q.Get("name")}
 	if v := q.Get("all"); v != "" {
 		if f.All, err = parseBool(v); err != nil {
 			return badRequest("all: expected true or false, got %.40q", v)
@@ -40,12 +41,12 @@ func (h *Handler) listCommitStatuses(w http.ResponseWriter, r *http.Request) err
 	if err := h.requireProject(r, pid); err != nil {
 		return err
 	}
-	list, total, err := h.svc.CommitStatuses(r.Context(), f, pg)
+	list, total, err := h.lists.CommitStatuses(r.Context(), f, pg)
 	if err != nil {
 		return err
 	}
 	base := h.externalBase(r)
-	paths, err := h.svc.ProjectPaths(r.Context(), []int64{pid})
+	paths, err := h.lists.ProjectPaths(r.Context(), []int64{pid})
 	if err != nil {
 		return err
 	}

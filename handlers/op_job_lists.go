@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/listings"
 )
 
 // listProjectJobs is GitLab's GET /projects/:id/jobs: the project's jobs, every attempt,
@@ -29,7 +30,7 @@ func (h *Handler) listProjectJobs(w http.ResponseWriter, r *http.Request) error 
 	if err := h.requireProject(r, pid); err != nil {
 		return err
 	}
-	views, total, err := h.svc.ProjectJobs(r.Context(), builds.JobFilter{ProjectID: pid, Statuses: scopes}, pg)
+	views, total, err := h.lists.ProjectJobs(r.Context(), listings.JobFilter{ProjectID: pid, Statuses: scopes}, pg)
 	if err != nil {
 		return err
 	}
@@ -71,7 +72,7 @@ func jobScopes(q url.Values) ([]builds.Status, error) {
 // requireProject answers GitLab's 404 for a project that does not exist (no row, and no
 // pipelines of an implicit project).
 func (h *Handler) requireProject(r *http.Request, pid int64) error {
-	ok, err := h.svc.ProjectKnown(r.Context(), pid)
+	ok, err := h.lists.ProjectKnown(r.Context(), pid)
 	if err != nil {
 		return err
 	}
@@ -95,7 +96,7 @@ func (h *Handler) jobDetails(r *http.Request, views []builds.JobView) ([]api.Job
 			projectIDs = append(projectIDs, v.ProjectID)
 		}
 	}
-	paths, err := h.svc.ProjectPaths(ctx, projectIDs)
+	paths, err := h.lists.ProjectPaths(ctx, projectIDs)
 	if err != nil {
 		return nil, err
 	}
@@ -104,11 +105,11 @@ func (h *Handler) jobDetails(r *http.Request, views []builds.JobView) ([]api.Job
 	for _, id := range projectIDs {
 		projects[id] = projectWebURL(base, id, paths)
 	}
-	pipelines, err := h.svc.PipelinesByID(ctx, pipelineIDs)
+	pipelines, err := h.lists.PipelinesByID(ctx, pipelineIDs)
 	if err != nil {
 		return nil, err
 	}
-	runners, err := h.svc.RunnersByID(ctx, runnerIDs)
+	runners, err := h.lists.RunnersByID(ctx, runnerIDs)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/listings"
 )
 
 // Runner types, GitLab's names: every jobapi runner is the instance's.
@@ -48,7 +49,7 @@ func (h *Handler) writeRunnerList(w http.ResponseWriter, r *http.Request) error 
 	out := []api.ListedRunner{}
 	total := 0
 	if !none {
-		list, n, err := h.svc.RunnerListing(r.Context(), f, pg)
+		list, n, err := h.lists.RunnerListing(r.Context(), f, pg)
 		if err != nil {
 			return err
 		}
@@ -65,7 +66,7 @@ func (h *Handler) writeRunnerList(w http.ResponseWriter, r *http.Request) error 
 // project_type), status (online, offline, stale, never_contacted; GitLab's deprecated
 // active and paused too), its deprecated twin scope, paused, and tag_list (comma-separated,
 // every tag required). none: the filter matches no jobapi runner (group or project type).
-func runnerFilter(q url.Values) (f builds.RunnerFilter, none bool, err error) {
+func runnerFilter(q url.Values) (f listings.RunnerFilter, none bool, err error) {
 	switch t := q.Get("type"); t {
 	case "", runnerTypeInstance:
 	case runnerTypeGroup, runnerTypeProject:
@@ -80,10 +81,10 @@ func runnerFilter(q url.Values) (f builds.RunnerFilter, none bool, err error) {
 		case v == "active" || v == "paused":
 			paused := v == "paused"
 			f.Paused = &paused
-		case slices.Contains(builds.RunnerStatuses, v):
+		case slices.Contains(listings.RunnerStatuses, v):
 			f.Status = v
 		default:
-			return f, false, badRequest("%s does not have a valid value: %.40q is not one of %s, active, paused", key, v, strings.Join(builds.RunnerStatuses, ", "))
+			return f, false, badRequest("%s does not have a valid value: %.40q is not one of %s, active, paused", key, v, strings.Join(listings.RunnerStatuses, ", "))
 		}
 	}
 	if v := q.Get("paused"); v != "" {
@@ -106,14 +107,14 @@ func runnerFilter(q url.Values) (f builds.RunnerFilter, none bool, err error) {
 }
 
 // listedRunnerView is GitLab's short runner form.
-func listedRunnerView(r builds.ListedRunner) api.ListedRunner {
+func listedRunnerView(r listings.ListedRunner) api.ListedRunner {
 	tags := r.Tags
 	if tags == nil {
 		tags = []string{}
 	}
 	return api.ListedRunner{ID: r.ID, Description: r.Description, IPAddress: r.IPAddress, Active: !r.Paused,
 		Paused: r.Paused, IsShared: true, RunnerType: runnerTypeInstance,
-		Online: r.Status == builds.RunnerOnline, Status: r.Status, TagList: tags, CreatedAt: r.CreatedAt,
+		Online: r.Status == listings.RunnerOnline, Status: r.Status, TagList: tags, CreatedAt: r.CreatedAt,
 		ContactedAt: r.ContactedAt}
 }
 
@@ -137,7 +138,7 @@ func (h *Handler) listFilteredRunners(w http.ResponseWriter, r *http.Request, pg
 	out := []api.Runner{}
 	total := 0
 	if !none {
-		list, n, err := h.svc.RunnerListing(r.Context(), f, pg)
+		list, n, err := h.lists.RunnerListing(r.Context(), f, pg)
 		if err != nil {
 			return err
 		}
@@ -145,7 +146,7 @@ func (h *Handler) listFilteredRunners(w http.ResponseWriter, r *http.Request, pg
 		for i, rn := range list {
 			ids[i] = rn.ID
 		}
-		managers, err := h.svc.RunnerManagers(r.Context(), ids)
+		managers, err := h.lists.RunnerManagers(r.Context(), ids)
 		if err != nil {
 			return err
 		}

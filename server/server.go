@@ -27,6 +27,7 @@ import (
 	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/builds/hooks"
 	"github.com/jobapi/jobapi/builds/joblogs"
+	"github.com/jobapi/jobapi/builds/listings"
 	"github.com/jobapi/jobapi/builds/pgstore"
 	"github.com/jobapi/jobapi/builds/projects"
 	"github.com/jobapi/jobapi/builds/pushes"
@@ -368,6 +369,7 @@ type domain struct {
 	prj     *projects.Service  // projects and what is set on them, over the same stores
 	groups  *resourcegroups.Service
 	access  *access.Service // project members and the permission check
+	lists   *listings.Service
 	sweeper *retry.Sweeper
 	reaper  *reaper.Reaper
 	stuck   *reaper.StuckStages
@@ -398,7 +400,7 @@ type domain struct {
 // so that a store role or a setting added here reaches both.
 func ServiceDeps(cfg Config, store *pgstore.Store) builds.Deps {
 	return builds.Deps{Store: store, Audit: store, Projects: store,
-		Views: store, Listings: store,
+		Views: store,
 		Config: builds.Config{TraceChunkSize: cfg.TraceChunkSize, AckTTL: cfg.AckTTL, MaxProvisioningWait: cfg.MaxProvisioningWait,
 			TraceLimit: cfg.TraceLimit, LongPoll: cfg.LongPoll, Policy: builds.DefaultRetryPolicy(cfg.AutoRetryMax),
 			MaxManagersPerRunner: cfg.MaxManagersPerRunner, RunnerTokenExpiresIn: cfg.RunnerTokenExpiresIn,
@@ -427,6 +429,7 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 	d.logs = joblogs.New(joblogs.Deps{Builds: d.svc, Store: d.store, Objects: be.objects, Log: log})
 	d.prj = projects.New(projects.Deps{Builds: d.svc, Store: d.store})
 	d.groups = resourcegroups.New(resourcegroups.Deps{Builds: d.svc, Store: d.store})
+	d.lists = listings.New(listings.Deps{Builds: d.svc, Store: d.store})
 	d.hooks = hooks.NewService(d.store, d.store, cfg.HooksAllowLocalNetwork, opts.Now)
 	d.access = access.New(access.Deps{Builds: d.svc, Store: d.store, Refs: d.store})
 	policy := deps.Config.Policy
@@ -500,7 +503,7 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 	d.starts = newStartsFromRepository(pipelines, cfg, opts, d, log)
 	d.bridges = &downstream.Bridges{Service: d.svc, Artifacts: d.arts, Sources: sources, ServerURL: cfg.ExternalURL,
 		Namespace: handlers.ProjectNamespace, Interval: cfg.SweepInterval, Log: log, Now: opts.Now}
-	h := handlers.New(handlers.Deps{UI: ui, Access: d.access, Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, ResourceGroups: d.groups, Includes: sources, AdminToken: cfg.AdminToken, AdminGuard: guard, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
+	h := handlers.New(handlers.Deps{UI: ui, Access: d.access, Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, ResourceGroups: d.groups, Listings: d.lists, Includes: sources, AdminToken: cfg.AdminToken, AdminGuard: guard, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
 		Flags: fl.admin, Health: health{store: d.store, redis: d.rs}, Pushes: d.pushes,
 		Registry: reg, TraceWatch: d.rs, Limiter: limiter{rl}, ExternalURL: cfg.ExternalURL,
 		ArtifactUploadTimeout: cfg.ArtifactUploadTimeout, Triggers: d.starts.triggers, Schedules: d.starts.schedules, Hooks: d.hooks, Users: people,

@@ -7,9 +7,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/listings"
 )
 
-var _ builds.Listings = (*Store)(nil)
+var _ listings.Store = (*Store)(nil)
 
 // projectKnown: a project row, or the pipelines of an implicit project (pipelines_project_idx).
 const projectKnown = `
@@ -48,7 +49,7 @@ ORDER BY b.id DESC LIMIT $3 OFFSET $4`
 )
 
 // ProjectJobs lists a project's builds, every attempt, newest first.
-func (s *Store) ProjectJobs(ctx context.Context, f builds.JobFilter, p builds.Page) ([]builds.Build, int, error) {
+func (s *Store) ProjectJobs(ctx context.Context, f listings.JobFilter, p builds.Page) ([]builds.Build, int, error) {
 	statuses := make([]string, len(f.Statuses))
 	for i, st := range f.Statuses {
 		statuses[i] = string(st)
@@ -80,7 +81,7 @@ ORDER BY b.id LIMIT $7 OFFSET $8`
 )
 
 // CommitStatuses lists the builds of a project's pipelines at a commit, oldest first.
-func (s *Store) CommitStatuses(ctx context.Context, f builds.CommitStatusFilter, p builds.Page) ([]builds.Build, int, error) {
+func (s *Store) CommitStatuses(ctx context.Context, f listings.CommitStatusFilter, p builds.Page) ([]builds.Build, int, error) {
 	limit, off := offset(p)
 	args := []any{f.ProjectID, f.SHA, f.Ref, f.Stage, f.Name, f.All}
 	rows, err := s.pool.Query(ctx, commitStatuses, append(args, limit, off)...)
@@ -143,7 +144,7 @@ func (s *Store) PipelinesByID(ctx context.Context, ids []int64) (map[int64]build
 }
 
 // listedRunners selects runners with GitLab's status, computed from $1 (online since) and $2
-// (stale before) by the rule of builds.RunnerStatus, and the address of the manager seen
+// (stale before) by the rule of listings.RunnerStatus, and the address of the manager seen
 // last. Filters: $3 status (empty: any), $4 paused (NULL any), $5 tags the runner must all have.
 const (
 	listedRunners = `
@@ -163,20 +164,20 @@ SELECT * FROM (
 	runnersByIDSQL = listedRunners + ` WHERE x.id = ANY($3)`
 )
 
-func scanListedRunner(row pgx.CollectableRow) (builds.ListedRunner, error) {
-	var r builds.ListedRunner
+func scanListedRunner(row pgx.CollectableRow) (listings.ListedRunner, error) {
+	var r listings.ListedRunner
 	err := row.Scan(&r.ID, &r.Description, &r.Tags, &r.RunUntagged, &r.Paused, &r.AccessLevel, &r.CreatedAt, &r.ContactedAt,
 		&r.RegistrationToken, &r.TokenExpiresAt, &r.Status, &r.IPAddress)
 	return r, err
 }
 
-// runnerCutoffs are the times builds.RunnerStatus compares the last contact with.
+// runnerCutoffs are the times listings.RunnerStatus compares the last contact with.
 func runnerCutoffs(now time.Time) (onlineSince, staleBefore time.Time) {
-	return now.Add(-builds.RunnerOnlineWithin), now.Add(-builds.RunnerStaleAfter)
+	return now.Add(-listings.RunnerOnlineWithin), now.Add(-listings.RunnerStaleAfter)
 }
 
 // RunnerListing lists runners, oldest first, with their status at f.Now.
-func (s *Store) RunnerListing(ctx context.Context, f builds.RunnerFilter, p builds.Page) ([]builds.ListedRunner, int, error) {
+func (s *Store) RunnerListing(ctx context.Context, f listings.RunnerFilter, p builds.Page) ([]listings.ListedRunner, int, error) {
 	online, stale := runnerCutoffs(f.Now)
 	tags := f.Tags
 	if tags == nil {
@@ -198,14 +199,14 @@ func (s *Store) RunnerListing(ctx context.Context, f builds.RunnerFilter, p buil
 }
 
 // RunnersByID returns runners by id with their status at now.
-func (s *Store) RunnersByID(ctx context.Context, ids []int64, now time.Time) (map[int64]builds.ListedRunner, error) {
+func (s *Store) RunnersByID(ctx context.Context, ids []int64, now time.Time) (map[int64]listings.ListedRunner, error) {
 	online, stale := runnerCutoffs(now)
 	rows, err := s.pool.Query(ctx, runnersByIDSQL, online, stale, ids)
 	if err != nil {
 		return nil, err
 	}
 	list, err := pgx.CollectRows(rows, scanListedRunner)
-	out := make(map[int64]builds.ListedRunner, len(list))
+	out := make(map[int64]listings.ListedRunner, len(list))
 	for _, r := range list {
 		out[r.ID] = r
 	}

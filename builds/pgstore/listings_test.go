@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/listings"
 	"github.com/jobapi/jobapi/testenv"
 )
 
 // TestRunnerStatusRule: the status the runner listing computes and filters on in SQL is
-// builds.RunnerStatus's, on both sides of each threshold; paused and tags filter too.
+// listings.RunnerStatus's, on both sides of each threshold; paused and tags filter too.
 func TestRunnerStatusRule(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -25,13 +26,13 @@ func TestRunnerStatusRule(t *testing.T) {
 		paused    bool
 		tags      []string
 	}{
-		{created: time.Hour, want: builds.RunnerNeverContacted, tags: []string{"docker"}},
-		{created: 8 * 24 * time.Hour, want: builds.RunnerStale},
-		{created: 30 * 24 * time.Hour, contacted: ago(time.Minute), want: builds.RunnerOnline, tags: []string{"docker", "linux"}},
-		{created: 30 * 24 * time.Hour, contacted: ago(2*time.Hour - time.Second), want: builds.RunnerOnline, paused: true},
-		{created: 30 * 24 * time.Hour, contacted: ago(2 * time.Hour), want: builds.RunnerOffline, tags: []string{"linux"}},
-		{created: 30 * 24 * time.Hour, contacted: ago(7*24*time.Hour - time.Second), want: builds.RunnerOffline},
-		{created: 30 * 24 * time.Hour, contacted: ago(7 * 24 * time.Hour), want: builds.RunnerStale, paused: true},
+		{created: time.Hour, want: listings.RunnerNeverContacted, tags: []string{"docker"}},
+		{created: 8 * 24 * time.Hour, want: listings.RunnerStale},
+		{created: 30 * 24 * time.Hour, contacted: ago(time.Minute), want: listings.RunnerOnline, tags: []string{"docker", "linux"}},
+		{created: 30 * 24 * time.Hour, contacted: ago(2*time.Hour - time.Second), want: listings.RunnerOnline, paused: true},
+		{created: 30 * 24 * time.Hour, contacted: ago(2 * time.Hour), want: listings.RunnerOffline, tags: []string{"linux"}},
+		{created: 30 * 24 * time.Hour, contacted: ago(7*24*time.Hour - time.Second), want: listings.RunnerOffline},
+		{created: 30 * 24 * time.Hour, contacted: ago(7 * 24 * time.Hour), want: listings.RunnerStale, paused: true},
 	}
 	ids := make([]int64, len(cases))
 	for i, c := range cases {
@@ -44,12 +45,12 @@ func TestRunnerStatusRule(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.CreatedAt, r.ContactedAt = now.Add(-c.created), c.contacted
-		if got := builds.RunnerStatus(r, now); got != c.want {
+		if got := listings.RunnerStatus(r, now); got != c.want {
 			t.Errorf("case %d: RunnerStatus %s, want %s", i, got, c.want)
 		}
 	}
 	page := builds.Page{Page: 1, PerPage: 100}
-	list := func(f builds.RunnerFilter) []int64 {
+	list := func(f listings.RunnerFilter) []int64 {
 		t.Helper()
 		f.Now = now
 		got, total, err := store.RunnerListing(ctx, f, page)
@@ -62,8 +63,8 @@ func TestRunnerStatusRule(t *testing.T) {
 		out := make([]int64, len(got))
 		for i, r := range got {
 			out[i] = r.ID
-			if r.Status != builds.RunnerStatus(r.Runner, now) {
-				t.Errorf("runner %d: SQL says %s, RunnerStatus %s", r.ID, r.Status, builds.RunnerStatus(r.Runner, now))
+			if r.Status != listings.RunnerStatus(r.Runner, now) {
+				t.Errorf("runner %d: SQL says %s, RunnerStatus %s", r.ID, r.Status, listings.RunnerStatus(r.Runner, now))
 			}
 		}
 		return out
@@ -77,27 +78,27 @@ func TestRunnerStatusRule(t *testing.T) {
 		}
 		return out
 	}
-	for _, st := range builds.RunnerStatuses {
-		if got, w := list(builds.RunnerFilter{Status: st}), want(func(i int) bool { return cases[i].want == st }); !slices.Equal(got, w) {
+	for _, st := range listings.RunnerStatuses {
+		if got, w := list(listings.RunnerFilter{Status: st}), want(func(i int) bool { return cases[i].want == st }); !slices.Equal(got, w) {
 			t.Errorf("status=%s: %v, want %v", st, got, w)
 		}
 	}
 	paused := true
-	if got, w := list(builds.RunnerFilter{Paused: &paused}), want(func(i int) bool { return cases[i].paused }); !slices.Equal(got, w) {
+	if got, w := list(listings.RunnerFilter{Paused: &paused}), want(func(i int) bool { return cases[i].paused }); !slices.Equal(got, w) {
 		t.Errorf("paused=true: %v, want %v", got, w)
 	}
-	if got, w := list(builds.RunnerFilter{Tags: []string{"linux", "docker"}}), ids[2:3]; !slices.Equal(got, w) {
+	if got, w := list(listings.RunnerFilter{Tags: []string{"linux", "docker"}}), ids[2:3]; !slices.Equal(got, w) {
 		t.Errorf("tags linux,docker: %v, want %v", got, w)
 	}
-	if got := list(builds.RunnerFilter{}); !slices.Equal(got, ids) {
+	if got := list(listings.RunnerFilter{}); !slices.Equal(got, ids) {
 		t.Errorf("no filter: %v, want %v", got, ids)
 	}
-	second, total, err := store.RunnerListing(ctx, builds.RunnerFilter{Now: now}, builds.Page{Page: 2, PerPage: 3})
+	second, total, err := store.RunnerListing(ctx, listings.RunnerFilter{Now: now}, builds.Page{Page: 2, PerPage: 3})
 	if err != nil || total != len(ids) || len(second) != 3 || second[0].ID != ids[3] {
 		t.Errorf("page 2 of 3: %d runners from %v, total %d (%v); want 3 from %d, total %d", len(second), second, total, err, ids[3], len(ids))
 	}
 	byID, err := store.RunnersByID(ctx, []int64{ids[0], ids[4], 999999}, now)
-	if err != nil || len(byID) != 2 || byID[ids[4]].Status != builds.RunnerOffline {
+	if err != nil || len(byID) != 2 || byID[ids[4]].Status != listings.RunnerOffline {
 		t.Errorf("RunnersByID: %+v (%v)", byID, err)
 	}
 }
@@ -141,11 +142,11 @@ func TestProjectJobsAndCommitStatuses(t *testing.T) {
 		}
 		return out
 	}
-	all, total, err := store.ProjectJobs(ctx, builds.JobFilter{ProjectID: 41}, page)
+	all, total, err := store.ProjectJobs(ctx, listings.JobFilter{ProjectID: 41}, page)
 	if err != nil || total != 4 || len(all) != 4 || all[0].ID != retry.ID {
 		t.Fatalf("project 41 jobs: %v total %d (%v), want 4 newest first (the retry %d first)", ids(all), total, err, retry.ID)
 	}
-	failed, total, err := store.ProjectJobs(ctx, builds.JobFilter{ProjectID: 41,
+	failed, total, err := store.ProjectJobs(ctx, listings.JobFilter{ProjectID: 41,
 		Statuses: []builds.Status{builds.StatusFailed, builds.StatusSuccess}}, page)
 	if err != nil || total != 1 || len(failed) != 1 || failed[0].ID != first.ID {
 		t.Errorf("scope failed,success: %v total %d (%v), want [%d]", ids(failed), total, err, first.ID)
@@ -157,7 +158,7 @@ func TestProjectJobsAndCommitStatuses(t *testing.T) {
 		t.Errorf("project 43 (nothing) known: %v %v", known, err)
 	}
 
-	statuses := func(f builds.CommitStatusFilter) []int64 {
+	statuses := func(f listings.CommitStatusFilter) []int64 {
 		t.Helper()
 		f.ProjectID, f.SHA = 41, sha
 		list, total, err := store.CommitStatuses(ctx, f, page)
@@ -170,16 +171,16 @@ func TestProjectJobsAndCommitStatuses(t *testing.T) {
 	if p1.Builds[1].Name != "unit" {
 		t.Fatalf("p1's builds: %+v", p1.Builds)
 	}
-	if got, want := statuses(builds.CommitStatusFilter{}), []int64{unit, p2.Builds[0].ID, retry.ID}; !slices.Equal(got, want) {
+	if got, want := statuses(listings.CommitStatusFilter{}), []int64{unit, p2.Builds[0].ID, retry.ID}; !slices.Equal(got, want) {
 		t.Errorf("latest statuses: %v, want %v", got, want)
 	}
-	if got, want := statuses(builds.CommitStatusFilter{All: true}), []int64{first.ID, unit, p2.Builds[0].ID, retry.ID}; !slices.Equal(got, want) {
+	if got, want := statuses(listings.CommitStatusFilter{All: true}), []int64{first.ID, unit, p2.Builds[0].ID, retry.ID}; !slices.Equal(got, want) {
 		t.Errorf("all statuses: %v, want %v", got, want)
 	}
-	if got, want := statuses(builds.CommitStatusFilter{Ref: "main"}), []int64{unit, retry.ID}; !slices.Equal(got, want) {
+	if got, want := statuses(listings.CommitStatusFilter{Ref: "main"}), []int64{unit, retry.ID}; !slices.Equal(got, want) {
 		t.Errorf("ref main (stored refs/heads/main): %v, want %v", got, want)
 	}
-	if got, want := statuses(builds.CommitStatusFilter{Stage: "build", Name: "compile", Ref: "feature"}), []int64{p2.Builds[0].ID}; !slices.Equal(got, want) {
+	if got, want := statuses(listings.CommitStatusFilter{Stage: "build", Name: "compile", Ref: "feature"}), []int64{p2.Builds[0].ID}; !slices.Equal(got, want) {
 		t.Errorf("stage build, name compile, ref feature: %v, want %v", got, want)
 	}
 	app, err := store.CreateProject(ctx, builds.Project{Name: "App", Path: "app", DefaultBranch: "main"})

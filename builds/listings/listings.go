@@ -1,33 +1,40 @@
-package builds
+// Package listings holds GitLab's filtered reads across a project's jobs, the commits it
+// built and the instance's runners (GET /projects/:id/jobs, …/repository/commits/:sha/statuses,
+// /runners/all), and the few rows a job's GitLab shape needs beside the build: its project's
+// path, its pipeline, its runner. The reads are the store's; this package gives them the
+// clock the runner statuses are computed at. builds never imports it.
+package listings
 
 import (
 	"context"
 	"time"
+
+	"github.com/jobapi/jobapi/builds"
 )
 
-// Listings are GitLab's filtered reads across a project's jobs, the commits it built and the
+// Store makes GitLab's filtered reads across a project's jobs, the commits it built and the
 // instance's runners: the lists team scripts page through (GET /projects/:id/jobs,
 // …/repository/commits/:sha/statuses, /runners/all), and the few rows a job's GitLab shape
 // needs beside the build (its pipeline, its runner). Each list is one page and its total.
-type Listings interface {
+type Store interface {
 	// ProjectKnown reports whether a project exists: a row, or pipelines of an implicit one.
 	ProjectKnown(ctx context.Context, projectID int64) (bool, error)
 	// ProjectPaths returns the paths of the projects that have rows; implicit ones are absent.
 	ProjectPaths(ctx context.Context, ids []int64) (map[int64]string, error)
 	// ProjectJobs lists a project's builds (every attempt), newest first.
-	ProjectJobs(ctx context.Context, f JobFilter, p Page) ([]Build, int, error)
+	ProjectJobs(ctx context.Context, f JobFilter, p builds.Page) ([]builds.Build, int, error)
 	// CommitStatuses lists the builds of a project's pipelines at a commit, oldest first.
-	CommitStatuses(ctx context.Context, f CommitStatusFilter, p Page) ([]Build, int, error)
+	CommitStatuses(ctx context.Context, f CommitStatusFilter, p builds.Page) ([]builds.Build, int, error)
 	// LatestSuccessfulJob finds, in the newest successful pipeline of a project's ref and
 	// its child pipelines, the newest latest attempt of the named job that has an archive.
 	// ErrNotFound otherwise.
 	LatestSuccessfulJob(ctx context.Context, projectID int64, ref, name string) (int64, error)
 	// PipelinesByID returns pipelines by id, without their builds; unknown ids are absent.
-	PipelinesByID(ctx context.Context, ids []int64) (map[int64]Pipeline, error)
+	PipelinesByID(ctx context.Context, ids []int64) (map[int64]builds.Pipeline, error)
 	// RunnerListing lists runners, oldest first, each with its GitLab status at f.Now.
-	RunnerListing(ctx context.Context, f RunnerFilter, p Page) ([]ListedRunner, int, error)
+	RunnerListing(ctx context.Context, f RunnerFilter, p builds.Page) ([]ListedRunner, int, error)
 	// RunnerManagers returns the managers of runners by runner id, oldest first.
-	RunnerManagers(ctx context.Context, ids []int64) (map[int64][]Manager, error)
+	RunnerManagers(ctx context.Context, ids []int64) (map[int64][]builds.Manager, error)
 	// RunnersByID returns runners by id with their status at now; unknown ids are absent.
 	RunnersByID(ctx context.Context, ids []int64, now time.Time) (map[int64]ListedRunner, error)
 }
@@ -36,7 +43,7 @@ type Listings interface {
 type JobFilter struct {
 	ProjectID int64
 	// Statuses: any of them; empty matches every state (GitLab's scope[]).
-	Statuses []Status
+	Statuses []builds.Status
 }
 
 // CommitStatusFilter selects the builds of a commit, as GitLab's commit statuses API does.
@@ -69,7 +76,7 @@ const (
 )
 
 // RunnerStatus is GitLab's status of r at now; the store's filter computes the same rule.
-func RunnerStatus(r Runner, now time.Time) string {
+func RunnerStatus(r builds.Runner, now time.Time) string {
 	switch {
 	case r.ContactedAt == nil && r.CreatedAt.After(now.Add(-RunnerStaleAfter)):
 		return RunnerNeverContacted
@@ -94,46 +101,52 @@ type RunnerFilter struct {
 // ListedRunner is a runner in a list: its status at the time of the read and the address
 // its most recently seen manager came from.
 type ListedRunner struct {
-	Runner
+	builds.Runner
 	Status    string
 	IPAddress string
 }
 
-func (s *Service) listings() (Listings, error) {
-	if s.lists == nil {
-		return nil, ErrUnavailable
+// Deps are what a Service is built from; every field is required.
+type Deps struct {
+	// Builds is the core: its clock, which runner statuses are computed at.
+	Builds *builds.Service
+	Store  Store
+}
+
+// Service serves the listings.
+type Service struct {
+	builds *builds.Service
+	store  Store
+}
+
+// New wires the service. It panics when a required dependency is missing: production
+// always gives both, and a service without them could list nothing.
+func New(d Deps) *Service {
+	switch {
+	case d.Builds == nil:
+		panic("listings.New: Deps.Builds is required")
+	case d.Store == nil:
+		panic("listings.New: Deps.Store is required")
 	}
-	return s.lists, nil
+	return &Service{builds: d.Builds, store: d.Store}
 }
 
 // ProjectKnown reports whether a project exists (a row, or an implicit project's pipelines).
 func (s *Service) ProjectKnown(ctx context.Context, projectID int64) (bool, error) {
-	l, err := s.listings()
-	if err != nil {
-		return false, err
-	}
-	return l.ProjectKnown(ctx, projectID)
+	return s.store.ProjectKnown(ctx, projectID)
 }
 
 // ProjectPaths returns the paths of projects by id; an implicit project is absent.
 func (s *Service) ProjectPaths(ctx context.Context, ids []int64) (map[int64]string, error) {
-	l, err := s.listings()
-	if err != nil {
-		return nil, err
-	}
 	if len(ids) == 0 {
 		return map[int64]string{}, nil
 	}
-	return l.ProjectPaths(ctx, ids)
+	return s.store.ProjectPaths(ctx, ids)
 }
 
 // ProjectJobs lists a project's jobs, newest first (the caller checks the project: ProjectKnown).
-func (s *Service) ProjectJobs(ctx context.Context, f JobFilter, p Page) ([]JobView, int, error) {
-	l, err := s.listings()
-	if err != nil {
-		return nil, 0, err
-	}
-	list, total, err := l.ProjectJobs(ctx, f, p)
+func (s *Service) ProjectJobs(ctx context.Context, f JobFilter, p builds.Page) ([]builds.JobView, int, error) {
+	list, total, err := s.store.ProjectJobs(ctx, f, p)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -142,76 +155,52 @@ func (s *Service) ProjectJobs(ctx context.Context, f JobFilter, p Page) ([]JobVi
 
 // jobViews are list entries, as the other job lists give them: the stored log size, no
 // Redis read per row.
-func jobViews(list []Build) []JobView {
-	out := make([]JobView, len(list))
+func jobViews(list []builds.Build) []builds.JobView {
+	out := make([]builds.JobView, len(list))
 	for i, b := range list {
-		out[i] = JobView{Build: b}
+		out[i] = builds.JobView{Build: b}
 	}
 	return out
 }
 
 // CommitStatuses lists the builds of a project's pipelines at a commit.
-func (s *Service) CommitStatuses(ctx context.Context, f CommitStatusFilter, p Page) ([]Build, int, error) {
-	l, err := s.listings()
-	if err != nil {
-		return nil, 0, err
-	}
-	return l.CommitStatuses(ctx, f, p)
+func (s *Service) CommitStatuses(ctx context.Context, f CommitStatusFilter, p builds.Page) ([]builds.Build, int, error) {
+	return s.store.CommitStatuses(ctx, f, p)
 }
 
 // LatestSuccessfulJob finds the job whose archive GitLab's artifacts-by-ref serve: the
 // newest latest attempt of the name that has an archive, in the newest successful pipeline
 // of a project's ref or its child pipelines. ErrNotFound when there is none.
 func (s *Service) LatestSuccessfulJob(ctx context.Context, projectID int64, ref, job string) (int64, error) {
-	l, err := s.listings()
-	if err != nil {
-		return 0, err
-	}
-	return l.LatestSuccessfulJob(ctx, projectID, ref, job)
+	return s.store.LatestSuccessfulJob(ctx, projectID, ref, job)
 }
 
 // PipelinesByID returns pipelines by id without their builds.
-func (s *Service) PipelinesByID(ctx context.Context, ids []int64) (map[int64]Pipeline, error) {
-	l, err := s.listings()
-	if err != nil {
-		return nil, err
-	}
+func (s *Service) PipelinesByID(ctx context.Context, ids []int64) (map[int64]builds.Pipeline, error) {
 	if len(ids) == 0 {
-		return map[int64]Pipeline{}, nil
+		return map[int64]builds.Pipeline{}, nil
 	}
-	return l.PipelinesByID(ctx, ids)
+	return s.store.PipelinesByID(ctx, ids)
 }
 
 // RunnerListing lists runners as GitLab's /runners/all does, with their status now.
-func (s *Service) RunnerListing(ctx context.Context, f RunnerFilter, p Page) ([]ListedRunner, int, error) {
-	l, err := s.listings()
-	if err != nil {
-		return nil, 0, err
-	}
-	f.Now = s.now()
-	return l.RunnerListing(ctx, f, p)
+func (s *Service) RunnerListing(ctx context.Context, f RunnerFilter, p builds.Page) ([]ListedRunner, int, error) {
+	f.Now = s.builds.Now()
+	return s.store.RunnerListing(ctx, f, p)
 }
 
 // RunnersByID returns runners by id with their status now.
 func (s *Service) RunnersByID(ctx context.Context, ids []int64) (map[int64]ListedRunner, error) {
-	l, err := s.listings()
-	if err != nil {
-		return nil, err
-	}
 	if len(ids) == 0 {
 		return map[int64]ListedRunner{}, nil
 	}
-	return l.RunnersByID(ctx, ids, s.now())
+	return s.store.RunnersByID(ctx, ids, s.builds.Now())
 }
 
 // RunnerManagers returns the managers of runners, oldest first, by runner id.
-func (s *Service) RunnerManagers(ctx context.Context, ids []int64) (map[int64][]Manager, error) {
-	l, err := s.listings()
-	if err != nil {
-		return nil, err
-	}
+func (s *Service) RunnerManagers(ctx context.Context, ids []int64) (map[int64][]builds.Manager, error) {
 	if len(ids) == 0 {
-		return map[int64][]Manager{}, nil
+		return map[int64][]builds.Manager{}, nil
 	}
-	return l.RunnerManagers(ctx, ids)
+	return s.store.RunnerManagers(ctx, ids)
 }
