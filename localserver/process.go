@@ -89,14 +89,27 @@ type process struct {
 	waitErr error         // valid once done is closed
 	stopSig syscall.Signal
 	stopMu  sync.Mutex
+	killed  bool // by kill: its exit status is no failure
 }
 
 // startProcess runs bin with args in dir, its output copied to log. stopSig is the signal
 // that shuts it down cleanly; it is also sent if this process dies first.
 func startProcess(bin string, args []string, dir string, cred *syscall.Credential, stopSig syscall.Signal, log io.Writer) (*process, error) {
+	return startProcessWith(bin, args, dir, nil, cred, stopSig, log)
+}
+
+// startProcessEnv is startProcess with env added to this process's environment.
+func startProcessEnv(bin string, args []string, dir string, env []string, stopSig syscall.Signal, log io.Writer) (*process, error) {
+	return startProcessWith(bin, args, dir, env, nil, stopSig, log)
+}
+
+func startProcessWith(bin string, args []string, dir string, env []string, cred *syscall.Credential, stopSig syscall.Signal, log io.Writer) (*process, error) {
 	tail := &tailWriter{}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout = io.MultiWriter(log, tail)
 	cmd.Stderr = cmd.Stdout
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: stopSig}
@@ -144,6 +157,9 @@ func (p *process) stop() error {
 	defer p.stopMu.Unlock()
 	select {
 	case <-p.done:
+		if p.killed {
+			return nil
+		}
 		return p.waitErr
 	default:
 	}
@@ -158,6 +174,23 @@ func (p *process) stop() error {
 	if p.waitErr != nil {
 		return fmt.Errorf("stop %s: %w; its output ends with:\n%s", p.name, p.waitErr, p.tail)
 	}
+	return nil
+}
+
+// kill ends the process at once (SIGKILL), as a crash would, and waits for its exit.
+func (p *process) kill() error {
+	p.stopMu.Lock()
+	defer p.stopMu.Unlock()
+	select {
+	case <-p.done:
+		return fmt.Errorf("%s is not running", p.name)
+	default:
+	}
+	p.killed = true
+	if err := p.cmd.Process.Kill(); err != nil {
+		return fmt.Errorf("kill %s: %w", p.name, err)
+	}
+	<-p.done
 	return nil
 }
 

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/objectstore"
@@ -70,6 +69,11 @@ func dirBackend(t *testing.T) backend {
 
 func s3Backend(t *testing.T) backend {
 	srv := testenv.S3(t)
+	return s3BackendOn(t, srv)
+}
+
+// s3BackendOn is a backend on srv's bucket, through its proxy.
+func s3BackendOn(t *testing.T, srv *testenv.S3Server) backend {
 	u := strings.TrimPrefix(srv.Proxy.URL(srv.Endpoint), "http://")
 	s, err := objectstore.OpenS3(context.Background(), objectstore.S3Options{Bucket: srv.Bucket, Endpoint: u,
 		Region: "us-east-1", PathStyle: true, PartSize: testPartSize,
@@ -78,24 +82,10 @@ func s3Backend(t *testing.T) backend {
 		t.Fatal(err)
 	}
 	// A client of the test's own looks at multipart uploads, which the store hides.
-	core, err := minio.NewCore(strings.TrimPrefix(srv.Endpoint, "http://"), &minio.Options{
-		Creds: credentials.NewStaticV4(srv.AccessKeyID, srv.SecretAccessKey, ""), Region: "us-east-1",
-		BucketLookup: minio.BucketLookupPath})
-	if err != nil {
-		t.Fatal(err)
-	}
+	core := minio.Core{Client: srv.Client(t)}
 	return backend{
-		store: s,
-		leftovers: func(t *testing.T) []string {
-			var out []string
-			for u := range core.ListIncompleteUploads(context.Background(), srv.Bucket, "", true) {
-				if u.Err != nil {
-					t.Fatal(u.Err)
-				}
-				out = append(out, u.Key+" upload "+u.UploadID)
-			}
-			return out
-		},
+		store:     s,
+		leftovers: func(t *testing.T) []string { return srv.IncompleteUploads(t) },
 		interrupted: func(t *testing.T, key string) {
 			ctx := context.Background()
 			id, err := core.NewMultipartUpload(ctx, srv.Bucket, key, minio.PutObjectOptions{})

@@ -1,13 +1,16 @@
-// Package testenv gives tests a real Postgres and a real Redis, isolated per test: a fresh
-// migrated database (cloned from a template) and a Redis key prefix. For tests that break a
-// backend, Proxy cuts one client off a server the other tests keep using, and Eventually
-// waits for what the fault causes.
+// Package testenv gives tests a real Postgres, a real Redis and a real S3 server, isolated
+// per test: a fresh migrated database (cloned from a template), a Redis key prefix and a
+// bucket. For tests that break a backend, Proxy cuts one client off a server the other tests
+// keep using, OwnRedis and OwnS3 start servers of a test's own to restart or crash, and
+// Eventually waits for what the fault causes.
 //
 // The servers are found once per test binary, in this order:
 //
 //	Postgres: $JOBAPI_TEST_DATABASE_URL (must work if set), postgres://postgres@127.0.0.1:5432/postgres,
 //	          postgres://root@127.0.0.1:5432/test, else a throwaway server from the local binaries
 //	Redis:    $JOBAPI_TEST_REDIS_URL (must work if set), redis://127.0.0.1:6379/0, else a throwaway server
+//	S3:       $JOBAPI_TEST_S3_URL (http://KEY:SECRET@host:port, must work if set), else a throwaway
+//	          SeaweedFS (weed server -s3, installed by .ci/run); a bucket per test
 //
 // JOBAPI_TEST_FORCE_THROWAWAY=1 skips straight to the throwaway servers. When nothing works
 // the test fails, saying what was tried: a skipped test would pass CI without testing.
@@ -70,6 +73,11 @@ type servers struct {
 	redisURL  string
 	redisErr  error
 	redis     *localserver.Redis // nil unless we started it
+
+	s3Once  sync.Once
+	s3      *sharedS3
+	s3Err   error
+	seaweed *localserver.SeaweedFS // nil unless we started it
 }
 
 // Main runs the tests, stops the throwaway servers this binary started and exits with the
@@ -92,6 +100,9 @@ func (s *servers) stop() error {
 	}
 	if s.redis != nil {
 		errs = append(errs, s.redis.Stop())
+	}
+	if s.seaweed != nil {
+		errs = append(errs, s.seaweed.Stop())
 	}
 	return errors.Join(errs...)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/downstream"
 	"github.com/jobapi/jobapi/e2e/jobapitest"
+	"github.com/jobapi/jobapi/objectstore"
 	"github.com/jobapi/jobapi/runnerclient"
 	"github.com/jobapi/jobapi/server"
 	"github.com/jobapi/jobapi/testenv"
@@ -65,7 +66,10 @@ func startOn(t *testing.T, backend string) (*jobapitest.Instance, *testenv.S3Ser
 		return jobapitest.Start(t, jobapitest.Options{}), nil
 	}
 	s3 := testenv.S3(t)
-	return jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) { c.ObjectStore = s3.URL() }}), s3
+	return jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) {
+		c.ObjectStore = s3.URL()
+		c.ObjectStoreCredentials = objectstore.Credentials{AccessKeyID: s3.AccessKeyID, SecretAccessKey: s3.SecretAccessKey}
+	}}), s3
 }
 
 const generatedChild = `
