@@ -58,3 +58,15 @@ type HookEvent struct {
 	EventUUID string    `json:"event_uuid"`
 	StartedAt time.Time `json:"started_at"`
 }
+
+// ForgeStatus says where a project's commit statuses go (GET /projects/:id/forge_status).
+// The token is never shown: token_present says one is set.
+type ForgeStatus struct {
+	Forge        string    `json:"forge"` // github, gitea or gitlab
+	APIURL       string    `json:"api_url"`
+	Repository   string    `json:"repository"`
+	Context      string    `json:"context"`
+	TokenPresent bool      `json:"token_present"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+}

@@ -179,6 +179,25 @@ func (h *Handler) listHookEvents(w http.ResponseWriter, r *http.Request) error {
 	return writeProjectPage(w, r, list, hookEventView)
 }
 
+// testHook sends one delivery of the trigger's kind now (GitLab's test of a hook): 201
+// when the receiver answered 2xx, else 422 with what happened; either way the attempt is in
+// the hook's log.
+func (h *Handler) testHook(w http.ResponseWriter, r *http.Request) error {
+	pid, id, err := projectAndID(r, "hook_id")
+	if err != nil {
+		return err
+	}
+	a, err := h.hooks.Test(r.Context(), pid, id, chi.URLParam(r, "trigger"))
+	if err != nil {
+		return err
+	}
+	if a.StatusCode < 200 || a.StatusCode > 299 {
+		return &httpError{code: http.StatusUnprocessableEntity, msg: "Hook execution failed: " + a.Error}
+	}
+	writeJSON(w, http.StatusCreated, api.Error{Message: "201 Created"})
+	return nil
+}
+
 // hookRoutes are the project webhook routes of the operator API (PRIVATE-TOKEN).
 func (h *Handler) hookRoutes(r chi.Router) {
 	r = r.With(h.needHooks)
@@ -188,6 +207,7 @@ func (h *Handler) hookRoutes(r chi.Router) {
 	r.With(h.can(access.ManageHooks)).Put("/projects/{project_id}/hooks/{hook_id}", h.wrap(h.updateHook))
 	r.With(h.can(access.ManageHooks)).Delete("/projects/{project_id}/hooks/{hook_id}", h.wrap(h.deleteHook))
 	r.With(h.can(access.ManageHooks)).Get("/projects/{project_id}/hooks/{hook_id}/events", h.wrap(h.listHookEvents))
+	r.With(h.can(access.ManageHooks)).Post("/projects/{project_id}/hooks/{hook_id}/test/{trigger}", h.wrap(h.testHook))
 }
 
 // needHooks answers 501 on a server wired without hooks.

@@ -171,6 +171,7 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 			h.triggerRoutes(r)
 			h.scheduleRoutes(r)
 			h.hookRoutes(r)
+			h.forgeStatusRoutes(r)
 		})
 		// Forges' webhooks: signed with the project's secret instead of a token.
 		r.With(limitBody(pushes.MaxPayload), bodyDeadline(pipelineBodyTimeout)).Post("/projects/{project_id}/hooks/inbound/{forge}",

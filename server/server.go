@@ -85,6 +85,8 @@ type Server struct {
 	Projects *projects.Service
 	// Pushes receives forges' webhooks and polls remotes; tests call PollOnce and PollProject.
 	Pushes *pushes.Service
+	// Hooks finds webhook and commit status events and sends them; tests call its passes.
+	Hooks *hooks.Worker
 
 	cancel context.CancelFunc
 	group  *errgroup.Group
@@ -175,8 +177,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 		return nil, err
 	}
 	d.starts.worker.OnTick = m.scheduleTick
+	d.setHookBaseURL(cfg.ExternalURL, "http://"+ln.Addr().String())
 	workers := []func(context.Context) error{
 		d.svc.RunPipelineEvents,
+		d.hookWorker.Run,    // webhooks and commit statuses: every replica finds and sends them
 		d.svc.RunChangeFeed, // hints for live web pages, batched
 		d.svc.RunQueueFeed,  // queue bumps, which wake held long polls
 		hub.Run,             // the web UI's one subscription to them
@@ -201,7 +205,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Se
 	}
 	s := &Server{URL: "http://" + ln.Addr().String(), Service: d.svc, Sweeper: d.sweeper, Reaper: d.reaper,
 		Stuck: d.stuck, Due: d.due, Artifacts: d.artifacts, Bridges: d.bridges, Failures: d.failures, Objects: be.objects, Traces: d.traces, Schedules: d.starts.worker, Pool: be.pool, Redis: be.rdb, Hub: hub,
-		Logs: d.logs, Projects: d.prj, Pushes: d.pushes, includes: d.includes}
+		Logs: d.logs, Projects: d.prj, Pushes: d.pushes, Hooks: d.hookWorker, includes: d.includes}
 	s.run(ctx, srv, ln, workers, func() {
 		// Rate-limit counts decided locally during the drain, sent before Redis closes.
 		fctx, fcancel := context.WithTimeout(context.Background(), time.Second)
@@ -389,8 +393,10 @@ type domain struct {
 	pushes *pushes.Service
 	// starts are trigger tokens and pipeline schedules, with the schedules' worker.
 	starts startsFromRepository
-	// hooks keeps project webhooks and their delivery log.
-	hooks *hooks.Service
+	// hooks keeps project webhooks and their delivery log; hookWorker finds their events
+	// and sends them (every replica runs one).
+	hooks      *hooks.Service
+	hookWorker *hooks.Worker
 }
 
 // ServiceDeps is the Postgres half of a replica's builds.Deps: store in every role Postgres
@@ -430,7 +436,7 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 	d.prj = projects.New(projects.Deps{Builds: d.svc, Store: d.store})
 	d.groups = resourcegroups.New(resourcegroups.Deps{Builds: d.svc, Store: d.store})
 	d.lists = listings.New(listings.Deps{Builds: d.svc, Store: d.store})
-	d.hooks = hooks.NewService(d.store, d.store, cfg.HooksAllowLocalNetwork, opts.Now)
+	d.hooks, d.hookWorker = newHooks(cfg, opts, d.store, log)
 	d.access = access.New(access.Deps{Builds: d.svc, Store: d.store, Refs: d.store})
 	policy := deps.Config.Policy
 	d.sweeper = &retry.Sweeper{Store: d.store, Leases: d.rs, Queue: d.rs, Policy: policy,

@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/forgestatus"
 )
 
 // Hook is a project webhook, GitLab's project hook. Token is write-only: it is sent in
@@ -82,6 +83,11 @@ type Store interface {
 	UpdateHook(ctx context.Context, h Hook) (Hook, error)
 	// DeleteHook removes a hook and its deliveries.
 	DeleteHook(ctx context.Context, projectID, id int64) error
+	// ForgeStatus reads a project's forge status settings (builds.ErrNotFound: none).
+	ForgeStatus(ctx context.Context, projectID int64) (forgestatus.Settings, error)
+	// PutForgeStatus writes them; from then on the project's statuses go there.
+	PutForgeStatus(ctx context.Context, s forgestatus.Settings) (forgestatus.Settings, error)
+	DeleteForgeStatus(ctx context.Context, projectID int64) error
 }
 
 // Limits of what an operator may set.
@@ -179,24 +185,37 @@ func (c Change) apply(h *Hook, allowLocal bool) error {
 	return nil
 }
 
-// Service manages a project's hooks and the log of their deliveries.
+// Service manages a project's hooks, its forge status settings and the log of their
+// deliveries, and sends test deliveries.
 type Service struct {
 	store      Store
 	log        DeliveryLog
+	sender     *Sender
 	allowLocal bool
 	now        func() time.Time
 }
 
-// NewService returns a Service over store; allowLocal lets hook URLs name loopback and
-// private addresses (GitLab's "allow requests to the local network"); now nil is time.Now.
-func NewService(store Store, log DeliveryLog, allowLocal bool, now func() time.Time) *Service {
-	if store == nil || log == nil {
-		panic("hooks.NewService: store and log are required")
+// Deps are what a Service needs.
+type Deps struct {
+	Store Store
+	Log   DeliveryLog
+	// Sender sends test deliveries (its Outbox writes them).
+	Sender *Sender
+	// AllowLocal lets hook and forge URLs name loopback and private addresses (GitLab's
+	// "allow requests to the local network").
+	AllowLocal bool
+	Now        func() time.Time // nil: time.Now
+}
+
+// NewService returns a Service over d.
+func NewService(d Deps) *Service {
+	if d.Store == nil || d.Log == nil || d.Sender == nil {
+		panic("hooks.NewService: store, log and sender are required")
 	}
-	if now == nil {
-		now = time.Now
+	if d.Now == nil {
+		d.Now = time.Now
 	}
-	return &Service{store: store, log: log, allowLocal: allowLocal, now: now}
+	return &Service{store: d.Store, log: d.Log, sender: d.Sender, allowLocal: d.AllowLocal, now: d.Now}
 }
 
 // Create adds a hook to a project with GitLab's defaults: push events on, SSL verified,

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jobapi/jobapi/api"
@@ -16,10 +17,12 @@ import (
 // allowLocal lets hooks reach the tests' receivers on 127.0.0.1.
 func allowLocal(cfg *server.Config) { cfg.HooksAllowLocalNetwork = true }
 
+var projectNames atomic.Int64
+
 func newProject(t *testing.T, inst *jobapitest.Instance) int64 {
 	t.Helper()
 	var p api.Project
-	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "app"}, &p)
+	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": fmt.Sprintf("app%d", projectNames.Add(1))}, &p)
 	return p.ID
 }
 
