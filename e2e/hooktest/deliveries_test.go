@@ -137,7 +137,12 @@ func TestPipelineAndJobHooks(t *testing.T) {
 		}
 	}
 	var log []api.HookEvent
-	inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("%s/%d/events?per_page=100", hooksPath(pid), hk.ID), nil, &log)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("%s/%d/events?per_page=100", hooksPath(pid), hk.ID), nil, &log)
+		if len(log) >= len(rc.requests()) || time.Now().After(deadline) {
+			break
+		}
+	}
 	if len(log) != len(rc.requests()) {
 		t.Errorf("log has %d attempts, the receiver got %d requests", len(log), len(rc.requests()))
 	}
@@ -285,8 +290,14 @@ func TestTwoReplicasSendEachOnce(t *testing.T) {
 			}
 		}
 	}
-	if n := jobapitest.QueryInt(t, inst.Pool, "SELECT count(*) FROM hook_deliveries WHERE state <> 'delivered'"); n != 0 {
-		t.Errorf("%d deliveries not delivered", n)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		n := jobapitest.QueryInt(t, inst.Pool, "SELECT count(*) FROM hook_deliveries WHERE state <> 'delivered'")
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d deliveries not delivered", n)
+		}
 	}
 	if n, rows := len(got), jobapitest.QueryInt(t, inst.Pool, "SELECT count(*) FROM hook_delivery_attempts"); n != rows {
 		t.Errorf("the receiver got %d requests, the log has %d attempts", n, rows)
