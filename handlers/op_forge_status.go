@@ -81,7 +81,7 @@ func (h *Handler) listForgeStatusEvents(w http.ResponseWriter, r *http.Request) 
 
 // forgeStatusRoutes are the commit status routes of the operator API (PRIVATE-TOKEN).
 func (h *Handler) forgeStatusRoutes(r chi.Router) {
-	r = r.With(h.needHooks, h.can(access.ManageHooks))
+	r = r.With(h.can(access.ManageHooks), h.needHooks)
 	r.Get("/projects/{project_id}/forge_status", h.wrap(h.getForgeStatus))
 	r.Put("/projects/{project_id}/forge_status", h.wrap(h.putForgeStatus))
 	r.Delete("/projects/{project_id}/forge_status", h.wrap(h.deleteForgeStatus))

@@ -200,14 +200,14 @@ func (h *Handler) testHook(w http.ResponseWriter, r *http.Request) error {
 
 // hookRoutes are the project webhook routes of the operator API (PRIVATE-TOKEN).
 func (h *Handler) hookRoutes(r chi.Router) {
-	r = r.With(h.needHooks)
-	r.With(h.can(access.ManageHooks)).Get("/projects/{project_id}/hooks", h.wrap(h.listHooks))
-	r.With(h.can(access.ManageHooks)).Post("/projects/{project_id}/hooks", h.wrap(h.createHook))
-	r.With(h.can(access.ManageHooks)).Get("/projects/{project_id}/hooks/{hook_id}", h.wrap(h.getHook))
-	r.With(h.can(access.ManageHooks)).Put("/projects/{project_id}/hooks/{hook_id}", h.wrap(h.updateHook))
-	r.With(h.can(access.ManageHooks)).Delete("/projects/{project_id}/hooks/{hook_id}", h.wrap(h.deleteHook))
-	r.With(h.can(access.ManageHooks)).Get("/projects/{project_id}/hooks/{hook_id}/events", h.wrap(h.listHookEvents))
-	r.With(h.can(access.ManageHooks)).Post("/projects/{project_id}/hooks/{hook_id}/test/{trigger}", h.wrap(h.testHook))
+	r = r.With(h.can(access.ManageHooks), h.needHooks)
+	r.Get("/projects/{project_id}/hooks", h.wrap(h.listHooks))
+	r.Post("/projects/{project_id}/hooks", h.wrap(h.createHook))
+	r.Get("/projects/{project_id}/hooks/{hook_id}", h.wrap(h.getHook))
+	r.Put("/projects/{project_id}/hooks/{hook_id}", h.wrap(h.updateHook))
+	r.Delete("/projects/{project_id}/hooks/{hook_id}", h.wrap(h.deleteHook))
+	r.Get("/projects/{project_id}/hooks/{hook_id}/events", h.wrap(h.listHookEvents))
+	r.Post("/projects/{project_id}/hooks/{hook_id}/test/{trigger}", h.wrap(h.testHook))
 }
 
 // needHooks answers 501 on a server wired without hooks.
