@@ -5,6 +5,7 @@ import (
 	"crypto/rsa"
 	"errors"
 	"fmt"
+	"github.com/jobapi/jobapi/oidclogin"
 	"log/slog"
 	"net"
 	"net/http"
@@ -503,7 +504,13 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 	// The web UI's "Run a pipeline" creates it as the API's POST …/pipeline with a ref does;
 	// trigger tokens and schedules through the same Creator.
 	pipelines := &cipipeline.Creator{Service: d.svc, Sources: sources, ServerURL: cfg.ExternalURL, Namespace: handlers.ProjectNamespace}
-	ui := webui.New(webui.Deps{Access: d.access, Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, AdminToken: cfg.AdminToken, AdminGuard: guard, Users: people, Flags: fl.web, Revocations: d.rs,
+	var sso *oidclogin.RP
+	if cfg.OIDC.Enabled() {
+		oc := cfg.OIDC
+		oc.Now = opts.Now
+		sso = oidclogin.New(oc)
+	}
+	ui := webui.New(webui.Deps{OIDC: sso, Access: d.access, Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, AdminToken: cfg.AdminToken, AdminGuard: guard, Users: people, Flags: fl.web, Revocations: d.rs,
 		Hub: hub, TraceWatch: d.rs, ExternalURL: cfg.ExternalURL, Log: log, Now: opts.Now, Pipelines: pipelines})
 	d.pushes = newPushes(d, sources, cfg, opts, log)
 	d.starts = newStartsFromRepository(pipelines, cfg, opts, d, log)

@@ -226,12 +226,14 @@ func (u *UI) signInPage(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, localPath(r.URL.Query().Get("next")), http.StatusSeeOther)
 		return
 	}
-	u.render(w, r, http.StatusOK, "sign_in", view{Title: "Sign in", Data: signInData{Next: localPath(r.URL.Query().Get("next"))}})
+	u.render(w, r, http.StatusOK, "sign_in", view{Title: "Sign in", Data: signInData{Next: localPath(r.URL.Query().Get("next")), SSO: u.ssoName()}})
 }
 
 type signInData struct {
 	Next  string
 	Error string
+	// SSO names the single sign-in provider ("": none configured).
+	SSO string
 }
 
 // signIn takes a personal access token (the user signs in as themselves: an administrator

@@ -35,6 +35,7 @@ import (
 	"github.com/jobapi/jobapi/builds/projects"
 	"github.com/jobapi/jobapi/builds/users"
 	"github.com/jobapi/jobapi/cipipeline"
+	"github.com/jobapi/jobapi/oidclogin"
 )
 
 //go:embed templates/*.html templates/partials/*.html
@@ -95,6 +96,9 @@ type Deps struct {
 	Hub *Hub
 	// TraceWatch makes runners send their log every few seconds while a page tails it.
 	TraceWatch builds.TraceWatch
+	// OIDC signs people in with an OpenID Provider (nil: token sign-in only); it needs
+	// Users.
+	OIDC *oidclogin.RP
 	// ExternalURL, when it is https, makes the session cookie Secure behind a TLS proxy.
 	ExternalURL string
 	Log         *slog.Logger
@@ -115,6 +119,7 @@ type UI struct {
 	sessions   *sessions
 	admin      *builds.AdminGuard
 	users      *users.Service
+	oidc       *oidclogin.RP
 	hub        *Hub
 	traceWatch builds.TraceWatch
 	pages      *pages
@@ -138,7 +143,10 @@ func New(d Deps) *UI {
 	}
 	u := &UI{svc: d.Service, pipelines: d.Pipelines, arts: d.Artifacts, logs: d.Logs, prj: d.Projects, flags: d.Flags, hub: d.Hub, traceWatch: d.TraceWatch, log: d.Log, now: d.Now,
 		sessions: newSessions(d.AdminToken, d.Revocations, d.Now), pages: mustParsePages(),
-		lines: newLineCounts(256), admin: d.AdminGuard, users: d.Users, perms: d.Access}
+		lines: newLineCounts(256), admin: d.AdminGuard, users: d.Users, oidc: d.OIDC, perms: d.Access}
+	if u.users == nil {
+		u.oidc = nil // single sign-in makes users: without them it stays off
+	}
 	if u.admin == nil {
 		u.admin = builds.NewAdminGuard(d.AdminToken, nil)
 	}
@@ -164,6 +172,8 @@ func (u *UI) routes() http.Handler {
 	r.Handle("/assets/*", http.StripPrefix("/assets/", cacheAssets(http.FileServerFS(static))))
 	r.Get("/sign_in", u.signInPage)
 	r.Post("/sign_in", u.signIn)
+	r.Get("/oidc/start", u.oidcStart)
+	r.Get("/oidc/callback", u.oidcCallback)
 	r.Group(func(r chi.Router) {
 		r.Use(u.requireSession)
 		r.Get("/", func(w http.ResponseWriter, r *http.Request) {
