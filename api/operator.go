@@ -96,6 +96,8 @@ type Pipeline struct {
 	QueuedDuration *float64   `json:"queued_duration"`
 	Duration       *int64     `json:"duration"`
 	WebURL         string     `json:"web_url"`
+	// User: who created the pipeline (GitLab's user); null where not known.
+	User *User `json:"user"`
 }
 
 // PipelineBasic is a pipeline as GitLab's list (GET /projects/:id/pipelines) shows it: Ref
@@ -196,20 +198,25 @@ type JobDetail struct {
 	Tag bool   `json:"tag"`
 	// Duration: seconds from started_at to finished_at (or now, while it runs);
 	// QueuedDuration: from queued_at to started_at (or now, while it waits).
-	Duration       *float64          `json:"duration"`
-	QueuedDuration *float64          `json:"queued_duration"`
-	WebURL         string            `json:"web_url"`
-	Pipeline       *JobPipeline      `json:"pipeline"`
-	Attempt        int               `json:"attempt"`
-	RetryOf        *int64            `json:"retry_of"`
-	RetriedBy      *int64            `json:"retried_by"`
-	TwoPhase       bool              `json:"two_phase"`
-	Runner         *JobRunner        `json:"runner"`
-	RunnerManager  *JobRunnerManager `json:"runner_manager"`
-	Ack            *JobAck           `json:"ack"`
-	Tags           []string          `json:"tag_list"`
-	Timeout        int               `json:"timeout"`
-	AllowFailure   bool              `json:"allow_failure"`
+	Duration       *float64     `json:"duration"`
+	QueuedDuration *float64     `json:"queued_duration"`
+	WebURL         string       `json:"web_url"`
+	Pipeline       *JobPipeline `json:"pipeline"`
+	// Commit is the pipeline's commit as GitLab shows it; id and short_id only when the
+	// project's repository could not tell the rest.
+	Commit *JobCommit `json:"commit"`
+	// User: who created the job's pipeline; null where not known.
+	User          *User             `json:"user"`
+	Attempt       int               `json:"attempt"`
+	RetryOf       *int64            `json:"retry_of"`
+	RetriedBy     *int64            `json:"retried_by"`
+	TwoPhase      bool              `json:"two_phase"`
+	Runner        *JobRunner        `json:"runner"`
+	RunnerManager *JobRunnerManager `json:"runner_manager"`
+	Ack           *JobAck           `json:"ack"`
+	Tags          []string          `json:"tag_list"`
+	Timeout       int               `json:"timeout"`
+	AllowFailure  bool              `json:"allow_failure"`
 	// When is .gitlab-ci.yml's when (on_success, on_failure, always, manual, delayed).
 	When string `json:"when"`
 	// ScheduledAt: when a delayed job becomes pending, once it is scheduled.
@@ -229,6 +236,24 @@ type JobDetail struct {
 	// ArtifactsFile is the archive ({filename, size}); null when the job has none.
 	ArtifactsFile     *ArtifactsFile `json:"artifacts_file,omitempty"`
 	ArtifactsExpireAt *time.Time     `json:"artifacts_expire_at,omitempty"`
+}
+
+// JobCommit is GitLab's commit of a job. The fields after short_id are null when the
+// project's repository does not have the commit (a pipeline posted with its own sha).
+type JobCommit struct {
+	ID             string     `json:"id"`
+	ShortID        string     `json:"short_id"`
+	Title          *string    `json:"title"`
+	Message        *string    `json:"message"`
+	ParentIDs      []string   `json:"parent_ids"`
+	CreatedAt      *time.Time `json:"created_at"`
+	AuthorName     *string    `json:"author_name"`
+	AuthorEmail    *string    `json:"author_email"`
+	AuthoredDate   *time.Time `json:"authored_date"`
+	CommitterName  *string    `json:"committer_name"`
+	CommitterEmail *string    `json:"committer_email"`
+	CommittedDate  *time.Time `json:"committed_date"`
+	WebURL         string     `json:"web_url"`
 }
 
 // JobArtifact is one stored artifact of a job.

@@ -13,6 +13,9 @@ func (s *Service) CreatePipeline(ctx context.Context, d PipelineDefinition) (Pip
 	if err := d.Normalize(); err != nil {
 		return Pipeline{}, err
 	}
+	if a, ok := ActorFrom(ctx); ok && d.CreatedBy == nil {
+		d.CreatedBy = PipelineUserOf(a)
+	}
 	p, err := s.store.CreatePipeline(ctx, d, s.now())
 	if err != nil {
 		return Pipeline{}, err

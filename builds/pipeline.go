@@ -54,6 +54,8 @@ type Pipeline struct {
 	// Runs: what PipelineDurations needs, filled by listings that leave Builds out (nil:
 	// computed from Builds).
 	Runs *PipelineRuns
+	// CreatedBy: who created it (nil: not known, a pipeline older than the record).
+	CreatedBy *PipelineUser
 }
 
 // PipelineDefinition is what an operator posts to create a pipeline.
@@ -71,6 +73,27 @@ type PipelineDefinition struct {
 	ParentBuildID int64
 	// AutoCancel: workflow:auto_cancel (GitLab's defaults where empty).
 	AutoCancel AutoCancel
+	// CreatedBy is who creates it; nil: the actor of the context (CreatePipeline fills it).
+	CreatedBy *PipelineUser
+}
+
+// PipelineUser is who created a pipeline, as kept with it: GitLab's `user` of a pipeline
+// and of its jobs. A person is a user (UserID set); the admin token's holder and the
+// machinery (a trigger, a schedule, a webhook) are named by Username.
+type PipelineUser struct {
+	Kind     ActorKind `json:"kind"`
+	UserID   int64     `json:"user_id,omitempty"`
+	Username string    `json:"username"`
+	Name     string    `json:"name,omitempty"`
+}
+
+// PipelineUserOf is a as the pipeline keeps it.
+func PipelineUserOf(a Actor) *PipelineUser {
+	name := a.Username
+	if name == "" {
+		name = string(a.Kind)
+	}
+	return &PipelineUser{Kind: a.Kind, UserID: a.UserID, Username: name, Name: a.Name}
 }
 
 // JobDefinition uses .gitlab-ci.yml's keys where they exist.

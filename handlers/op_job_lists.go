@@ -113,6 +113,11 @@ func (h *Handler) jobDetails(r *http.Request, views []builds.JobView) ([]api.Job
 	if err != nil {
 		return nil, err
 	}
+	var keys []commitKey
+	for _, p := range pipelines {
+		keys = append(keys, commitKey{p.ProjectID, p.SHA})
+	}
+	commits := h.jobCommits(ctx, keys)
 	now := h.svc.Now()
 	out := make([]api.JobDetail, len(views))
 	for i, v := range views {
@@ -125,6 +130,9 @@ func (h *Handler) jobDetails(r *http.Request, views []builds.JobView) ([]api.Job
 			d.Pipeline = &api.JobPipeline{ID: p.ID, IID: p.IID, ProjectID: p.ProjectID, Ref: d.Ref, Sha: p.SHA,
 				Status: p.Status, Source: p.Source, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
 				WebURL: fmt.Sprintf("%s/-/pipelines/%d", projectURL, p.ID)}
+			c, read := commits[commitKey{p.ProjectID, p.SHA}]
+			d.Commit = commitView(projectURL, p.SHA, c, read)
+			d.User = userView(base, p.CreatedBy)
 		}
 		if rn, ok := runners[v.RunnerID]; ok {
 			lr := listedRunnerView(rn)

@@ -166,6 +166,7 @@ func (h *Handler) pipelineView(r *http.Request, p builds.Pipeline) api.Pipeline 
 		out.QueuedDuration = &secs
 	}
 	out.StartedAt = builds.RunsOf(p).FirstStarted
+	out.User = userView(h.externalBase(r), p.CreatedBy)
 	return out
 }
 

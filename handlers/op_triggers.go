@@ -246,7 +246,7 @@ func (h *Handler) triggerPipeline(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	out := pipelineView(p)
+	out := h.pipelineView(r, p)
 	if out.GitStrategy, err = h.gitStrategy(r, pid); err != nil {
 		return err
 	}

@@ -122,7 +122,7 @@ func (s *Store) LatestSuccessfulJob(ctx context.Context, projectID int64, ref, n
 	return id, notFound(err, "a successful pipeline for ref "+ref+" with a job "+name+" that has artifacts")
 }
 
-const pipelinesByID = `SELECT ` + pipelineListCols + ` FROM pipelines WHERE id = ANY($1)`
+const pipelinesByID = `SELECT ` + pipelineListCols + `, created_by FROM pipelines WHERE id = ANY($1)`
 
 // PipelinesByID returns pipelines by id, without their builds.
 func (s *Store) PipelinesByID(ctx context.Context, ids []int64) (map[int64]builds.Pipeline, error) {
@@ -133,7 +133,7 @@ func (s *Store) PipelinesByID(ctx context.Context, ids []int64) (map[int64]build
 	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (builds.Pipeline, error) {
 		var p builds.Pipeline
 		err := row.Scan(&p.ID, &p.ProjectID, &p.Ref, &p.SHA, &p.Stages, &p.TimeoutStrategy, &p.Status,
-			&p.CreatedAt, &p.UpdatedAt, &p.FinishedAt, &p.IID, &p.Source, &p.BeforeSHA, &p.Variables)
+			&p.CreatedAt, &p.UpdatedAt, &p.FinishedAt, &p.IID, &p.Source, &p.BeforeSHA, &p.Variables, &p.CreatedBy)
 		return p, err
 	})
 	out := make(map[int64]builds.Pipeline, len(list))

@@ -14,12 +14,12 @@ import (
 // pipeline (scanPipeline's order).
 const pipelineCols = `p.id, p.project_id, p.ref, p.sha, p.stages, p.timeout_strategy, p.status, p.created_at, p.updated_at,
     p.finished_at, p.iid, p.source, p.before_sha, p.variables, COALESCE(p.parent_build_id, 0), COALESCE(pb.pipeline_id, 0),
-    p.depth, p.auto_cancel_on_new_commit, p.auto_cancel_on_job_failure`
+    p.depth, p.auto_cancel_on_new_commit, p.auto_cancel_on_job_failure, p.created_by`
 
 func pipelineFields(p *builds.Pipeline) []any {
 	return []any{&p.ID, &p.ProjectID, &p.Ref, &p.SHA, &p.Stages, &p.TimeoutStrategy, &p.Status, &p.CreatedAt, &p.UpdatedAt,
 		&p.FinishedAt, &p.IID, &p.Source, &p.BeforeSHA, &p.Variables, &p.ParentBuildID, &p.ParentPipelineID, &p.Depth,
-		&p.AutoCancel.OnNewCommit, &p.AutoCancel.OnJobFailure}
+		&p.AutoCancel.OnNewCommit, &p.AutoCancel.OnJobFailure, &p.CreatedBy}
 }
 
 // listPipelines is GitLab's GET /projects/:id/pipelines: each filter is a bound parameter

@@ -21,8 +21,8 @@ WITH n AS (
 )
 INSERT INTO pipelines (project_id, ref, sha, stages, timeout_strategy, status, created_at, updated_at,
     iid, source, before_sha, variables, per_job, resource_groups, parent_build_id, depth,
-    auto_cancel_on_new_commit, auto_cancel_on_job_failure, protected)
-SELECT $1, $2, $3, $4, $5, 'pending', $6, $6, n.last_iid, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16 FROM n
+    auto_cancel_on_new_commit, auto_cancel_on_job_failure, protected, created_by)
+SELECT $1, $2, $3, $4, $5, 'pending', $6, $6, n.last_iid, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17 FROM n
 RETURNING id`
 
 // insertEvents records each new build's first event, the one its initial state calls for.
@@ -86,7 +86,7 @@ func insertPipelineTx(ctx context.Context, tx pgx.Tx, d builds.PipelineDefinitio
 	keys := resourceGroupKeys(d.Jobs)
 	if err := tx.QueryRow(ctx, insertPipeline, d.ProjectID, d.Ref, d.SHA, d.Stages, d.TimeoutStrategy, now,
 		d.Source, d.BeforeSHA, nonNilVariables(d.Variables), perJob, len(keys) > 0, parent, depth,
-		d.AutoCancel.OnNewCommit, d.AutoCancel.OnJobFailure, protected).Scan(&id); err != nil {
+		d.AutoCancel.OnNewCommit, d.AutoCancel.OnJobFailure, protected, d.CreatedBy).Scan(&id); err != nil {
 		return 0, err
 	}
 	groups, err := ensureResourceGroups(ctx, tx, d.ProjectID, keys, now)
@@ -165,7 +165,7 @@ func insertPipelineTx(ctx context.Context, tx pgx.Tx, d builds.PipelineDefinitio
 const pipelineByID = `
 SELECT p.id, p.project_id, p.ref, p.sha, p.stages, p.timeout_strategy, p.status, p.created_at, p.updated_at, p.finished_at,
     p.iid, p.source, p.before_sha, p.variables, COALESCE(p.parent_build_id, 0), COALESCE(pb.pipeline_id, 0), p.depth,
-    p.auto_cancel_on_new_commit, p.auto_cancel_on_job_failure
+    p.auto_cancel_on_new_commit, p.auto_cancel_on_job_failure, p.created_by
 FROM pipelines p LEFT JOIN builds pb ON pb.id = p.parent_build_id WHERE p.id = $1 AND p.project_id = $2`
 
 const buildsOfPipeline = `SELECT ` + buildCols + ` FROM builds b` + buildJoins + `WHERE b.pipeline_id = $1 ORDER BY b.stage_idx, b.id`
@@ -176,7 +176,7 @@ func (s *Store) Pipeline(ctx context.Context, projectID, id int64) (builds.Pipel
 	err := s.pool.QueryRow(ctx, pipelineByID, id, projectID).Scan(&p.ID, &p.ProjectID, &p.Ref, &p.SHA, &p.Stages,
 		&p.TimeoutStrategy, &p.Status, &p.CreatedAt, &p.UpdatedAt, &p.FinishedAt,
 		&p.IID, &p.Source, &p.BeforeSHA, &p.Variables, &p.ParentBuildID, &p.ParentPipelineID, &p.Depth,
-		&p.AutoCancel.OnNewCommit, &p.AutoCancel.OnJobFailure)
+		&p.AutoCancel.OnNewCommit, &p.AutoCancel.OnJobFailure, &p.CreatedBy)
 	if err != nil {
 		return builds.Pipeline{}, notFound(err, fmt.Sprintf("pipeline %d", id))
 	}

@@ -1,0 +1,1 @@
+ALTER TABLE pipelines DROP COLUMN created_by;
