@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/server"
+	"github.com/jobapi/jobapi/tcpproxy"
 )
 
 // overload: the pickup scenario's long-poll mode (a fleet of --pickup-runners held by
@@ -75,7 +76,7 @@ type overloadStats struct {
 // overloadRig is the overload mode's slow Redis, CPU burners and counted log.
 type overloadRig struct {
 	e       *env
-	proxy   *latencyProxy
+	proxy   *tcpproxy.Proxy
 	log     *countingHandler
 	stopCPU func()
 	once    sync.Once
@@ -90,8 +91,8 @@ func (e *env) newOverloadRig() (*overloadRig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("overload: Redis URL: %w", err)
 	}
-	p, err := startLatencyProxy(u.Host)
-	if err != nil {
+	p := tcpproxy.New(u.Host)
+	if err := p.Start(); err != nil {
 		return nil, err
 	}
 	return &overloadRig{e: e, proxy: p,
@@ -101,7 +102,7 @@ func (e *env) newOverloadRig() (*overloadRig, error) {
 // configure points the replica at Redis through the proxy.
 func (o *overloadRig) configure(c *server.Config) {
 	u, _ := url.Parse(c.RedisURL)
-	u.Host = o.proxy.addr()
+	u.Host = o.proxy.Addr()
 	c.RedisURL = u.String()
 	c.RedisClusterAddrs = nil
 }
@@ -122,7 +123,7 @@ func (o *overloadRig) start() error {
 	}
 	o.log.warnings.Store(0)
 	o.log.version.Store(0)
-	o.proxy.setLatency(o.e.cfg.OverloadRedisLatency)
+	o.proxy.SetLatency(o.e.cfg.OverloadRedisLatency)
 	stop, err := startBurners(o.e.cfg.OverloadBurners)
 	if err != nil {
 		return err
@@ -137,7 +138,7 @@ func (o *overloadRig) stop() {
 		if o.stopCPU != nil {
 			o.stopCPU()
 		}
-		o.proxy.setLatency(0)
+		o.proxy.SetLatency(0)
 	})
 }
 
@@ -189,7 +190,7 @@ func (o *overloadRig) fallbackCounters() map[string]float64 {
 
 func (o *overloadRig) close() {
 	o.stop()
-	o.proxy.close()
+	o.proxy.Stop()
 }
 
 // countingHandler counts the replica's warnings on their way to the bench's server log.
