@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jobapi/jobapi/ciconfig"
 )
@@ -238,5 +239,60 @@ func TestRemoteAllowsOnlyGlobalUnicast(t *testing.T) {
 		if _, err := NewRemote().Fetch(ctx, u); !errors.As(err, &ie) || !strings.Contains(ie.Message, "local or private network") {
 			t.Errorf("%s: %v, want the local network refused", u, err)
 		}
+	}
+}
+
+// A commit the remote lacks is asked of it once per CommitMissTTL, not on every read (a job
+// listing reads the commits of every row), and a commit read is not read again.
+func TestGitCacheCommitRemembersAnswers(t *testing.T) {
+	t.Parallel()
+	remote, sha := gitRepo(t, map[string]string{"a.txt": "a\n"})
+	// A commit of another repository, which the remote does not have yet.
+	otherRemote, other := gitRepo(t, map[string]string{"b.txt": "b\n"})
+	g, err := NewGitCache(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	g.now = func() time.Time { return now }
+	ctx := context.Background()
+	fetches := func() int {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.repos[filepathBase(t, g)].fetches
+	}
+
+	for range 3 {
+		if c, err := g.Commit(ctx, remote, sha); err != nil || c.ID != sha || c.Title() != "ci files" {
+			t.Fatalf("Commit(%s) = %+v, %v", sha, c, err)
+		}
+	}
+	if n := fetches(); n != 1 {
+		t.Errorf("fetches after three reads of one commit: %d, want 1", n)
+	}
+
+	for range 3 {
+		if _, err := g.Commit(ctx, remote, other); err == nil {
+			t.Fatal("a commit the remote lacks was read")
+		}
+	}
+	if n := fetches(); n != 2 {
+		t.Errorf("fetches after three reads of a missing commit: %d, want 2 (one for it)", n)
+	}
+
+	// The remote gets the commit: the miss is answered until its time is up, then asked again.
+	bare := strings.TrimPrefix(remote, "file://")
+	if out, err := exec.Command("git", "-C", bare, "fetch", "--quiet", otherRemote, other+":refs/heads/other").CombinedOutput(); err != nil {
+		t.Fatalf("git fetch: %v: %s", err, out)
+	}
+	if _, err := g.Commit(ctx, remote, other); err == nil {
+		t.Error("the remembered miss was not answered within CommitMissTTL")
+	}
+	now = now.Add(CommitMissTTL)
+	if c, err := g.Commit(ctx, remote, other); err != nil || c.ID != other {
+		t.Errorf("after CommitMissTTL: %+v, %v", c, err)
+	}
+	if n := fetches(); n != 3 {
+		t.Errorf("fetches: %d, want 3", n)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jobapi/jobapi/ciconfig"
@@ -34,10 +35,78 @@ func (c Commit) Title() string {
 // when it is not there yet. The raw object is read (git cat-file), not git log's view: the
 // cache's clones are shallow, where git would show a commit without its parents. Errors as
 // Read's; a sha that is not a full commit id is an *ciconfig.IncludeError.
+//
+// Answers are remembered (commitMemo): a commit object never changes, and a job listing
+// asks for the same commits on every read; a commit that could not be fetched is not asked
+// of the remote again for CommitMissTTL, so that listing jobs whose sha the remote lacks
+// (or while the remote is down) does not fetch on every read.
 func (g *GitCache) Commit(ctx context.Context, remote, sha string) (Commit, error) {
 	if !fullSHA.MatchString(sha) {
 		return Commit{}, &ciconfig.IncludeError{Message: fmt.Sprintf("%.60q is not a full commit id", sha)}
 	}
+	key := remote + "\x00" + sha
+	if a, ok := g.commits.get(key, g.clock()); ok {
+		return a.commit, a.err
+	}
+	c, err := g.readCommit(ctx, remote, sha)
+	switch {
+	case err == nil:
+		g.commits.put(key, commitAnswer{commit: c})
+	case ctx.Err() == nil: // not the caller giving up: the remote's answer
+		g.commits.put(key, commitAnswer{err: err, until: g.clock().Add(CommitMissTTL)})
+	}
+	return c, err
+}
+
+func (g *GitCache) clock() time.Time {
+	if g.now != nil {
+		return g.now()
+	}
+	return time.Now()
+}
+
+// CommitMissTTL is how long Commit answers a commit it could not read with the same error
+// before it asks the remote again.
+const CommitMissTTL = time.Minute
+
+// maxMemoCommits bounds the remembered commits: past it the memo starts afresh, which
+// costs a cat-file per commit once, never a wrong answer.
+const maxMemoCommits = 4096
+
+// commitMemo remembers Commit's answers by remote and sha: a commit read, for good; a read
+// that failed, until its time is up.
+type commitMemo struct {
+	mu      sync.Mutex
+	answers map[string]commitAnswer
+}
+
+type commitAnswer struct {
+	commit Commit
+	err    error
+	until  time.Time // for an error: when to ask again
+}
+
+func (m *commitMemo) get(key string, now time.Time) (commitAnswer, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a, ok := m.answers[key]
+	if !ok || (a.err != nil && !now.Before(a.until)) {
+		return commitAnswer{}, false
+	}
+	return a, true
+}
+
+func (m *commitMemo) put(key string, a commitAnswer) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.answers == nil || len(m.answers) >= maxMemoCommits {
+		m.answers = map[string]commitAnswer{}
+	}
+	m.answers[key] = a
+}
+
+// readCommit reads the commit object, fetching it when the cache lacks it.
+func (g *GitCache) readCommit(ctx context.Context, remote, sha string) (Commit, error) {
 	var raw []byte
 	err := g.at(ctx, remote, sha, func(ctx context.Context, r *repo, object string) error {
 		var err error

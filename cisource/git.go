@@ -50,6 +50,10 @@ type GitCache struct {
 	mu      sync.Mutex
 	repos   map[string]*repo // by directory name, under mu
 	lock    *os.File         // OpenReplicaCache's lock file, held until Close
+
+	// commits remembers Commit's answers (commitMemo); now is its clock (nil: time.Now).
+	commits commitMemo
+	now     func() time.Time
 }
 
 type repo struct {
