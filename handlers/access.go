@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/go-chi/chi/v5"
 
@@ -31,13 +32,21 @@ func callerLevel(ctx context.Context) access.Level {
 // the caller's membership of that project; elsewhere the action is the instance's. Actions
 // under the protected-ref rule also check the ref of the route's job or pipeline.
 func (h *Handler) can(action access.Action) func(http.Handler) http.Handler {
-	rule := access.RuleOf(action) // an action without a row fails when routes are built
+	access.RuleOf(action) // an action without a row fails when routes are built
+	return h.canBy(func(*http.Request, builds.Actor) access.Action { return action })
+}
+
+// canBy is can for a route whose action depends on the request: pick names it from the
+// request and its caller (every action it may name must have a row in access.Table).
+func (h *Handler) canBy(pick func(*http.Request, builds.Actor) access.Action) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return h.wrap(func(w http.ResponseWriter, r *http.Request) error {
 			a, ok := builds.ActorFrom(r.Context())
 			if !ok {
 				return &httpError{code: http.StatusUnauthorized, msg: "401 Unauthorized"}
 			}
+			action := pick(r, a)
+			rule := access.RuleOf(action)
 			var pid int64
 			if chi.URLParam(r, "project_id") != "" {
 				var err error
@@ -151,4 +160,13 @@ func (h *Handler) mayRunOn(ctx context.Context, pid int64, ref string) error {
 			" is protected: only members allowed to push or merge to it may run, retry, cancel or play its pipelines"}
 	}
 	return nil
+}
+
+// removalAction is the action of DELETE /projects/:id/members/:user_id: a user's own
+// membership is its to end (GitLab's "leave project"), anyone else's a maintainer's.
+func removalAction(r *http.Request, a builds.Actor) access.Action {
+	if a.Kind == builds.ActorUser && a.UserID != 0 && chi.URLParam(r, "user_id") == strconv.FormatInt(a.UserID, 10) {
+		return access.LeaveProject
+	}
+	return access.ManageMembers
 }

@@ -129,7 +129,7 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 			r.With(h.can(access.ManageMembers)).Post("/projects/{project_id}/members", h.wrap(h.addMember))
 			r.With(h.can(access.ReadProject)).Get("/projects/{project_id}/members/{user_id}", h.wrap(h.getMember))
 			r.With(h.can(access.ManageMembers)).Put("/projects/{project_id}/members/{user_id}", h.wrap(h.updateMember))
-			r.With(h.can(access.ManageMembers)).Delete("/projects/{project_id}/members/{user_id}", h.wrap(h.removeMember))
+			r.With(h.canBy(removalAction)).Delete("/projects/{project_id}/members/{user_id}", h.wrap(h.removeMember))
 			r.With(h.can(access.ReadPipelines)).Get("/projects/{project_id}/pipelines", h.wrap(h.listPipelines))
 			r.With(h.can(access.ReadPipelines)).Get("/projects/{project_id}/pipelines/latest", h.wrap(h.latestPipeline))
 			r.With(h.can(access.ReadPipelines)).Get("/projects/{project_id}/pipelines/{pipeline_id}", h.wrap(h.getPipeline))

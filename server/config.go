@@ -57,6 +57,9 @@ type Config struct {
 	// RateLimitTokenFailuresPerUser: refused personal access tokens of one user (revoked,
 	// expired, the user blocked) per minute, from anywhere.
 	RateLimitTokenFailuresPerUser int
+	// MaxTokenLifetimeDays bounds personal access tokens' expires_at and is the lifetime of
+	// one created without it (0: no limit, such a token never expires).
+	MaxTokenLifetimeDays int
 	RateLimitRunnerVerify         int
 	// StaleManagerAfter removes runner managers not seen for this long (0: never).
 	StaleManagerAfter time.Duration
@@ -238,6 +241,15 @@ var Settings = []Setting{
 		perMinute(func(c *Config) *int { return &c.RateLimitAdminTokenFailures })},
 	{"JOBAPI_RATE_LIMIT_TOKEN_FAILURES_PER_USER", "10", "refused personal access tokens of one user (revoked, expired, user blocked) per minute from any address (0: off); past it those get 429 + Retry-After, the user's valid tokens never",
 		perMinute(func(c *Config) *int { return &c.RateLimitTokenFailuresPerUser })},
+	{"JOBAPI_MAX_TOKEN_LIFETIME_DAYS", "365", "longest lifetime of a personal access token, in days (GitLab's 365): a token created without expires_at expires that many days from today, a later expires_at is a 400 (0: no limit, and a token without expires_at never expires)",
+		func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > 36500 {
+				return fmt.Errorf("want a number of days from 0 to 36500, got %q", v)
+			}
+			c.MaxTokenLifetimeDays = n
+			return nil
+		}},
 	{"JOBAPI_RATE_LIMIT_RUNNER_VERIFY", "60", "POST /runners/verify per runner token per minute (0: off)",
 		perMinute(func(c *Config) *int { return &c.RateLimitRunnerVerify })},
 	{"JOBAPI_MAX_MANAGERS_PER_RUNNER", "1000", "system_ids one runner token may register; a new one past it gets 429 (0: no cap)",

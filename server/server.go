@@ -492,7 +492,7 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 	guard := builds.NewAdminGuard(cfg.AdminToken, failureLimiter{rl})
 	guard.PerClient = cfg.RateLimitAdminTokenFailures
 	guard.PerUser = cfg.RateLimitTokenFailuresPerUser
-	people := users.New(users.Deps{Store: d.store, Builds: d.svc, Now: opts.Now})
+	people := users.New(users.Deps{Store: d.store, Builds: d.svc, Now: opts.Now, MaxTokenLifetimeDays: cfg.MaxTokenLifetimeDays})
 	// include: local fetches into a directory of this replica's own, removed once the
 	// replica stopped (Server.Wait); those of replicas killed before are removed here.
 	git, err := cisource.OpenReplicaCache(os.TempDir())

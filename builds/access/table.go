@@ -11,6 +11,7 @@ type Action string
 // The actions jobapi has. Each has one row in Table; a route declares the one it needs.
 const (
 	ReadProject           Action = "read_project"
+	LeaveProject          Action = "leave_project"
 	ReadPipelines         Action = "read_pipelines"
 	ReadJobLogs           Action = "read_job_logs"
 	ReadArtifacts         Action = "read_artifacts"
@@ -72,6 +73,9 @@ type Rule struct {
 // admin mode) may do everything.
 var Table = []Rule{
 	{Action: ReadProject, Min: Guest, Covers: "see the project and its members"},
+	// GitLab's "leave project": any member may end its own membership (DELETE of itself
+	// from /projects/:id/members), except the last owner, who would leave it ownerless.
+	{Action: LeaveProject, Min: Guest, Write: true, Covers: "leave the project (not its last owner)"},
 	// GitLab lets guests of a private project see pipelines, jobs, logs and artifacts when
 	// project-based pipeline visibility is on, its default; jobapi has no such switch.
 	{Action: ReadPipelines, Min: Guest, Covers: "read pipelines, jobs, test reports, commit statuses"},

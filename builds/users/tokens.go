@@ -69,7 +69,8 @@ type CreatedToken struct {
 type NewToken struct {
 	Name   string
 	Scopes []string
-	// ExpiresAt is truncated to its date (UTC); nil: it does not expire.
+	// ExpiresAt is truncated to its date (UTC); nil: the longest lifetime allowed
+	// (Deps.MaxTokenLifetimeDays), or no expiry when there is no such bound.
 	ExpiresAt *time.Time
 }
 
@@ -114,10 +115,20 @@ func (s *Service) checkNewToken(u User, nt *NewToken, actor builds.Actor) error 
 			return invalid("only an administrator in admin mode may create a token with the admin_mode scope")
 		}
 	}
+	today := date(s.now())
+	if nt.ExpiresAt == nil && s.maxLifetimeDays > 0 {
+		// GitLab's: a token asked for without an expiry gets the longest lifetime allowed.
+		d := today.AddDate(0, 0, s.maxLifetimeDays)
+		nt.ExpiresAt = &d
+	}
 	if nt.ExpiresAt != nil {
 		d := date(*nt.ExpiresAt)
-		if !d.After(date(s.now())) {
+		if !d.After(today) {
 			return invalid("expires_at must be a date after today")
+		}
+		if last := today.AddDate(0, 0, s.maxLifetimeDays); s.maxLifetimeDays > 0 && d.After(last) {
+			return invalid("expires_at must be on or before %s: tokens live at most %d days (JOBAPI_MAX_TOKEN_LIFETIME_DAYS)",
+				last.Format(time.DateOnly), s.maxLifetimeDays)
 		}
 		nt.ExpiresAt = &d
 	}

@@ -107,6 +107,8 @@ type Service struct {
 	store  Store
 	builds *builds.Service // the audit log; nil records nothing
 	now    func() time.Time
+	// maxLifetimeDays is Deps.MaxTokenLifetimeDays.
+	maxLifetimeDays int
 }
 
 // Deps are what the service is built from.
@@ -115,6 +117,10 @@ type Deps struct {
 	// Builds records admin actions in the audit log (nil: not recorded).
 	Builds *builds.Service
 	Now    func() time.Time
+	// MaxTokenLifetimeDays bounds a token's expires_at, counted from today, and is the
+	// lifetime of one created without it (GitLab's maximum allowable lifetime, 365 days by
+	// default). 0: no bound, and a token without expires_at never expires.
+	MaxTokenLifetimeDays int
 }
 
 // New returns the service.
@@ -125,7 +131,10 @@ func New(d Deps) *Service {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	return &Service{store: d.Store, builds: d.Builds, now: d.Now}
+	if d.MaxTokenLifetimeDays < 0 {
+		panic("users.New: MaxTokenLifetimeDays is negative")
+	}
+	return &Service{store: d.Store, builds: d.Builds, now: d.Now, maxLifetimeDays: d.MaxTokenLifetimeDays}
 }
 
 // GitLab's username rule: letters, digits, "_", "-" and "." only, not starting with "-"

@@ -255,3 +255,42 @@ func TestPythonGitlabMembers(t *testing.T) {
 		t.Fatalf("python-gitlab: %v\n%s", err, out)
 	}
 }
+
+// TestLeaveProject: a member ends its own membership with DELETE of itself from
+// /projects/:id/members (GitLab's "leave project"), whatever its role, while removing anyone
+// else stays a maintainer's; the last owner cannot leave (400), one of two owners can.
+func TestLeaveProject(t *testing.T) {
+	t.Parallel()
+	inst := jobapitest.Start(t, jobapitest.Options{})
+	var p api.Project
+	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "leavers"}, &p)
+	guestID, guest := newUser(t, inst, "gus", "api")
+	devID, dev := newUser(t, inst, "deb", "api")
+	ownerID, owner := newUser(t, inst, "oona", "api")
+	coOwnerID, coOwner := newUser(t, inst, "otto", "api")
+	addMember(t, inst, p.ID, guestID, 10)
+	addMember(t, inst, p.ID, devID, 30)
+	addMember(t, inst, p.ID, ownerID, 50)
+	member := func(id int64) string { return fmt.Sprintf("/projects/%d/members/%d", p.ID, id) }
+
+	// A developer may not remove someone else, and a guest leaves on its own.
+	dev["api"].refused(inst, http.StatusForbidden, "DELETE", member(guestID), nil)
+	guest["api"].must(inst, http.StatusNoContent, "DELETE", member(guestID), nil, nil)
+	guest["api"].refused(inst, http.StatusNotFound, "GET", fmt.Sprintf("/projects/%d", p.ID), nil)
+	guest["api"].refused(inst, http.StatusNotFound, "DELETE", member(guestID), nil)
+	dev["api"].must(inst, http.StatusNoContent, "DELETE", member(devID), nil, nil)
+
+	// The only owner stays; with a second owner, the first may go.
+	msg := owner["api"].refused(inst, http.StatusBadRequest, "DELETE", member(ownerID), nil)
+	if !strings.Contains(msg, "owner") {
+		t.Errorf("the last owner leaving: %q, want it to say the project needs an owner", msg)
+	}
+	addMember(t, inst, p.ID, coOwnerID, 50)
+	owner["api"].must(inst, http.StatusNoContent, "DELETE", member(ownerID), nil, nil)
+	coOwner["api"].refused(inst, http.StatusBadRequest, "DELETE", member(coOwnerID), nil)
+	var left []api.Member
+	coOwner["api"].must(inst, http.StatusOK, "GET", fmt.Sprintf("/projects/%d/members", p.ID), nil, &left)
+	if len(left) != 1 || left[0].ID != coOwnerID {
+		t.Errorf("members after three left: %+v, want otto only", left)
+	}
+}
