@@ -11,6 +11,7 @@ import (
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/e2e/jobapitest"
+	"github.com/jobapi/jobapi/server"
 )
 
 // TestRevokedTokenFailsOnEveryReplicaAtOnce: two replicas on one database; a token works on
@@ -123,10 +124,11 @@ func TestRotationReplacesTheToken(t *testing.T) {
 	jobapitest.WantJSONError(t, resp, body, http.StatusBadRequest)
 
 	// Self-rotation with an expiry of the user's choosing.
-	resp, body = bearer(t, b.URL, next.Token, "POST", "/api/v4/personal_access_tokens/self/rotate?expires_at=2999-12-31", nil)
+	chosen := time.Now().UTC().AddDate(0, 0, 90).Format(time.DateOnly)
+	resp, body = bearer(t, b.URL, next.Token, "POST", "/api/v4/personal_access_tokens/self/rotate?expires_at="+chosen, nil)
 	jobapitest.WantStatus(t, resp, body, http.StatusOK)
 	third := decode[api.PersonalAccessToken](t, body)
-	if third.ExpiresAt == nil || *third.ExpiresAt != "2999-12-31" || third.Token == "" {
+	if third.ExpiresAt == nil || *third.ExpiresAt != chosen || third.Token == "" {
 		t.Fatalf("self-rotated token %s", body)
 	}
 	resp, body = as(t, a.URL, next.Token, "GET", "/api/v4/user", nil)
@@ -247,4 +249,53 @@ func TestRefusedTokensAreThrottled(t *testing.T) {
 	if resp := get(t, fromAddress("127.0.1.200"), url, good.Token); resp.StatusCode != http.StatusOK {
 		t.Fatalf("alice's valid token while her refused ones are throttled: %d, want 200", resp.StatusCode)
 	}
+}
+
+// TestTokenLifetime: personal access tokens live at most JOBAPI_MAX_TOKEN_LIFETIME_DAYS
+// (GitLab's 365): one asked for without expires_at gets that lifetime, a later expires_at, at
+// creation or rotation, is a 400 naming the setting and creates nothing; the last day
+// allowed is accepted. At 0 a token without expires_at never expires.
+func TestTokenLifetime(t *testing.T) {
+	t.Parallel()
+	clock := jobapitest.NewClock(time.Date(2026, 3, 10, 15, 4, 5, 0, time.UTC))
+	a := jobapitest.Start(t, jobapitest.Options{Now: clock.Now})
+	alice := createUser(t, a, "alice", false)
+	tokens := fmt.Sprintf("/api/v4/users/%d/personal_access_tokens", alice.ID)
+
+	plain := createToken(t, a, alice.ID, map[string]any{"name": "plain", "scopes": []string{"api"}})
+	if plain.ExpiresAt == nil || *plain.ExpiresAt != "2027-03-10" {
+		t.Errorf("a token without expires_at expires %v, want 2027-03-10 (365 days on)", plain.ExpiresAt)
+	}
+	last := createToken(t, a, alice.ID, map[string]any{"name": "last day", "scopes": []string{"api"}, "expires_at": "2027-03-10"})
+	if last.ExpiresAt == nil || *last.ExpiresAt != "2027-03-10" {
+		t.Errorf("a token asked for until the last day allowed: %v", last.ExpiresAt)
+	}
+	resp, body := a.Do(t, "POST", tokens, map[string]any{"name": "long", "scopes": []string{"api"}, "expires_at": "2027-03-11"})
+	if msg := jobapitest.WantJSONError(t, resp, body, http.StatusBadRequest); !strings.Contains(msg, "JOBAPI_MAX_TOKEN_LIFETIME_DAYS") ||
+		!strings.Contains(msg, "2027-03-10") {
+		t.Errorf("a token past the lifetime: %q, want it to name the setting and the last day", msg)
+	}
+	resp, body = as(t, a.URL, plain.Token, "POST", "/api/v4/personal_access_tokens/self/rotate", map[string]any{"expires_at": "2030-01-01"})
+	jobapitest.WantJSONError(t, resp, body, http.StatusBadRequest)
+	resp, body = as(t, a.URL, plain.Token, "GET", "/api/v4/user", nil)
+	jobapitest.WantStatus(t, resp, body, http.StatusOK) // the refused rotation revoked nothing
+	if n := jobapitest.QueryInt(t, a.Pool, `SELECT count(*) FROM personal_access_tokens`); n != 2 {
+		t.Errorf("%d tokens after the refused ones, want 2", n)
+	}
+
+	// A shorter bound, and none at all.
+	short := jobapitest.Start(t, jobapitest.Options{Now: clock.Now, Configure: func(c *server.Config) { c.MaxTokenLifetimeDays = 30 }})
+	bob := createUser(t, short, "bob", false)
+	if tok := createToken(t, short, bob.ID, map[string]any{"name": "b", "scopes": []string{"read_api"}}); tok.ExpiresAt == nil || *tok.ExpiresAt != "2026-04-09" {
+		t.Errorf("with 30 days, a token without expires_at expires %v, want 2026-04-09", tok.ExpiresAt)
+	}
+	resp, body = short.Do(t, "POST", fmt.Sprintf("/api/v4/users/%d/personal_access_tokens", bob.ID),
+		map[string]any{"name": "c", "scopes": []string{"api"}, "expires_at": "2026-04-10"})
+	jobapitest.WantJSONError(t, resp, body, http.StatusBadRequest)
+	unbounded := jobapitest.Start(t, jobapitest.Options{Now: clock.Now, Configure: func(c *server.Config) { c.MaxTokenLifetimeDays = 0 }})
+	carol := createUser(t, unbounded, "carol", false)
+	if tok := createToken(t, unbounded, carol.ID, map[string]any{"name": "c", "scopes": []string{"api"}}); tok.ExpiresAt != nil {
+		t.Errorf("without a bound, a token without expires_at expires %v, want never", *tok.ExpiresAt)
+	}
+	createToken(t, unbounded, carol.ID, map[string]any{"name": "d", "scopes": []string{"api"}, "expires_at": "2999-01-01"})
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/e2e/jobapitest"
@@ -94,8 +95,9 @@ func TestTokensActAsTheirUser(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	alice := createUser(t, inst, "alice", false)
-	tok := createToken(t, inst, alice.ID, map[string]any{"name": "laptop", "scopes": []string{"api"}, "expires_at": "2999-01-01"})
-	if tok.Name != "laptop" || !tok.Active || tok.Revoked || tok.UserID != alice.ID || tok.ExpiresAt == nil || *tok.ExpiresAt != "2999-01-01" {
+	expiry := time.Now().UTC().AddDate(0, 0, 200).Format(time.DateOnly)
+	tok := createToken(t, inst, alice.ID, map[string]any{"name": "laptop", "scopes": []string{"api"}, "expires_at": expiry})
+	if tok.Name != "laptop" || !tok.Active || tok.Revoked || tok.UserID != alice.ID || tok.ExpiresAt == nil || *tok.ExpiresAt != expiry {
 		t.Fatalf("created token: %+v", tok)
 	}
 	for name, send := range map[string]func(*testing.T, string, string, string, string, any) (*http.Response, []byte){

@@ -2,6 +2,7 @@
 
 Arguments: the base URL of one replica, the base URL of another on the same data, the admin token.
 """
+import datetime
 import sys
 
 import gitlab
@@ -27,8 +28,18 @@ except gitlab.exceptions.GitlabCreateError as e:
 
 tok = user.personal_access_tokens.create({"name": "py", "scopes": ["api"]})
 assert tok.token.startswith("glpat-") and tok.scopes == ["api"] and tok.active, tok.attributes
-ro = user.personal_access_tokens.create({"name": "py-ro", "scopes": ["read_api"], "expires_at": "2999-01-01"})
-assert ro.expires_at == "2999-01-01", ro.attributes
+# Without expires_at a token gets the longest lifetime allowed (GitLab's 365 days); a date
+# within it is kept, one past it refused.
+default_expiry = (datetime.datetime.now(datetime.timezone.utc).date() + datetime.timedelta(days=365)).isoformat()
+assert tok.expires_at == default_expiry, (tok.expires_at, default_expiry)
+in_a_month = (datetime.datetime.now(datetime.timezone.utc).date() + datetime.timedelta(days=30)).isoformat()
+ro = user.personal_access_tokens.create({"name": "py-ro", "scopes": ["read_api"], "expires_at": in_a_month})
+assert ro.expires_at == in_a_month, ro.attributes
+try:
+    user.personal_access_tokens.create({"name": "py-long", "scopes": ["api"], "expires_at": "2999-01-01"})
+    raise AssertionError("a token past the maximum lifetime was created")
+except gitlab.exceptions.GitlabCreateError as e:
+    assert e.response_code == 400 and "JOBAPI_MAX_TOKEN_LIFETIME_DAYS" in e.error_message, (e.response_code, e.error_message)
 
 # The token as PRIVATE-TOKEN and as a Bearer (python-gitlab's oauth_token), on both replicas.
 me = gitlab.Gitlab(url, private_token=tok.token)
