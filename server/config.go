@@ -59,8 +59,8 @@ type Config struct {
 	RateLimitTokenFailuresPerUser int
 	// MaxTokenLifetimeDays bounds personal access tokens' expires_at and is the lifetime of
 	// one created without it (0: no limit, such a token never expires).
-	MaxTokenLifetimeDays int
-	RateLimitRunnerVerify         int
+	MaxTokenLifetimeDays  int
+	RateLimitRunnerVerify int
 	// StaleManagerAfter removes runner managers not seen for this long (0: never).
 	StaleManagerAfter time.Duration
 	// RunnerRegistrationToken lets gitlab-runner register with POST /runners ("": off).
