@@ -24,14 +24,14 @@ func TestAutoCancelRedundantPipelines(t *testing.T) {
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "auto", "default_branch": "main"}, &proj)
 	create := func(ref, sha, yaml string) api.Pipeline {
 		t.Helper()
-		resp, b := inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline", map[string]any{"ref": ref, "sha": sha, "ci_config": yaml})
+		resp, b := inst.Do(t, "POST", jobapitest.ProjectPath(proj.ID)+"/pipeline", map[string]any{"ref": ref, "sha": sha, "ci_config": yaml})
 		jobapitest.WantStatus(t, resp, b, http.StatusCreated)
-		return decode[api.Pipeline](t, b)
+		return jobapitest.Decode[api.Pipeline](t, b)
 	}
 	show := func(id int64) api.Pipeline {
 		t.Helper()
 		var p api.Pipeline
-		inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("%s/pipelines/%d", projectPath(proj.ID), id), nil, &p)
+		inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("%s/pipelines/%d", jobapitest.ProjectPath(proj.ID), id), nil, &p)
 		return p
 	}
 	sha := func(c byte) string { return strings.Repeat(string(c), 40) }
@@ -48,7 +48,7 @@ deploy: {stage: deploy, script: make deploy}
 	p1 := create("main", sha('1'), interruptibleBuild)
 	r.TakeNamed(t, "build")
 	p2 := create("main", sha('2'), plain)
-	got := jobStatuses(show(p1.ID))
+	got := jobapitest.JobStatuses(show(p1.ID))
 	if got["build"] != "canceling" && got["build"] != "canceled" || got["deploy"] != "canceled" {
 		t.Errorf("p1 after p2: jobs %v, want build canceling and deploy canceled", got)
 	}
@@ -56,7 +56,7 @@ deploy: {stage: deploy, script: make deploy}
 	// 2. p2's lint runs and is not interruptible: p3 leaves p2 alone.
 	r.TakeNamed(t, "lint")
 	p3 := create("main", sha('3'), plain)
-	if got := jobStatuses(show(p2.ID)); got["lint"] != "running" {
+	if got := jobapitest.JobStatuses(show(p2.ID)); got["lint"] != "running" {
 		t.Errorf("p2 after p3: jobs %v, want lint running (started, uninterruptible)", got)
 	}
 
@@ -64,23 +64,23 @@ deploy: {stage: deploy, script: make deploy}
 	// leave it; one for a new commit of main cancels it, uninterruptible as its lint is.
 	create("feature", sha('4'), plain)
 	create("main", sha('3'), plain)
-	if got := jobStatuses(show(p3.ID)); got["lint"] != "pending" {
+	if got := jobapitest.JobStatuses(show(p3.ID)); got["lint"] != "pending" {
 		t.Errorf("p3 after pipelines on another ref and on its own commit: jobs %v, want lint pending", got)
 	}
 	create("main", sha('5'), plain)
-	if p := show(p3.ID); p.Status != "canceled" || jobStatuses(p)["lint"] != "canceled" {
-		t.Errorf("p3 after a new commit on main: %s, jobs %v; want canceled", p.Status, jobStatuses(p))
+	if p := show(p3.ID); p.Status != "canceled" || jobapitest.JobStatuses(p)["lint"] != "canceled" {
+		t.Errorf("p3 after a new commit on main: %s, jobs %v; want canceled", p.Status, jobapitest.JobStatuses(p))
 	}
-	if got := jobStatuses(show(p2.ID)); got["lint"] != "running" {
+	if got := jobapitest.JobStatuses(show(p2.ID)); got["lint"] != "running" {
 		t.Errorf("p2 after a new commit on main: jobs %v, want lint still running", got)
 	}
 
 	// 4. The JSON form (jobapi's own pipelines) does not auto-cancel.
 	p6 := create("json-ref", sha('6'), plain)
 	var p7 api.Pipeline
-	inst.MustDo(t, http.StatusCreated, "POST", projectPath(proj.ID)+"/pipeline", map[string]any{"ref": "json-ref", "sha": sha('7'),
+	inst.MustDo(t, http.StatusCreated, "POST", jobapitest.ProjectPath(proj.ID)+"/pipeline", map[string]any{"ref": "json-ref", "sha": sha('7'),
 		"stages": []string{"test"}, "jobs": []map[string]any{{"name": "x", "stage": "test", "script": []string{"true"}}}}, &p7)
-	if got := jobStatuses(show(p6.ID)); got["lint"] != "pending" {
+	if got := jobapitest.JobStatuses(show(p6.ID)); got["lint"] != "pending" {
 		t.Errorf("p6 after a JSON pipeline on its ref: jobs %v, want lint pending", got)
 	}
 }
@@ -96,14 +96,14 @@ func TestAutoCancelOnNewCommit(t *testing.T) {
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "onc", "default_branch": "main"}, &proj)
 	create := func(ref, sha, yaml string) api.Pipeline {
 		t.Helper()
-		resp, b := inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline", map[string]any{"ref": ref, "sha": sha, "ci_config": yaml})
+		resp, b := inst.Do(t, "POST", jobapitest.ProjectPath(proj.ID)+"/pipeline", map[string]any{"ref": ref, "sha": sha, "ci_config": yaml})
 		jobapitest.WantStatus(t, resp, b, http.StatusCreated)
-		return decode[api.Pipeline](t, b)
+		return jobapitest.Decode[api.Pipeline](t, b)
 	}
 	show := func(id int64) api.Pipeline {
 		t.Helper()
 		var p api.Pipeline
-		inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("%s/pipelines/%d", projectPath(proj.ID), id), nil, &p)
+		inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("%s/pipelines/%d", jobapitest.ProjectPath(proj.ID), id), nil, &p)
 		return p
 	}
 	sha := func(c byte) string { return strings.Repeat(string(c), 40) }
@@ -123,7 +123,7 @@ ship: {stage: deploy, script: make ship}
 	jobs := r.TakeAll(t, 2)
 	create("main", sha('2'), plain)
 	want := map[string]string{"slow": "running", "quick": "canceling", "later": "canceled", "ship": "created"}
-	if got := jobStatuses(show(p1.ID)); !maps.Equal(got, want) {
+	if got := jobapitest.JobStatuses(show(p1.ID)); !maps.Equal(got, want) {
 		t.Errorf("p1 (interruptible) after a new commit: %v, want %v", got, want)
 	}
 	jobapitest.WantUpdate(t, "quick's runner after the auto-cancel",
@@ -144,14 +144,14 @@ build: {script: make, tags: [other], interruptible: true}
 `
 	p3 := create("release", sha('3'), ruled)
 	create("release", sha('4'), ruled)
-	if got := jobStatuses(show(p3.ID)); got["build"] != "pending" {
+	if got := jobapitest.JobStatuses(show(p3.ID)); got["build"] != "pending" {
 		t.Errorf("p3 (none) after a new commit: %v, want build pending", got)
 	}
 	// The same file on another branch keeps workflow's conservative: canceled whole.
 	p5 := create("dev", sha('5'), ruled)
 	create("dev", sha('6'), ruled)
 	if p := show(p5.ID); p.Status != "canceled" {
-		t.Errorf("p5 (conservative) after a new commit: %s %v, want canceled", p.Status, jobStatuses(p))
+		t.Errorf("p5 (conservative) after a new commit: %s %v, want canceled", p.Status, jobapitest.JobStatuses(p))
 	}
 }
 
@@ -164,7 +164,7 @@ func TestAutoCancelOnJobFailure(t *testing.T) {
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	var proj api.Project
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "ojf", "default_branch": "main"}, &proj)
-	resp, b := inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline", map[string]any{"ref": "main", "sha": strings.Repeat("a", 40),
+	resp, b := inst.Do(t, "POST", jobapitest.ProjectPath(proj.ID)+"/pipeline", map[string]any{"ref": "main", "sha": strings.Repeat("a", 40),
 		"ci_config": `
 workflow: {auto_cancel: {on_job_failure: all}}
 stages: [test, deploy]
@@ -176,10 +176,10 @@ waiting: {stage: test, script: make later, tags: [nobody]}
 deploy: {stage: deploy, script: make deploy}
 `})
 	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
-	p := decode[api.Pipeline](t, b)
+	p := jobapitest.Decode[api.Pipeline](t, b)
 	r := inst.NewRunner(t)
 	jobs := r.TakeAll(t, 4)
-	show := func() map[string]string { t.Helper(); return jobStatuses(inst.Pipeline(t, p)) }
+	show := func() map[string]string { t.Helper(); return jobapitest.JobStatuses(inst.Pipeline(t, p)) }
 
 	r.Finish(t, jobs["lint"], runnerclient.StateFailed, "script_failure")
 	r.Finish(t, jobs["flaky"], runnerclient.StateFailed, "script_failure")
@@ -196,22 +196,22 @@ deploy: {stage: deploy, script: make deploy}
 	jobapitest.WantUpdate(t, "e2e's runner after the auto-cancel",
 		r.Put(t, jobs["e2e"], runnerclient.StateRunning, runnerclient.UpdateOptions{}), http.StatusOK, "canceling")
 	r.Finish(t, jobs["e2e"], runnerclient.StateFailed, "script_failure")
-	if got := inst.Pipeline(t, p); got.Status != "failed" || jobStatuses(got)["e2e"] != "canceled" {
-		t.Errorf("the pipeline once e2e's runner stopped: %s %v, want failed with e2e canceled", got.Status, jobStatuses(got))
+	if got := inst.Pipeline(t, p); got.Status != "failed" || jobapitest.JobStatuses(got)["e2e"] != "canceled" {
+		t.Errorf("the pipeline once e2e's runner stopped: %s %v, want failed with e2e canceled", got.Status, jobapitest.JobStatuses(got))
 	}
 	if n, err := inst.Failures.Once(t.Context()); err != nil || n != 0 {
 		t.Errorf("the pass after the immediate cancel: %d, %v; want nothing to do", n, err)
 	}
 
 	// Without the setting, a failure cancels nothing.
-	resp, b = inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline", map[string]any{"ref": "main", "sha": strings.Repeat("b", 40),
+	resp, b = inst.Do(t, "POST", jobapitest.ProjectPath(proj.ID)+"/pipeline", map[string]any{"ref": "main", "sha": strings.Repeat("b", 40),
 		"ci_config": "a: {script: x, tags: [plain]}\nb: {script: y, tags: [plain]}\n"})
 	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
-	plain := decode[api.Pipeline](t, b)
+	plain := jobapitest.Decode[api.Pipeline](t, b)
 	rp := inst.NewRunner(t, "plain")
 	pj := rp.TakeAll(t, 2)
 	rp.Finish(t, pj["a"], runnerclient.StateFailed, "script_failure")
-	if got := jobStatuses(inst.Pipeline(t, plain)); got["b"] != "running" {
+	if got := jobapitest.JobStatuses(inst.Pipeline(t, plain)); got["b"] != "running" {
 		t.Errorf("on_job_failure: none (the default): %v, want b running", got)
 	}
 }
@@ -224,7 +224,7 @@ func TestAutoCancelOnJobFailurePass(t *testing.T) {
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	var proj api.Project
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "pass", "default_branch": "main"}, &proj)
-	resp, b := inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline", map[string]any{"ref": "main", "sha": strings.Repeat("a", 40),
+	resp, b := inst.Do(t, "POST", jobapitest.ProjectPath(proj.ID)+"/pipeline", map[string]any{"ref": "main", "sha": strings.Repeat("a", 40),
 		"ci_config": `
 workflow: {rules: [{auto_cancel: {on_job_failure: all}}]}
 stages: [test, deploy]
@@ -233,7 +233,7 @@ other: {stage: test, script: y, tags: [other]}
 deploy: {stage: deploy, script: z}
 `})
 	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
-	p := decode[api.Pipeline](t, b)
+	p := jobapitest.Decode[api.Pipeline](t, b)
 	id, token := inst.CreateRunner(t, "doomed")
 	doomedRunner := jobapitest.NewRunner(t, inst.URL, token, "s_doomed")
 	doomedRunner.TakeNamed(t, "doomed")
@@ -241,14 +241,14 @@ deploy: {stage: deploy, script: z}
 	other := otherRunner.TakeNamed(t, "other")
 	inst.MustDo(t, http.StatusNoContent, "DELETE", fmt.Sprintf("/api/v4/runners/%d", id), nil, nil)
 	want := map[string]string{"doomed": "failed", "other": "running", "deploy": "created"}
-	if got := jobStatuses(inst.Pipeline(t, p)); !maps.Equal(got, want) {
+	if got := jobapitest.JobStatuses(inst.Pipeline(t, p)); !maps.Equal(got, want) {
 		t.Fatalf("after the runner's delete, before the pass: %v, want %v", got, want)
 	}
 	if n, err := inst.Failures.Once(t.Context()); err != nil || n != 1 {
 		t.Fatalf("the pass: %d, %v; want the pipeline canceled", n, err)
 	}
 	want = map[string]string{"doomed": "failed", "other": "canceling", "deploy": "canceled"}
-	if got := jobStatuses(inst.Pipeline(t, p)); !maps.Equal(got, want) {
+	if got := jobapitest.JobStatuses(inst.Pipeline(t, p)); !maps.Equal(got, want) {
 		t.Errorf("after the pass: %v, want %v", got, want)
 	}
 	jobapitest.WantUpdate(t, "other's runner after the pass",
@@ -269,7 +269,7 @@ func TestAutoCancelOnJobFailureRace(t *testing.T) {
 	var proj api.Project
 	a.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "race", "default_branch": "main"}, &proj)
 	for round := range 8 {
-		resp, body := a.Do(t, "POST", projectPath(proj.ID)+"/pipeline", map[string]any{"ref": fmt.Sprintf("r%d", round),
+		resp, body := a.Do(t, "POST", jobapitest.ProjectPath(proj.ID)+"/pipeline", map[string]any{"ref": fmt.Sprintf("r%d", round),
 			"sha": strings.Repeat("c", 40), "ci_config": `
 workflow: {auto_cancel: {on_job_failure: all}}
 stages: [test, deploy]
@@ -280,7 +280,7 @@ four: {stage: test, script: x, tags: [nobody]}
 deploy: {stage: deploy, script: x}
 `})
 		jobapitest.WantStatus(t, resp, body, http.StatusCreated)
-		p := decode[api.Pipeline](t, body)
+		p := jobapitest.Decode[api.Pipeline](t, body)
 		ra, rb := a.NewRunner(t), b.NewRunner(t)
 		one, two := ra.TakeNamed(t, "one"), rb.TakeNamed(t, "two")
 		three := ra.TakeNamed(t, "three")
@@ -305,7 +305,7 @@ deploy: {stage: deploy, script: x}
 				t.Fatalf("round %d: failure %d: %d %q %v", round, i, res.Code, res.JobStatus, errs[i])
 			}
 		}
-		got := jobStatuses(a.Pipeline(t, p))
+		got := jobapitest.JobStatuses(a.Pipeline(t, p))
 		failed := 0
 		for _, n := range []string{"one", "two"} {
 			switch got[n] {

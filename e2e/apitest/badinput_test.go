@@ -22,12 +22,12 @@ type chunked struct{ io.Reader }
 func TestBadInput(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	runnerID, token := createRunner(t, inst, nil, true)
+	runnerID, token := inst.CreateRunner(t)
 	p := inst.CreatePipeline(t, 1, []string{"test"},
 		jobapitest.Job{"name": "run", "stage": "test", "script": "x"},
 		jobapitest.Job{"name": "wait", "stage": "test", "script": "x"})
-	job := takeJob(t, inst.URL, token)
-	waitID := jobByName(t, p, "wait").ID
+	job := jobapitest.TakeJob(t, inst.URL, token)
+	waitID := jobapitest.JobByName(t, p, "wait").ID
 
 	const form = "application/x-www-form-urlencoded"
 	big := func(n int) string { return strings.Repeat("x", n) }
@@ -218,7 +218,7 @@ func TestBadInput(t *testing.T) {
 			if !c.runner {
 				hdr = append([]string{"PRIVATE-TOKEN", jobapitest.AdminToken}, hdr...)
 			}
-			before := rowCounts(t, inst)
+			before := jobapitest.RowCounts(t, inst)
 			resp, b := jobapitest.Send(t, inst.URL, c.method, c.path, c.body, hdr...)
 			if resp.StatusCode >= 500 || resp.StatusCode < 400 || (c.want != 0 && resp.StatusCode != c.want) {
 				want := fmt.Sprint(c.want)
@@ -228,7 +228,7 @@ func TestBadInput(t *testing.T) {
 				t.Fatalf("status %d, want %s; body %.300s", resp.StatusCode, want, b)
 			}
 			jobapitest.WantJSONError(t, resp, b, resp.StatusCode)
-			if after := rowCounts(t, inst); !sameCounts(before, after) {
+			if after := jobapitest.RowCounts(t, inst); !jobapitest.SameCounts(before, after) {
 				t.Errorf("rows changed: %v → %v", before, after)
 			}
 		})
@@ -243,7 +243,7 @@ func TestBadInput(t *testing.T) {
 	}
 	var rn api.Runner
 	inst.MustDo(t, http.StatusOK, "GET", rp, nil, &rn)
-	if rn.Paused || len(rn.TagList) != 0 || rn.Description != "apitest" {
+	if rn.Paused || len(rn.TagList) != 0 || rn.Description != "test runner" {
 		t.Errorf("runner after bad input: %+v", rn)
 	}
 	if n := jobapitest.QueryInt(t, inst.Pool, "SELECT count(*) FROM runners"); n != 1 {
@@ -300,7 +300,7 @@ func TestHostileStringsStoredVerbatim(t *testing.T) {
 		t.Errorf("pipeline stored %+v", got)
 	}
 
-	job := takeJob(t, inst.URL, created.Token)
+	job := jobapitest.TakeJob(t, inst.URL, created.Token)
 	if job.JobInfo.Name != hostile[0] || job.GitInfo.Ref != ref {
 		t.Errorf("job info %+v git %+v", job.JobInfo, job.GitInfo)
 	}
@@ -317,7 +317,7 @@ func TestHostileStringsStoredVerbatim(t *testing.T) {
 	}
 	// A log with the same content comes back unchanged.
 	trace := []byte(strings.Join(hostile, "\n") + "\n")
-	resp, b := patchTrace(t, inst.URL, job.ID, job.Token, 0, trace)
+	resp, b := jobapitest.PatchTrace(t, inst.URL, job.ID, job.Token, 0, trace)
 	jobapitest.WantStatus(t, resp, b, http.StatusAccepted)
 	_, b = inst.Do(t, "GET", fmt.Sprintf("/api/v4/projects/1/jobs/%d/trace", job.ID), nil)
 	if !bytes.Equal(b, trace) {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -64,11 +63,11 @@ func TestPipelineFromYAML(t *testing.T) {
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	var proj api.Project
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "app", "default_branch": "trunk"}, &proj)
-	inst.MustDo(t, http.StatusCreated, "POST", projectPath(proj.ID)+"/variables", map[string]any{"key": "DEPLOY_ENABLED", "value": "yes"}, nil)
+	inst.MustDo(t, http.StatusCreated, "POST", jobapitest.ProjectPath(proj.ID)+"/variables", map[string]any{"key": "DEPLOY_ENABLED", "value": "yes"}, nil)
 
-	resp, b := inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline?ref=trunk", pipelineYAML, "Content-Type", "application/yaml")
+	resp, b := inst.Do(t, "POST", jobapitest.ProjectPath(proj.ID)+"/pipeline?ref=trunk", pipelineYAML, "Content-Type", "application/yaml")
 	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
-	p := decode[api.Pipeline](t, b)
+	p := jobapitest.Decode[api.Pipeline](t, b)
 	if got, want := jobNames(p), []string{"build", "deploy", "test 1/2", "test 2/2"}; !slices.Equal(got, want) {
 		t.Errorf("jobs on the default branch: %v, want %v", got, want)
 	}
@@ -76,18 +75,18 @@ func TestPipelineFromYAML(t *testing.T) {
 		t.Errorf("pipeline ref %q stages %v", p.Ref, p.Stages)
 	}
 
-	resp, b = inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline", map[string]any{"ref": "refs/tags/v1.0", "ci_config": pipelineYAML})
+	resp, b = inst.Do(t, "POST", jobapitest.ProjectPath(proj.ID)+"/pipeline", map[string]any{"ref": "refs/tags/v1.0", "ci_config": pipelineYAML})
 	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
-	p = decode[api.Pipeline](t, b)
+	p = jobapitest.Decode[api.Pipeline](t, b)
 	if got, want := jobNames(p), []string{"build", "docs", "test 1/2", "test 2/2"}; !slices.Equal(got, want) {
 		t.Errorf("jobs on a tag: %v, want %v", got, want)
 	}
 
 	// A pipeline variable wins over the project's in rules, as in the job.
-	resp, b = inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline", map[string]any{"ref": "trunk", "ci_config": pipelineYAML,
+	resp, b = inst.Do(t, "POST", jobapitest.ProjectPath(proj.ID)+"/pipeline", map[string]any{"ref": "trunk", "ci_config": pipelineYAML,
 		"variables": []map[string]string{{"key": "DEPLOY_ENABLED", "value": "no"}}})
 	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
-	if got, want := jobNames(decode[api.Pipeline](t, b)), []string{"build", "test 1/2", "test 2/2"}; !slices.Equal(got, want) {
+	if got, want := jobNames(jobapitest.Decode[api.Pipeline](t, b)), []string{"build", "test 1/2", "test 2/2"}; !slices.Equal(got, want) {
 		t.Errorf("jobs with DEPLOY_ENABLED=no as a pipeline variable: %v, want %v", got, want)
 	}
 
@@ -111,7 +110,7 @@ func TestPipelineFromYAML(t *testing.T) {
 func TestPipelineFromYAMLBadInput(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	path := projectPath(7) + "/pipeline"
+	path := jobapitest.ProjectPath(7) + "/pipeline"
 	cases := []struct {
 		name, body, contentType string
 		want                    []string
@@ -145,7 +144,7 @@ func TestPipelineFromYAMLBadInput(t *testing.T) {
 func TestCILint(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	path := projectPath(3) + "/ci/lint"
+	path := jobapitest.ProjectPath(3) + "/ci/lint"
 	type lint struct {
 		Valid      bool     `json:"valid"`
 		Errors     []string `json:"errors"`
@@ -174,7 +173,7 @@ func TestCILint(t *testing.T) {
 
 	resp, b := inst.Do(t, "POST", path, "build:\n  script: make\n  stage: nowhere\n", "Content-Type", "application/yaml")
 	jobapitest.WantStatus(t, resp, b, http.StatusOK)
-	bad := decode[lint](t, b)
+	bad := jobapitest.Decode[lint](t, b)
 	if bad.Valid || len(bad.Errors) == 0 || !strings.Contains(strings.Join(bad.Errors, " "), "nowhere") {
 		t.Errorf("a job in an unknown stage linted as %+v", bad)
 	}
@@ -186,8 +185,6 @@ func TestCILint(t *testing.T) {
 	}
 }
 
-func projectPath(id int64) string { return "/api/v4/projects/" + strconv.FormatInt(id, 10) }
-
 // TestCILintStaticCheck: without dry_run, lint is GitLab's static check: it validates the
 // file and lists its jobs without evaluating rules, only or except for a ref, so a file
 // whose jobs all run only on master, or only in merge request pipelines, is valid. With
@@ -195,7 +192,7 @@ func projectPath(id int64) string { return "/api/v4/projects/" + strconv.FormatI
 func TestCILintStaticCheck(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	path := projectPath(3) + "/ci/lint"
+	path := jobapitest.ProjectPath(3) + "/ci/lint"
 	type lint struct {
 		Valid    bool              `json:"valid"`
 		Errors   []string          `json:"errors"`
@@ -219,7 +216,7 @@ func TestCILintStaticCheck(t *testing.T) {
 		// The same in the query, with a YAML body.
 		resp, b := inst.Do(t, "POST", path+"?include_jobs=true", tc.src, "Content-Type", "application/yaml")
 		jobapitest.WantStatus(t, resp, b, http.StatusOK)
-		if got := decode[lint](t, b); !got.Valid || len(got.Jobs) != 2 {
+		if got := jobapitest.Decode[lint](t, b); !got.Valid || len(got.Jobs) != 2 {
 			t.Errorf("%s: static check of a YAML body %s", tc.name, b)
 		}
 
@@ -230,7 +227,7 @@ func TestCILintStaticCheck(t *testing.T) {
 		}
 		resp, b = inst.Do(t, "POST", path+"?dry_run=true&ref=main", tc.src, "Content-Type", "application/yaml")
 		jobapitest.WantStatus(t, resp, b, http.StatusOK)
-		if got := decode[lint](t, b); got.Valid {
+		if got := jobapitest.Decode[lint](t, b); got.Valid {
 			t.Errorf("%s: dry run of a YAML body for main %s, want invalid", tc.name, b)
 		}
 	}

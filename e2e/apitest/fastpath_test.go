@@ -315,7 +315,7 @@ func TestFastPathFinalUpdate(t *testing.T) {
 				t.Fatalf("%d acknowledged events in %s", n, jobapitest.EventTypes(ev))
 			}
 			// The finish advanced the pipeline in the same transaction.
-			if got := jobStatuses(e.a.Pipeline(t, p)); got["build"] != "success" || got["ship"] != "pending" {
+			if got := jobapitest.JobStatuses(e.a.Pipeline(t, p)); got["build"] != "success" || got["ship"] != "pending" {
 				t.Fatalf("pipeline jobs %v, want build success and ship pending", got)
 			}
 		})
@@ -348,8 +348,8 @@ func TestFastPathFinalUpdate(t *testing.T) {
 			if dt := ev[3].Detail; dt["status"] != "failed" || dt["failure_reason"] != "script_failure" || dt["exit_code"] != float64(2) {
 				t.Fatalf("finished detail %v", dt)
 			}
-			if got := e.a.Pipeline(t, p); got.Status != "failed" || jobStatuses(got)["ship"] != "skipped" {
-				t.Fatalf("pipeline %s jobs %v, want failed with ship skipped", got.Status, jobStatuses(got))
+			if got := e.a.Pipeline(t, p); got.Status != "failed" || jobapitest.JobStatuses(got)["ship"] != "skipped" {
+				t.Fatalf("pipeline %s jobs %v, want failed with ship skipped", got.Status, jobapitest.JobStatuses(got))
 			}
 		})
 	}
@@ -403,8 +403,8 @@ func TestFastPathFinalUpdate(t *testing.T) {
 			if n := len(jobapitest.EventsOf(ev, "finished")); n != 1 || len(jobapitest.EventsOf(ev, "cancel_requested")) != 1 || ev[len(ev)-1].Type != "finished" {
 				t.Fatalf("events %s, want one cancel_requested then one finished", jobapitest.EventTypes(ev))
 			}
-			if got := e.a.Pipeline(t, p); got.Status != "canceled" || jobStatuses(got)["ship"] != "skipped" {
-				t.Fatalf("pipeline %s jobs %v, want canceled with ship skipped", got.Status, jobStatuses(got))
+			if got := e.a.Pipeline(t, p); got.Status != "canceled" || jobapitest.JobStatuses(got)["ship"] != "skipped" {
+				t.Fatalf("pipeline %s jobs %v, want canceled with ship skipped", got.Status, jobapitest.JobStatuses(got))
 			}
 		})
 	}
@@ -555,7 +555,7 @@ func TestFastPathRaces(t *testing.T) {
 			}
 			wantDetail(t, e.job(t, job.ID), "success", "", nil)
 			jobapitest.WantEvents(t, e.events(t, job.ID), "queued", "assigned", "acknowledged", "finished")
-			if got := jobStatuses(e.a.Pipeline(t, p)); got["ship"] != "pending" {
+			if got := jobapitest.JobStatuses(e.a.Pipeline(t, p)); got["ship"] != "pending" {
 				t.Fatalf("pipeline jobs %v, want ship pending once", got)
 			}
 		}

@@ -16,7 +16,7 @@ import (
 func TestForceCancelJob(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	_, token := createRunner(t, inst, nil, true)
+	_, token := inst.CreateRunner(t)
 	cancel := func(id int64, query string) string {
 		return fmt.Sprintf("/api/v4/projects/8/jobs/%d/cancel%s", id, query)
 	}
@@ -26,8 +26,8 @@ func TestForceCancelJob(t *testing.T) {
 			jobapitest.Job{"name": "stuck", "stage": "a", "script": "sleep 100"},
 			jobapitest.Job{"name": "other", "stage": "a", "script": "x"},
 			jobapitest.Job{"name": "after", "stage": "b", "script": "x"})
-		stuck := takeNamed(t, inst, token, "stuck")
-		other := takeNamed(t, inst, token, "other")
+		stuck := jobapitest.TakeJobNamed(t, inst, token, "stuck")
+		other := jobapitest.TakeJobNamed(t, inst, token, "other")
 		var d api.JobDetail
 		inst.MustDo(t, http.StatusOK, "POST", cancel(stuck.ID, ""), nil, &d)
 		if d.Status != "canceling" {
@@ -53,12 +53,12 @@ func TestForceCancelJob(t *testing.T) {
 		if got := inst.Pipeline(t, p); got.Status != "running" {
 			t.Errorf("pipeline with a job still running: %s", got.Status)
 		}
-		finishJob(t, inst.URL, other, "success", "", 0)
-		wantStatuses(t, inst.Pipeline(t, p), "canceled", map[string]string{"stuck": "canceled", "other": "success", "after": "skipped"})
+		jobapitest.FinishJob(t, inst.URL, other, "success", "", 0)
+		jobapitest.WantStatuses(t, inst.Pipeline(t, p), "canceled", map[string]string{"stuck": "canceled", "other": "success", "after": "skipped"})
 		// Should the runner come back after all, it learns the job is over.
-		resp, b := updateJob(t, inst.URL, stuck.ID, stuck.Token, map[string]any{"state": "running"})
+		resp, b := jobapitest.UpdateJob(t, inst.URL, stuck.ID, stuck.Token, map[string]any{"state": "running"})
 		jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
-		wantJobStatus(t, resp, "canceled")
+		jobapitest.WantJobStatus(t, resp, "canceled")
 		// Forcing it again: it is finished, as for any cancel of a finished job.
 		resp, b = inst.Do(t, "POST", cancel(stuck.ID, "?force=true"), nil)
 		jobapitest.WantJSONError(t, resp, b, http.StatusConflict)
@@ -69,7 +69,7 @@ func TestForceCancelJob(t *testing.T) {
 			jobapitest.Job{"name": "running", "stage": "a", "script": "sleep 100"},
 			jobapitest.Job{"name": "pending", "stage": "a", "script": "x"},
 			jobapitest.Job{"name": "created", "stage": "b", "script": "x"})
-		running := takeNamed(t, inst, token, "running")
+		running := jobapitest.TakeJobNamed(t, inst, token, "running")
 		var d api.JobDetail
 		// GitLab's force_cancel event only leaves canceling, and its API answers a running
 		// job's force with the job unchanged; jobapi cancels it, as the caller asked.
@@ -77,7 +77,7 @@ func TestForceCancelJob(t *testing.T) {
 		if d.Status != "canceling" {
 			t.Errorf("force cancel of a running job: %s, want canceling (its runner is told first)", d.Status)
 		}
-		inst.MustDo(t, http.StatusOK, "POST", cancel(jobByName(t, p, "pending").ID, "?force=true"), nil, &d)
+		inst.MustDo(t, http.StatusOK, "POST", cancel(jobapitest.JobByName(t, p, "pending").ID, "?force=true"), nil, &d)
 		if d.Status != "canceled" {
 			t.Errorf("force cancel of a pending job: %s, want canceled", d.Status)
 		}
@@ -89,12 +89,12 @@ func TestForceCancelJob(t *testing.T) {
 		if d.Status != "canceled" {
 			t.Errorf("second force cancel: %s, want canceled", d.Status)
 		}
-		wantStatuses(t, inst.Pipeline(t, p), "canceled", map[string]string{"running": "canceled", "pending": "canceled", "created": "skipped"})
+		jobapitest.WantStatuses(t, inst.Pipeline(t, p), "canceled", map[string]string{"running": "canceled", "pending": "canceled", "created": "skipped"})
 	})
 
 	t.Run("a bad force is a 400", func(t *testing.T) {
 		p := inst.CreatePipeline(t, 8, []string{"a"}, jobapitest.Job{"name": "x", "stage": "a", "script": "x"})
-		id := jobByName(t, p, "x").ID
+		id := jobapitest.JobByName(t, p, "x").ID
 		resp, b := inst.Do(t, "POST", cancel(id, "?force=maybe"), nil)
 		if msg := jobapitest.WantJSONError(t, resp, b, http.StatusBadRequest); !strings.Contains(msg, "force") {
 			t.Errorf("message %q does not name force", msg)

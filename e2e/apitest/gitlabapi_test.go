@@ -1,7 +1,6 @@
 package apitest_test
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
 	"fmt"
@@ -44,25 +43,6 @@ lint:
   script: make lint
 `
 
-func zipOf(t testing.TB, files map[string]string) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	for name, content := range files {
-		f, err := zw.Create(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.Write([]byte(content)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
 func newGitlabFixture(t *testing.T) *gitlabFixture {
 	t.Helper()
 	f := &gitlabFixture{inst: jobapitest.Start(t, jobapitest.Options{}), sha: strings.Repeat("ab", 20)}
@@ -75,7 +55,7 @@ func newGitlabFixture(t *testing.T) *gitlabFixture {
 	f.pipeline = f.inst.CreateYAML(t, f.project.ID, f.sha, fixtureYAML)
 
 	build := r.TakeNamed(t, "build")
-	res, err := r.UploadArtifacts(context.Background(), build, runnerclient.BytesContent(zipOf(t, map[string]string{"out/VERSION": "1.2.3\n"})),
+	res, err := r.UploadArtifacts(context.Background(), build, runnerclient.BytesContent(jobapitest.Zip(t, map[string]string{"out/VERSION": "1.2.3\n"})),
 		runnerclient.ArtifactsOptions{BaseName: "artifacts.zip", Format: runnerclient.ArtifactFormatZip, Type: runnerclient.ArtifactTypeArchive})
 	if err != nil || res.Code != http.StatusCreated {
 		t.Fatalf("upload build's archive: %+v %v", res, err)
@@ -146,7 +126,7 @@ func TestProjectJobsList(t *testing.T) {
 	} {
 		r, body := f.inst.Do(t, "GET", f.path("/jobs%s", query), nil)
 		jobapitest.WantStatus(t, r, body, http.StatusOK)
-		got := decode[[]api.JobDetail](t, body)
+		got := jobapitest.Decode[[]api.JobDetail](t, body)
 		if !slices.Equal(jobIDs(got), want) {
 			t.Errorf("jobs%s: %v, want %v", query, jobIDs(got), want)
 		}
@@ -156,7 +136,7 @@ func TestProjectJobsList(t *testing.T) {
 	}
 	r, body := f.inst.Do(t, "GET", f.path("/jobs?per_page=3&page=2"), nil)
 	jobapitest.WantStatus(t, r, body, http.StatusOK)
-	if got := jobIDs(decode[[]api.JobDetail](t, body)); !slices.Equal(got, []int64{f.build}) ||
+	if got := jobIDs(jobapitest.Decode[[]api.JobDetail](t, body)); !slices.Equal(got, []int64{f.build}) ||
 		r.Header.Get("X-Total") != "4" || r.Header.Get("X-Page") != "2" || r.Header.Get("X-Next-Page") != "" || r.Header.Get("X-Total-Pages") != "2" {
 		t.Errorf("page 2 of 3: %v, headers %v", got, r.Header)
 	}
@@ -266,7 +246,7 @@ func TestRunnerLists(t *testing.T) {
 		} {
 			r, body := f.inst.Do(t, "GET", base+query, nil)
 			jobapitest.WantStatus(t, r, body, http.StatusOK)
-			if got := ids(decode[[]api.ListedRunner](t, body)); !slices.Equal(got, want) {
+			if got := ids(jobapitest.Decode[[]api.ListedRunner](t, body)); !slices.Equal(got, want) {
 				t.Errorf("%s%s: %v, want %v", base, query, got, want)
 			}
 		}
@@ -393,7 +373,7 @@ func TestArtifactsByRef(t *testing.T) {
 	run := jobapitest.NewRunner(t, f.inst.URL, created.Token, "s_second")
 	f.inst.CreateYAML(t, f.project.ID, strings.Repeat("ef", 20), fixtureYAML)
 	build := run.TakeNamed(t, "build")
-	res, err := run.UploadArtifacts(context.Background(), build, runnerclient.BytesContent(zipOf(t, map[string]string{"out/VERSION": "9.9.9\n"})),
+	res, err := run.UploadArtifacts(context.Background(), build, runnerclient.BytesContent(jobapitest.Zip(t, map[string]string{"out/VERSION": "9.9.9\n"})),
 		runnerclient.ArtifactsOptions{BaseName: "artifacts.zip", Format: runnerclient.ArtifactFormatZip, Type: runnerclient.ArtifactTypeArchive})
 	if err != nil || res.Code != http.StatusCreated {
 		t.Fatalf("upload: %+v %v", res, err)
@@ -420,7 +400,7 @@ func TestArtifactsByRef(t *testing.T) {
 		"Content-Type", "application/yaml")
 	jobapitest.WantStatus(t, resp, body, http.StatusCreated)
 	build = run.TakeNamed(t, "build")
-	res, err = run.UploadArtifacts(context.Background(), build, runnerclient.BytesContent(zipOf(t, map[string]string{"out/VERSION": "2.0.0\n"})),
+	res, err = run.UploadArtifacts(context.Background(), build, runnerclient.BytesContent(jobapitest.Zip(t, map[string]string{"out/VERSION": "2.0.0\n"})),
 		runnerclient.ArtifactsOptions{BaseName: "artifacts.zip", Format: runnerclient.ArtifactFormatZip, Type: runnerclient.ArtifactTypeArchive})
 	if err != nil || res.Code != http.StatusCreated {
 		t.Fatalf("upload: %+v %v", res, err)

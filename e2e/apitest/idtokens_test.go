@@ -189,9 +189,9 @@ func TestIDTokensInJobPayload(t *testing.T) {
 	var proj api.Project
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "app", "path": "app"}, &proj)
 	sha := strings.Repeat("a", 40)
-	resp, b := inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline?ref=main&sha="+sha, idTokensYAML, "Content-Type", "application/yaml")
+	resp, b := inst.Do(t, "POST", jobapitest.ProjectPath(proj.ID)+"/pipeline?ref=main&sha="+sha, idTokensYAML, "Content-Type", "application/yaml")
 	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
-	p := decode[api.Pipeline](t, b)
+	p := jobapitest.Decode[api.Pipeline](t, b)
 
 	runnerID, token := inst.CreateRunner(t)
 	runner := jobapitest.NewRunner(t, inst.URL, token, "s_idtokens")
@@ -240,7 +240,7 @@ func TestIDTokensInJobPayload(t *testing.T) {
 	if n := jobapitest.QueryInt(t, inst.Pool, `SELECT count(*) FROM builds WHERE payload::text LIKE '%' || $1 || '%'`, tokens["CLOUD_TOKEN"][:40]); n != 0 {
 		t.Errorf("%d builds rows hold the token", n)
 	}
-	_, view := inst.Do(t, "GET", fmt.Sprintf("%s/jobs/%d", projectPath(proj.ID), job.ID), nil)
+	_, view := inst.Do(t, "GET", fmt.Sprintf("%s/jobs/%d", jobapitest.ProjectPath(proj.ID), job.ID), nil)
 	if bytes.Contains(view, []byte(tokens["CLOUD_TOKEN"][:40])) {
 		t.Error("the operator's job view shows the token")
 	}
@@ -248,7 +248,7 @@ func TestIDTokensInJobPayload(t *testing.T) {
 	// A retry is handed out with a new token: a new jti, the same claims otherwise.
 	runner.Finish(t, job, runnerclient.StateFailed, "script_failure")
 	var retried api.JobDetail
-	inst.MustDo(t, http.StatusCreated, "POST", fmt.Sprintf("%s/jobs/%d/retry", projectPath(proj.ID), job.ID), nil, &retried)
+	inst.MustDo(t, http.StatusCreated, "POST", fmt.Sprintf("%s/jobs/%d/retry", jobapitest.ProjectPath(proj.ID), job.ID), nil, &retried)
 	again := runner.TakeNamed(t, "deploy")
 	tok2, _ := again.Variable("CLOUD_TOKEN")
 	c2 := verifyIDToken(t, set, tok2)
@@ -267,7 +267,7 @@ func TestIDTokensDefaultAndExpandedAud(t *testing.T) {
 	var proj api.Project
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "lib", "path": "lib"}, &proj)
 	src := idTokensYAML + "test:\n  script: [make]\n"
-	resp, b := inst.Do(t, "POST", projectPath(proj.ID)+"/pipeline?ref=refs/tags/v1", src, "Content-Type", "application/yaml")
+	resp, b := inst.Do(t, "POST", jobapitest.ProjectPath(proj.ID)+"/pipeline?ref=refs/tags/v1", src, "Content-Type", "application/yaml")
 	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 	runner := inst.NewRunner(t)
 	var job *runnerclient.Job

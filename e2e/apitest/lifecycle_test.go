@@ -244,7 +244,7 @@ func TestRunnerCommands(t *testing.T) {
 	resp, body = inst.Do(t, "GET", "/api/v4/admin/events?per_page=100", nil)
 	jobapitest.WantStatus(t, resp, body, http.StatusOK)
 	var actions []string
-	for _, e := range decode[[]map[string]any](t, body) {
+	for _, e := range jobapitest.Decode[[]map[string]any](t, body) {
 		actions = append(actions, fmt.Sprint(e["action"]))
 	}
 	for _, want := range []string{"runner_created", "runner_manager_deleted", "runner_token_reset", "runner_deleted"} {
@@ -269,7 +269,7 @@ func TestRunnerTokensWithoutExpiry(t *testing.T) {
 	}})
 	resp, body := inst.Do(t, "POST", "/api/v4/runners", map[string]any{"token": "reg-secret-token"})
 	jobapitest.WantStatus(t, resp, body, http.StatusCreated)
-	if got := decode[map[string]any](t, body); got["token_expires_at"] != nil || !strings.HasPrefix(fmt.Sprint(got["token"]), "glrtr-") {
+	if got := jobapitest.Decode[map[string]any](t, body); got["token_expires_at"] != nil || !strings.HasPrefix(fmt.Sprint(got["token"]), "glrtr-") {
 		t.Errorf("POST /runners: %s, want a glrtr- token and token_expires_at null", body)
 	}
 	_, token := inst.CreateRunner(t)
@@ -282,7 +282,7 @@ func TestRunnerTokensWithoutExpiry(t *testing.T) {
 	}
 	resp, body = inst.Do(t, "POST", "/api/v4/runners/verify", map[string]any{"token": token, "system_id": "s_raw"})
 	jobapitest.WantStatus(t, resp, body, http.StatusOK)
-	if got := decode[map[string]any](t, body); got["token_expires_at"] != nil {
+	if got := jobapitest.Decode[map[string]any](t, body); got["token_expires_at"] != nil {
 		t.Errorf("verify: %s, want token_expires_at null", body)
 	}
 	if _, err := c.ResetToken(ctx); err != nil || !c.TokenExpiresAt.IsZero() {
@@ -366,8 +366,8 @@ func TestDeleteRunnerWithJobsInFlight(t *testing.T) {
 		if got.Status != tc.want {
 			t.Errorf("pipeline of project %d: %s, want %s", tc.p.ProjectID, got.Status, tc.want)
 		}
-		if tc.p.ProjectID == 3 && jobStatuses(got)["after"] != "skipped" {
-			t.Errorf("the stage after the failed job: %v, want skipped", jobStatuses(got))
+		if tc.p.ProjectID == 3 && jobapitest.JobStatuses(got)["after"] != "skipped" {
+			t.Errorf("the stage after the failed job: %v, want skipped", jobapitest.JobStatuses(got))
 		}
 	}
 
@@ -397,7 +397,7 @@ func TestDeleteRunnerWithJobsInFlight(t *testing.T) {
 	resp, body = inst.Do(t, "GET", "/api/v4/admin/events?per_page=100", nil)
 	jobapitest.WantStatus(t, resp, body, http.StatusOK)
 	found := false
-	for _, e := range decode[[]map[string]any](t, body) {
+	for _, e := range jobapitest.Decode[[]map[string]any](t, body) {
 		if e["action"] == "runner_deleted" {
 			detail, _ := e["detail"].(map[string]any)
 			ended, _ := detail["ended_builds"].([]any)

@@ -22,7 +22,7 @@ import (
 func TestLiveLogReads(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) { c.TraceChunkSize = 1 << 10 }})
-	p, job := legacyJob(t, inst, nil)
+	p, job := inst.LegacyJob(t, nil)
 	ctx := context.Background()
 	var log bytes.Buffer
 	for i := range 10 {
@@ -30,7 +30,7 @@ func TestLiveLogReads(t *testing.T) {
 		for chunk.Len() < 700 {
 			fmt.Fprintf(&chunk, "patch %d line %d\n", i, chunk.Len())
 		}
-		resp, b := patchTrace(t, inst.URL, job.ID, job.Token, log.Len(), chunk.Bytes())
+		resp, b := jobapitest.PatchTrace(t, inst.URL, job.ID, job.Token, log.Len(), chunk.Bytes())
 		jobapitest.WantStatus(t, resp, b, http.StatusAccepted)
 		log.Write(chunk.Bytes())
 	}
@@ -83,7 +83,7 @@ func TestLiveLogReads(t *testing.T) {
 		t.Errorf("Drop of a running job's log: no error")
 	}
 
-	resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "success", "output": map[string]any{"bytesize": len(want)}})
+	resp, b = jobapitest.UpdateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "success", "output": map[string]any{"bytesize": len(want)}})
 	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	if got := jobapitest.QueryInt(t, inst.Pool, "SELECT trace_size FROM builds WHERE id = $1", job.ID); got != len(want) {
 		t.Errorf("after the final update Postgres holds %d bytes, want the whole log (%d)", got, len(want))
@@ -119,9 +119,9 @@ func TestLiveLogReads(t *testing.T) {
 	if err := inst.Service.LiveLog().Drop(ctx, job.ID); err != nil {
 		t.Fatalf("Drop: %v", err)
 	}
-	resp, b = patchTrace(t, inst.URL, job.ID, job.Token, len(want), []byte("late\n"))
+	resp, b = jobapitest.PatchTrace(t, inst.URL, job.ID, job.Token, len(want), []byte("late\n"))
 	jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
-	wantJobStatus(t, resp, "success")
+	jobapitest.WantJobStatus(t, resp, "success")
 	if st := inst.Pipeline(t, p).Status; st != "success" {
 		t.Errorf("pipeline %s, want success", st)
 	}

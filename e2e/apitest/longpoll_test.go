@@ -5,101 +5,22 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jobapi/jobapi/e2e/jobapitest"
 )
 
-// The long poll (JOBAPI_LONG_POLL, builds/longpoll.go) across replicas: jobs are created
-// through one replica, the runners' requests are held by others, so every wake-up crosses
-// Redis. The holds are long (a minute), so that a runner that gets its job in time was
-// woken for it, not let go by the hold's end.
+// The long poll across replicas (jobapitest.LongPollReplica tells how): jobs are created
+// through one replica, the runners' requests are held by others.
 
-const heldFor = time.Minute
-
-func longPollReplica(t *testing.T, inst *jobapitest.Instance) *jobapitest.Instance {
-	// Replica starts with the instance's configuration: a copy's, with the long poll on.
-	conf := *inst
-	conf.Config.LongPoll = heldFor
-	return conf.Replica(t, jobapitest.Options{})
-}
-
-// poller keeps asking for a job until it gets one (or ctx ends), counting the 204s.
-type poller struct {
-	r      *jobapitest.Runner
-	got    chan int64 // the job's id
-	noJobs atomic.Int64
-}
-
-func startPoller(t *testing.T, ctx context.Context, r *jobapitest.Runner) *poller {
-	p := &poller{r: r, got: make(chan int64, 1)}
-	go func() {
-		for ctx.Err() == nil {
-			job, res, err := r.RequestJob(ctx)
-			switch {
-			case ctx.Err() != nil:
-				return
-			case err != nil:
-				t.Errorf("request job: %v", err)
-				return
-			case job != nil:
-				p.got <- job.ID
-				return
-			case res.Code != http.StatusNoContent:
-				t.Errorf("request job: %d %s", res.Code, res.Message)
-				return
-			}
-			p.noJobs.Add(1)
-		}
-	}()
-	return p
-}
-
-// waitHeld waits until the replica holds n requests.
-// firstHandout waits up to 20 s for any of pollers to be handed a job, which must be want;
-// none at all fails the test with why.
-func firstHandout(t *testing.T, ctx context.Context, pollers []*poller, want int64, why string) {
-	t.Helper()
-	got := make(chan int64, len(pollers))
-	for _, pl := range pollers {
-		go func() {
-			select {
-			case id := <-pl.got:
-				got <- id
-			case <-ctx.Done():
-			}
-		}()
-	}
-	select {
-	case id := <-got:
-		if id != want {
-			t.Fatalf("got job %d, want %d", id, want)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal(why)
-	}
-}
-
-func waitHeld(t *testing.T, inst *jobapitest.Instance, n int) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for inst.Service.LongPollWaiters() != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the replica holds %d requests, want %d", inst.Service.LongPollWaiters(), n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func takenWithin(t *testing.T, p *poller, d time.Duration) int64 {
+func takenWithin(t *testing.T, p *jobapitest.Poller, d time.Duration) int64 {
 	t.Helper()
 	select {
-	case id := <-p.got:
+	case id := <-p.Got:
 		return id
 	case <-time.After(d):
-		t.Fatalf("no job within %s (the hold lasts %s: the runner was not woken)", d, heldFor)
+		t.Fatalf("no job within %s (the hold lasts %s: the runner was not woken)", d, jobapitest.LongPollHold)
 		return 0
 	}
 }
@@ -110,10 +31,10 @@ func takenWithin(t *testing.T, p *poller, d time.Duration) int64 {
 func TestLongPollWakesOnlyWhoCanTakeIt(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	held := longPollReplica(t, inst)
+	held := inst.LongPollReplica(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var pollers []*poller
+	var pollers []*jobapitest.Poller
 	for i := range 8 {
 		tag := "a"
 		if i >= 4 {
@@ -122,16 +43,16 @@ func TestLongPollWakesOnlyWhoCanTakeIt(t *testing.T) {
 		_, token := inst.CreateRunner(t, tag)
 		r := jobapitest.NewRunner(t, held.URL, token, fmt.Sprintf("s_lp%d", i))
 		r.NoJob(t) // a fresh runner's first request goes to Postgres; the next one is held
-		pollers = append(pollers, startPoller(t, ctx, r))
+		pollers = append(pollers, jobapitest.StartPoller(t, ctx, r))
 	}
-	waitHeld(t, held, 8)
+	held.WaitHeld(t, 8)
 	p := inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "for-a", "stage": "test", "script": "x", "tags": []string{"a"}})
-	firstHandout(t, ctx, pollers, p.Jobs[0].ID, "the job for a was not handed out: no a runner was woken")
+	jobapitest.FirstHandout(t, ctx, pollers, p.Jobs[0].ID, "the job for a was not handed out: no a runner was woken")
 	// The seven others wait on: had they been woken, each would have come back with a 204
 	// before asking again (the count below is final once all seven are held again).
-	waitHeld(t, held, 7)
+	held.WaitHeld(t, 7)
 	for i, pl := range pollers {
-		if n := pl.noJobs.Load(); n != 0 {
+		if n := pl.NoJobs.Load(); n != 0 {
 			t.Errorf("runner %d (tag %s) was answered 204 %d times after the job for a: woken for nothing", i, map[bool]string{true: "a", false: "b"}[i < 4], n)
 		}
 	}
@@ -143,15 +64,15 @@ func TestLongPollWakesOnlyWhoCanTakeIt(t *testing.T) {
 func TestLongPollWakesRetaggedRunner(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	held := longPollReplica(t, inst)
+	held := inst.LongPollReplica(t)
 	p := inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "for-c", "stage": "test", "script": "x", "tags": []string{"c"}})
 	id, token := inst.CreateRunner(t, "b")
 	r := jobapitest.NewRunner(t, held.URL, token, "s_retag")
 	r.NoJob(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pl := startPoller(t, ctx, r)
-	waitHeld(t, held, 1)
+	pl := jobapitest.StartPoller(t, ctx, r)
+	held.WaitHeld(t, 1)
 	inst.MustDo(t, http.StatusOK, "PUT", fmt.Sprintf("/api/v4/runners/%d", id), map[string]any{"tag_list": []string{"c"}}, nil)
 	if got := takenWithin(t, pl, 20*time.Second); got != p.Jobs[0].ID {
 		t.Fatalf("got job %d, want %d", got, p.Jobs[0].ID)
@@ -165,17 +86,17 @@ func TestLongPollWakesRetaggedRunner(t *testing.T) {
 func TestLongPollUnannouncedBump(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	held := longPollReplica(t, inst)
+	held := inst.LongPollReplica(t)
 	r := held.NewRunner(t)
 	r.NoJob(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pl := startPoller(t, ctx, r)
-	waitHeld(t, held, 1)
+	pl := jobapitest.StartPoller(t, ctx, r)
+	held.WaitHeld(t, 1)
 	// A pipeline created through the API, then hidden from the long poll: its build is set
 	// back to created, and made pending again behind the feed's back.
 	p := inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "quiet", "stage": "test", "script": "x", "tags": []string{"never"}})
-	waitHeld(t, held, 1)
+	held.WaitHeld(t, 1)
 	if _, err := inst.Pool.Exec(ctx, `UPDATE builds SET tags = '{}' WHERE id = $1`, p.Jobs[0].ID); err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +115,7 @@ func TestLongPollUnannouncedBump(t *testing.T) {
 func TestLongPollNoMissedWakeup(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	replicas := []*jobapitest.Instance{longPollReplica(t, inst), longPollReplica(t, inst)}
+	replicas := []*jobapitest.Instance{inst.LongPollReplica(t), inst.LongPollReplica(t)}
 	profiles := [][]string{{"a"}, {"b"}, {"c"}, nil}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -209,8 +130,8 @@ func TestLongPollNoMissedWakeup(t *testing.T) {
 		r.NoJob(t)
 		wg.Go(func() { pollAndFinish(ctx, t, r, 0, &mu, taken) })
 	}
-	waitHeld(t, replicas[0], 6)
-	waitHeld(t, replicas[1], 6)
+	replicas[0].WaitHeld(t, 6)
+	replicas[1].WaitHeld(t, 6)
 	want := map[int64]bool{}
 	var cwg sync.WaitGroup
 	for _, tags := range profiles {
@@ -230,7 +151,7 @@ func TestLongPollNoMissedWakeup(t *testing.T) {
 		}()
 	}
 	cwg.Wait()
-	deadline := time.Now().Add(heldFor / 2)
+	deadline := time.Now().Add(jobapitest.LongPollHold / 2)
 	for {
 		mu.Lock()
 		n := len(taken)
@@ -239,7 +160,7 @@ func TestLongPollNoMissedWakeup(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d jobs handed out within %s: a wake-up was missed", n, len(want), heldFor/2)
+			t.Fatalf("%d of %d jobs handed out within %s: a wake-up was missed", n, len(want), jobapitest.LongPollHold/2)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

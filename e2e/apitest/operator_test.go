@@ -19,7 +19,7 @@ func TestOperatorAuth(t *testing.T) {
 	inst := jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) { c.RateLimitAdminTokenFailures = 0 }})
 	p := inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "j", "stage": "test", "script": "x"})
 	jobID := p.Jobs[0].ID
-	before := rowCounts(t, inst)
+	before := jobapitest.RowCounts(t, inst)
 	calls := []struct{ method, path, body string }{
 		{"POST", "/api/v4/user/runners", `{"description": "x"}`},
 		{"GET", "/api/v4/runners", ""},
@@ -59,7 +59,7 @@ func TestOperatorAuth(t *testing.T) {
 			}
 		}
 	}
-	if after := rowCounts(t, inst); !sameCounts(before, after) {
+	if after := jobapitest.RowCounts(t, inst); !jobapitest.SameCounts(before, after) {
 		t.Errorf("unauthenticated calls wrote rows: %v → %v", before, after)
 	}
 	if d := inst.Job(t, 1, jobID); d.Status != "pending" {
@@ -83,7 +83,7 @@ func TestRunnersAPI(t *testing.T) {
 	resp, b := inst.Do(t, "POST", "/api/v4/user/runners", "description=form+runner&tag_list=a,b&run_untagged=false&paused=true",
 		"Content-Type", "application/x-www-form-urlencoded")
 	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
-	form := decode[api.RunnerCreated](t, b)
+	form := jobapitest.Decode[api.RunnerCreated](t, b)
 	var rn api.Runner
 	inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("/api/v4/runners/%d", form.ID), nil, &rn)
 	if rn.Description != "form runner" || !slices.Equal(rn.TagList, []string{"a", "b"}) || rn.RunUntagged || !rn.Paused {
@@ -93,7 +93,7 @@ func TestRunnersAPI(t *testing.T) {
 	resp, b = inst.Do(t, "POST", "/api/v4/user/runners", "tag_list[]=x&tag_list[]=y",
 		"Content-Type", "application/x-www-form-urlencoded")
 	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
-	arr := decode[api.RunnerCreated](t, b)
+	arr := jobapitest.Decode[api.RunnerCreated](t, b)
 	inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("/api/v4/runners/%d", arr.ID), nil, &rn)
 	if !slices.Equal(rn.TagList, []string{"x", "y"}) {
 		t.Errorf("tag_list[] runner tags %v", rn.TagList)
@@ -114,14 +114,14 @@ func TestRunnersAPI(t *testing.T) {
 	// Update: JSON and form; unset fields stay.
 	resp, b = inst.Do(t, "PUT", fmt.Sprintf("/api/v4/runners/%d", created.ID), map[string]any{"tag_list": []string{"gpu"}, "run_untagged": true})
 	jobapitest.WantStatus(t, resp, b, http.StatusOK)
-	rn = decode[api.Runner](t, b)
+	rn = jobapitest.Decode[api.Runner](t, b)
 	if !slices.Equal(rn.TagList, []string{"gpu"}) || !rn.RunUntagged || rn.Description != "json runner" || rn.Paused {
 		t.Errorf("after JSON update: %+v", rn)
 	}
 	resp, b = inst.Do(t, "PUT", fmt.Sprintf("/api/v4/runners/%d", created.ID), "paused=true",
 		"Content-Type", "application/x-www-form-urlencoded")
 	jobapitest.WantStatus(t, resp, b, http.StatusOK)
-	if rn = decode[api.Runner](t, b); !rn.Paused || !slices.Equal(rn.TagList, []string{"gpu"}) {
+	if rn = jobapitest.Decode[api.Runner](t, b); !rn.Paused || !slices.Equal(rn.TagList, []string{"gpu"}) {
 		t.Errorf("after form update: %+v", rn)
 	}
 	resp, b = inst.Do(t, "PUT", "/api/v4/runners/999999", map[string]any{"paused": true})
@@ -130,12 +130,12 @@ func TestRunnersAPI(t *testing.T) {
 	// List with GitLab's pagination headers: 4 runners, 3 per page.
 	resp, b = inst.Do(t, "GET", "/api/v4/runners?per_page=3", nil)
 	jobapitest.WantStatus(t, resp, b, http.StatusOK)
-	page1 := decode[[]api.Runner](t, b)
-	wantHeaders(t, resp, map[string]string{"X-Page": "1", "X-Per-Page": "3", "X-Total": "4", "X-Next-Page": "2"})
+	page1 := jobapitest.Decode[[]api.Runner](t, b)
+	jobapitest.WantHeaders(t, resp, map[string]string{"X-Page": "1", "X-Per-Page": "3", "X-Total": "4", "X-Next-Page": "2"})
 	resp, b = inst.Do(t, "GET", "/api/v4/runners?per_page=3&page=2", nil)
 	jobapitest.WantStatus(t, resp, b, http.StatusOK)
-	page2 := decode[[]api.Runner](t, b)
-	wantHeaders(t, resp, map[string]string{"X-Page": "2", "X-Per-Page": "3", "X-Total": "4", "X-Next-Page": ""})
+	page2 := jobapitest.Decode[[]api.Runner](t, b)
+	jobapitest.WantHeaders(t, resp, map[string]string{"X-Page": "2", "X-Per-Page": "3", "X-Total": "4", "X-Next-Page": ""})
 	if len(page1) != 3 || len(page2) != 1 {
 		t.Fatalf("pages of %d and %d runners, want 3 and 1", len(page1), len(page2))
 	}
@@ -151,28 +151,18 @@ func TestRunnersAPI(t *testing.T) {
 	if string(b) != "[]\n" && string(b) != "[]" {
 		t.Errorf("page past the end: %s, want []", b)
 	}
-	wantHeaders(t, resp, map[string]string{"X-Total": "4", "X-Next-Page": ""})
+	jobapitest.WantHeaders(t, resp, map[string]string{"X-Total": "4", "X-Next-Page": ""})
 	// Defaults: page 1, 20 per page; per_page is capped at 100 as in GitLab.
 	resp, _ = inst.Do(t, "GET", "/api/v4/runners", nil)
-	wantHeaders(t, resp, map[string]string{"X-Page": "1", "X-Per-Page": "20", "X-Total": "4"})
+	jobapitest.WantHeaders(t, resp, map[string]string{"X-Page": "1", "X-Per-Page": "20", "X-Total": "4"})
 	resp, _ = inst.Do(t, "GET", "/api/v4/runners?per_page=500", nil)
-	wantHeaders(t, resp, map[string]string{"X-Per-Page": "100", "X-Total": "4", "X-Next-Page": ""})
-}
-
-func wantHeaders(t testing.TB, resp *http.Response, want map[string]string) {
-	t.Helper()
-	for k, v := range want {
-		if got, ok := resp.Header[http.CanonicalHeaderKey(k)]; !ok || resp.Header.Get(k) != v {
-			t.Errorf("%s %s: header %s = %q (present %v), want %q", resp.Request.Method, resp.Request.URL,
-				k, got, ok, v)
-		}
-	}
+	jobapitest.WantHeaders(t, resp, map[string]string{"X-Per-Page": "100", "X-Total": "4", "X-Next-Page": ""})
 }
 
 func TestAdminJobsList(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	_, token := createRunner(t, inst, nil, true)
+	_, token := inst.CreateRunner(t)
 	p := inst.CreatePipeline(t, 3, []string{"a", "b"},
 		jobapitest.Job{"name": "j1", "stage": "a", "script": "x"},
 		jobapitest.Job{"name": "j2", "stage": "a", "script": "x"},
@@ -181,7 +171,7 @@ func TestAdminJobsList(t *testing.T) {
 		jobapitest.Job{"name": "j5", "stage": "a", "script": "x"},
 		jobapitest.Job{"name": "later", "stage": "b", "script": "x"})
 	inst.CreatePipeline(t, 4, []string{"test"}, jobapitest.Job{"name": "other-project", "stage": "test", "script": "x"})
-	running := takeJob(t, inst.URL, token)
+	running := jobapitest.TakeJob(t, inst.URL, token)
 
 	// 5 pending across two projects, 2 per page.
 	var all []int64
@@ -192,8 +182,8 @@ func TestAdminJobsList(t *testing.T) {
 		if page < 3 {
 			next = fmt.Sprint(page + 1)
 		}
-		wantHeaders(t, resp, map[string]string{"X-Page": fmt.Sprint(page), "X-Per-Page": "2", "X-Total": "5", "X-Next-Page": next})
-		for _, j := range decode[[]api.JobDetail](t, b) {
+		jobapitest.WantHeaders(t, resp, map[string]string{"X-Page": fmt.Sprint(page), "X-Per-Page": "2", "X-Total": "5", "X-Next-Page": next})
+		for _, j := range jobapitest.Decode[[]api.JobDetail](t, b) {
 			if j.Status != "pending" {
 				t.Errorf("status=pending listed %+v", j)
 			}
@@ -209,7 +199,7 @@ func TestAdminJobsList(t *testing.T) {
 		t.Errorf("running jobs %+v, want %d", list, running.ID)
 	}
 	inst.MustDo(t, http.StatusOK, "GET", "/api/v4/admin/jobs?status=created", nil, &list)
-	if len(list) != 1 || list[0].ID != jobByName(t, p, "later").ID {
+	if len(list) != 1 || list[0].ID != jobapitest.JobByName(t, p, "later").ID {
 		t.Errorf("created jobs %+v", list)
 	}
 	// GitLab's scope= spelling works too.
@@ -229,23 +219,23 @@ func TestAdminJobsList(t *testing.T) {
 func TestRunnerManagersPaged(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	id, token := createRunner(t, inst, nil, true)
+	id, token := inst.CreateRunner(t)
 	for i := 0; i < 5; i++ {
 		resp, b := jobapitest.Send(t, inst.URL, "POST", "/api/v4/runners/verify",
-			map[string]any{"token": token, "system_id": fmt.Sprintf("s_page%d", i), "info": runnerInfo()})
+			map[string]any{"token": token, "system_id": fmt.Sprintf("s_page%d", i), "info": jobapitest.RunnerInfo()})
 		jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	}
 	resp, b := inst.Do(t, "GET", fmt.Sprintf("/api/v4/runners/%d?per_page=2&page=2", id), nil)
 	jobapitest.WantStatus(t, resp, b, http.StatusOK)
-	rn := decode[api.Runner](t, b)
+	rn := jobapitest.Decode[api.Runner](t, b)
 	if len(rn.Managers) != 2 || rn.Managers[0].SystemID != "s_page2" || rn.Managers[1].SystemID != "s_page3" {
 		t.Errorf("page 2 of 2: managers %+v, want s_page2 and s_page3", rn.Managers)
 	}
-	wantHeaders(t, resp, map[string]string{"X-Page": "2", "X-Per-Page": "2", "X-Total": "5", "X-Next-Page": "3"})
+	jobapitest.WantHeaders(t, resp, map[string]string{"X-Page": "2", "X-Per-Page": "2", "X-Total": "5", "X-Next-Page": "3"})
 	resp, b = inst.Do(t, "GET", fmt.Sprintf("/api/v4/runners/%d", id), nil)
 	jobapitest.WantStatus(t, resp, b, http.StatusOK)
-	if rn = decode[api.Runner](t, b); len(rn.Managers) != 5 {
+	if rn = jobapitest.Decode[api.Runner](t, b); len(rn.Managers) != 5 {
 		t.Errorf("default page: %d managers, want all 5", len(rn.Managers))
 	}
-	wantHeaders(t, resp, map[string]string{"X-Page": "1", "X-Per-Page": "20", "X-Total": "5", "X-Next-Page": ""})
+	jobapitest.WantHeaders(t, resp, map[string]string{"X-Page": "1", "X-Per-Page": "20", "X-Total": "5", "X-Next-Page": ""})
 }

@@ -12,33 +12,10 @@ import (
 	"github.com/jobapi/jobapi/e2e/jobapitest"
 )
 
-// takeNamed takes the next job and checks it is the named one.
-func takeNamed(t *testing.T, inst *jobapitest.Instance, token, name string) api.Job {
-	t.Helper()
-	j := takeJob(t, inst.URL, token)
-	if j.JobInfo.Name != name {
-		t.Fatalf("got job %q, want %q", j.JobInfo.Name, name)
-	}
-	return j
-}
-
-func wantStatuses(t *testing.T, p api.Pipeline, pipeline string, jobs map[string]string) {
-	t.Helper()
-	got := jobStatuses(p)
-	for name, want := range jobs {
-		if got[name] != want {
-			t.Errorf("job %s is %s, want %s (all: %v)", name, got[name], want, got)
-		}
-	}
-	if p.Status != pipeline {
-		t.Errorf("pipeline %s, want %s (jobs %v)", p.Status, pipeline, got)
-	}
-}
-
 func TestPipelineStages(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	_, token := createRunner(t, inst, nil, true)
+	_, token := inst.CreateRunner(t)
 	stages := []string{"build", "test", "deploy"}
 
 	t.Run("stages release in order", func(t *testing.T) {
@@ -50,23 +27,23 @@ func TestPipelineStages(t *testing.T) {
 		if p.ProjectID != 5 || p.ID == 0 || len(p.Jobs) != 4 {
 			t.Fatalf("created pipeline %+v", p)
 		}
-		wantStatuses(t, p, "pending", map[string]string{"compile": "pending", "unit": "created", "lint": "created", "ship": "created"})
+		jobapitest.WantStatuses(t, p, "pending", map[string]string{"compile": "pending", "unit": "created", "lint": "created", "ship": "created"})
 
-		compile := takeNamed(t, inst, token, "compile")
-		wantStatuses(t, inst.Pipeline(t, p), "running", map[string]string{"compile": "running", "unit": "created"})
-		wantNoJob(t, inst.URL, token)
-		finishJob(t, inst.URL, compile, "success", "", 0)
-		wantStatuses(t, inst.Pipeline(t, p), "running", map[string]string{"compile": "success", "unit": "pending", "lint": "pending", "ship": "created"})
+		compile := jobapitest.TakeJobNamed(t, inst, token, "compile")
+		jobapitest.WantStatuses(t, inst.Pipeline(t, p), "running", map[string]string{"compile": "running", "unit": "created"})
+		jobapitest.WantNoJob(t, inst.URL, token)
+		jobapitest.FinishJob(t, inst.URL, compile, "success", "", 0)
+		jobapitest.WantStatuses(t, inst.Pipeline(t, p), "running", map[string]string{"compile": "success", "unit": "pending", "lint": "pending", "ship": "created"})
 
-		unit := takeNamed(t, inst, token, "unit")
-		lint := takeNamed(t, inst, token, "lint")
-		finishJob(t, inst.URL, unit, "success", "", 0)
-		wantStatuses(t, inst.Pipeline(t, p), "running", map[string]string{"unit": "success", "lint": "running", "ship": "created"})
-		finishJob(t, inst.URL, lint, "success", "", 0)
-		ship := takeNamed(t, inst, token, "ship")
-		finishJob(t, inst.URL, ship, "success", "", 0)
+		unit := jobapitest.TakeJobNamed(t, inst, token, "unit")
+		lint := jobapitest.TakeJobNamed(t, inst, token, "lint")
+		jobapitest.FinishJob(t, inst.URL, unit, "success", "", 0)
+		jobapitest.WantStatuses(t, inst.Pipeline(t, p), "running", map[string]string{"unit": "success", "lint": "running", "ship": "created"})
+		jobapitest.FinishJob(t, inst.URL, lint, "success", "", 0)
+		ship := jobapitest.TakeJobNamed(t, inst, token, "ship")
+		jobapitest.FinishJob(t, inst.URL, ship, "success", "", 0)
 		got := inst.Pipeline(t, p)
-		wantStatuses(t, got, "success", map[string]string{"compile": "success", "unit": "success", "lint": "success", "ship": "success"})
+		jobapitest.WantStatuses(t, got, "success", map[string]string{"compile": "success", "unit": "success", "lint": "success", "ship": "success"})
 		if got.FinishedAt == nil {
 			t.Error("finished pipeline without finished_at")
 		}
@@ -82,10 +59,10 @@ func TestPipelineStages(t *testing.T) {
 		p := inst.CreatePipeline(t, 5, stages,
 			jobapitest.Job{"name": "unit", "stage": "test", "script": "x"},
 			jobapitest.Job{"name": "ship", "stage": "deploy", "script": "x"})
-		wantStatuses(t, p, "pending", map[string]string{"unit": "pending", "ship": "created"})
-		finishJob(t, inst.URL, takeNamed(t, inst, token, "unit"), "success", "", 0)
-		finishJob(t, inst.URL, takeNamed(t, inst, token, "ship"), "success", "", 0)
-		wantStatuses(t, inst.Pipeline(t, p), "success", nil)
+		jobapitest.WantStatuses(t, p, "pending", map[string]string{"unit": "pending", "ship": "created"})
+		jobapitest.FinishJob(t, inst.URL, jobapitest.TakeJobNamed(t, inst, token, "unit"), "success", "", 0)
+		jobapitest.FinishJob(t, inst.URL, jobapitest.TakeJobNamed(t, inst, token, "ship"), "success", "", 0)
+		jobapitest.WantStatuses(t, inst.Pipeline(t, p), "success", nil)
 	})
 
 	t.Run("a failure skips later stages", func(t *testing.T) {
@@ -94,19 +71,19 @@ func TestPipelineStages(t *testing.T) {
 			jobapitest.Job{"name": "other", "stage": "build", "script": "x"},
 			jobapitest.Job{"name": "unit", "stage": "test", "script": "x"},
 			jobapitest.Job{"name": "ship", "stage": "deploy", "script": "x"})
-		compile := takeNamed(t, inst, token, "compile")
-		other := takeNamed(t, inst, token, "other")
-		finishJob(t, inst.URL, compile, "failed", "script_failure", 2)
+		compile := jobapitest.TakeJobNamed(t, inst, token, "compile")
+		other := jobapitest.TakeJobNamed(t, inst, token, "other")
+		jobapitest.FinishJob(t, inst.URL, compile, "failed", "script_failure", 2)
 		// The stage still has a running job: nothing is decided yet.
-		wantStatuses(t, inst.Pipeline(t, p), "running", map[string]string{"compile": "failed", "other": "running", "unit": "created"})
-		finishJob(t, inst.URL, other, "success", "", 0)
+		jobapitest.WantStatuses(t, inst.Pipeline(t, p), "running", map[string]string{"compile": "failed", "other": "running", "unit": "created"})
+		jobapitest.FinishJob(t, inst.URL, other, "success", "", 0)
 		got := inst.Pipeline(t, p)
-		wantStatuses(t, got, "failed", map[string]string{"compile": "failed", "other": "success", "unit": "skipped", "ship": "skipped"})
+		jobapitest.WantStatuses(t, got, "failed", map[string]string{"compile": "failed", "other": "success", "unit": "skipped", "ship": "skipped"})
 		if got.FinishedAt == nil {
 			t.Error("failed pipeline without finished_at")
 		}
-		wantNoJob(t, inst.URL, token)
-		if ev := jobapitest.EventTypes(inst.Events(t, 5, jobByName(t, got, "unit").ID)); ev != "created,skipped" {
+		jobapitest.WantNoJob(t, inst.URL, token)
+		if ev := jobapitest.EventTypes(inst.Events(t, 5, jobapitest.JobByName(t, got, "unit").ID)); ev != "created,skipped" {
 			t.Errorf("skipped job events %s", ev)
 		}
 	})
@@ -115,19 +92,19 @@ func TestPipelineStages(t *testing.T) {
 		p := inst.CreatePipeline(t, 5, stages,
 			jobapitest.Job{"name": "flaky", "stage": "build", "script": "x", "allow_failure": true},
 			jobapitest.Job{"name": "unit", "stage": "test", "script": "x"})
-		finishJob(t, inst.URL, takeNamed(t, inst, token, "flaky"), "failed", "script_failure", 1)
-		wantStatuses(t, inst.Pipeline(t, p), "running", map[string]string{"flaky": "failed", "unit": "pending"})
-		finishJob(t, inst.URL, takeNamed(t, inst, token, "unit"), "success", "", 0)
-		wantStatuses(t, inst.Pipeline(t, p), "success", map[string]string{"flaky": "failed", "unit": "success"})
+		jobapitest.FinishJob(t, inst.URL, jobapitest.TakeJobNamed(t, inst, token, "flaky"), "failed", "script_failure", 1)
+		jobapitest.WantStatuses(t, inst.Pipeline(t, p), "running", map[string]string{"flaky": "failed", "unit": "pending"})
+		jobapitest.FinishJob(t, inst.URL, jobapitest.TakeJobNamed(t, inst, token, "unit"), "success", "", 0)
+		jobapitest.WantStatuses(t, inst.Pipeline(t, p), "success", map[string]string{"flaky": "failed", "unit": "success"})
 	})
 
 	t.Run("job retry rule retries a script failure", func(t *testing.T) {
 		p := inst.CreatePipeline(t, 5, stages,
 			jobapitest.Job{"name": "flaky", "stage": "build", "script": "x", "retry": map[string]any{"max": 1, "when": []string{"script_failure"}}},
 			jobapitest.Job{"name": "unit", "stage": "test", "script": "x"})
-		first := takeNamed(t, inst, token, "flaky")
-		finishJob(t, inst.URL, first, "failed", "script_failure", 1)
-		second := takeNamed(t, inst, token, "flaky")
+		first := jobapitest.TakeJobNamed(t, inst, token, "flaky")
+		jobapitest.FinishJob(t, inst.URL, first, "failed", "script_failure", 1)
+		second := jobapitest.TakeJobNamed(t, inst, token, "flaky")
 		if d := inst.Job(t, 5, second.ID); d.Attempt != 2 || d.RetryOf == nil || *d.RetryOf != first.ID {
 			t.Errorf("automatic retry %+v", d)
 		}
@@ -135,12 +112,12 @@ func TestPipelineStages(t *testing.T) {
 			t.Error("the retry reuses the old job token")
 		}
 		// The old attempt's token is fenced off.
-		resp, b := updateJob(t, inst.URL, first.ID, first.Token, map[string]any{"state": "running"})
+		resp, b := jobapitest.UpdateJob(t, inst.URL, first.ID, first.Token, map[string]any{"state": "running"})
 		jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
-		wantJobStatus(t, resp, "failed")
-		finishJob(t, inst.URL, second, "failed", "script_failure", 1)
+		jobapitest.WantJobStatus(t, resp, "failed")
+		jobapitest.FinishJob(t, inst.URL, second, "failed", "script_failure", 1)
 		// Limit reached: stays failed, later stages skipped.
-		wantStatuses(t, inst.Pipeline(t, p), "failed", map[string]string{"flaky": "failed", "unit": "skipped"})
+		jobapitest.WantStatuses(t, inst.Pipeline(t, p), "failed", map[string]string{"flaky": "failed", "unit": "skipped"})
 		if ev := jobapitest.EventTypes(inst.Events(t, 5, second.ID)); !strings.Contains(ev, "retry_exhausted") {
 			t.Errorf("events of the last attempt %s, want retry_exhausted", ev)
 		}
@@ -212,7 +189,7 @@ func TestPipelineInvalidDefinitions(t *testing.T) {
 		{"too many jobs", def(manyJobs(5001)...), "5000"},
 		{"script line too long", def(job("script", []string{strings.Repeat("x", 65<<10)})), "longer"},
 	}
-	before := rowCounts(t, inst)
+	before := jobapitest.RowCounts(t, inst)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			body := c.body
@@ -231,7 +208,7 @@ func TestPipelineInvalidDefinitions(t *testing.T) {
 	if resp.StatusCode != http.StatusUnsupportedMediaType && resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("form definition: %d %s", resp.StatusCode, b)
 	}
-	if after := rowCounts(t, inst); !sameCounts(before, after) {
+	if after := jobapitest.RowCounts(t, inst); !jobapitest.SameCounts(before, after) {
 		t.Errorf("invalid definitions wrote rows: %v → %v", before, after)
 	}
 	// The same endpoint accepts a valid definition, with .gitlab-ci.yml's spellings.
@@ -257,20 +234,20 @@ func manyJobs(n int) []map[string]any {
 func TestCancelJob(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	_, token := createRunner(t, inst, nil, true)
+	_, token := inst.CreateRunner(t)
 
 	t.Run("pending is canceled at once", func(t *testing.T) {
 		p := inst.CreatePipeline(t, 8, []string{"a", "b"},
 			jobapitest.Job{"name": "first", "stage": "a", "script": "x"},
 			jobapitest.Job{"name": "second", "stage": "b", "script": "x"})
-		id := jobByName(t, p, "first").ID
+		id := jobapitest.JobByName(t, p, "first").ID
 		var d api.JobDetail
 		inst.MustDo(t, http.StatusOK, "POST", fmt.Sprintf("/api/v4/projects/8/jobs/%d/cancel", id), nil, &d)
 		if d.Status != "canceled" || d.FinishedAt == nil {
 			t.Errorf("canceled pending job %+v", d)
 		}
-		wantStatuses(t, inst.Pipeline(t, p), "canceled", map[string]string{"first": "canceled", "second": "skipped"})
-		wantNoJob(t, inst.URL, token)
+		jobapitest.WantStatuses(t, inst.Pipeline(t, p), "canceled", map[string]string{"first": "canceled", "second": "skipped"})
+		jobapitest.WantNoJob(t, inst.URL, token)
 		// Canceling it again: it is finished.
 		resp, b := inst.Do(t, "POST", fmt.Sprintf("/api/v4/projects/8/jobs/%d/cancel", id), nil)
 		jobapitest.WantJSONError(t, resp, b, http.StatusConflict)
@@ -285,8 +262,8 @@ func TestCancelJob(t *testing.T) {
 		p := inst.CreatePipeline(t, 8, []string{"a", "b"},
 			jobapitest.Job{"name": "long", "stage": "a", "script": "sleep 100"},
 			jobapitest.Job{"name": "after", "stage": "b", "script": "x"})
-		job := takeNamed(t, inst, token, "long")
-		resp, b := patchTrace(t, inst.URL, job.ID, job.Token, 0, []byte("working\n"))
+		job := jobapitest.TakeJobNamed(t, inst, token, "long")
+		resp, b := jobapitest.PatchTrace(t, inst.URL, job.ID, job.Token, 0, []byte("working\n"))
 		jobapitest.WantStatus(t, resp, b, http.StatusAccepted)
 
 		var d api.JobDetail
@@ -298,26 +275,26 @@ func TestCancelJob(t *testing.T) {
 		inst.MustDo(t, http.StatusOK, "POST", fmt.Sprintf("/api/v4/projects/8/jobs/%d/cancel", job.ID), nil, &d)
 
 		// The runner learns it from its next PUT and PATCH (and may still send after_script output).
-		resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "running"})
+		resp, b = jobapitest.UpdateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "running"})
 		jobapitest.WantStatus(t, resp, b, http.StatusOK)
-		wantJobStatus(t, resp, "canceling")
-		resp, b = patchTrace(t, inst.URL, job.ID, job.Token, 8, []byte("after_script\n"))
+		jobapitest.WantJobStatus(t, resp, "canceling")
+		resp, b = jobapitest.PatchTrace(t, inst.URL, job.ID, job.Token, 8, []byte("after_script\n"))
 		jobapitest.WantStatus(t, resp, b, http.StatusAccepted)
-		wantJobStatus(t, resp, "canceling")
+		jobapitest.WantJobStatus(t, resp, "canceling")
 
 		// Its final update (failed/job_canceled, as gitlab-runner sends it) ends it canceled.
-		resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "failed", "failure_reason": "job_canceled"})
+		resp, b = jobapitest.UpdateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "failed", "failure_reason": "job_canceled"})
 		jobapitest.WantStatus(t, resp, b, http.StatusOK)
-		wantJobStatus(t, resp, "canceled")
-		resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "failed", "failure_reason": "job_canceled"})
+		jobapitest.WantJobStatus(t, resp, "canceled")
+		resp, b = jobapitest.UpdateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "failed", "failure_reason": "job_canceled"})
 		jobapitest.WantStatus(t, resp, b, http.StatusOK)
-		wantJobStatus(t, resp, "canceled")
-		resp, b = patchTrace(t, inst.URL, job.ID, job.Token, 21, []byte("late\n"))
+		jobapitest.WantJobStatus(t, resp, "canceled")
+		resp, b = jobapitest.PatchTrace(t, inst.URL, job.ID, job.Token, 21, []byte("late\n"))
 		jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
-		wantJobStatus(t, resp, "canceled")
+		jobapitest.WantJobStatus(t, resp, "canceled")
 
 		got := inst.Pipeline(t, p)
-		wantStatuses(t, got, "canceled", map[string]string{"long": "canceled", "after": "skipped"})
+		jobapitest.WantStatuses(t, got, "canceled", map[string]string{"long": "canceled", "after": "skipped"})
 		if d := inst.Job(t, 8, job.ID); d.RetriedBy != nil {
 			t.Errorf("a canceled job was retried: %+v", d)
 		}
@@ -336,25 +313,25 @@ func TestCancelJob(t *testing.T) {
 			jobapitest.Job{"name": "run", "stage": "a", "script": "x"},
 			jobapitest.Job{"name": "wait", "stage": "a", "script": "x"},
 			jobapitest.Job{"name": "later", "stage": "b", "script": "x"})
-		job := takeNamed(t, inst, token, "run")
+		job := jobapitest.TakeJobNamed(t, inst, token, "run")
 		var got api.Pipeline
 		inst.MustDo(t, http.StatusOK, "POST", jobapitest.PipelinePath(p.ProjectID, p.ID)+"/cancel", nil, &got)
-		wantStatuses(t, got, "running", map[string]string{"run": "canceling", "wait": "canceled", "later": "canceled"})
-		finishJob(t, inst.URL, job, "success", "", 0)
-		wantStatuses(t, inst.Pipeline(t, p), "canceled", map[string]string{"run": "canceled"})
+		jobapitest.WantStatuses(t, got, "running", map[string]string{"run": "canceling", "wait": "canceled", "later": "canceled"})
+		jobapitest.FinishJob(t, inst.URL, job, "success", "", 0)
+		jobapitest.WantStatuses(t, inst.Pipeline(t, p), "canceled", map[string]string{"run": "canceled"})
 	})
 }
 
 func TestRetryJob(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	_, token := createRunner(t, inst, nil, true)
+	_, token := inst.CreateRunner(t)
 	p := inst.CreatePipeline(t, 6, []string{"build", "test"},
 		jobapitest.Job{"name": "compile", "stage": "build", "script": "x"},
 		jobapitest.Job{"name": "unit", "stage": "test", "script": "x"})
-	first := takeNamed(t, inst, token, "compile")
-	finishJob(t, inst.URL, first, "failed", "script_failure", 1)
-	wantStatuses(t, inst.Pipeline(t, p), "failed", map[string]string{"compile": "failed", "unit": "skipped"})
+	first := jobapitest.TakeJobNamed(t, inst, token, "compile")
+	jobapitest.FinishJob(t, inst.URL, first, "failed", "script_failure", 1)
+	jobapitest.WantStatuses(t, inst.Pipeline(t, p), "failed", map[string]string{"compile": "failed", "unit": "skipped"})
 
 	var retry api.JobDetail
 	inst.MustDo(t, http.StatusCreated, "POST", fmt.Sprintf("/api/v4/projects/6/jobs/%d/retry", first.ID), nil, &retry)
@@ -366,7 +343,7 @@ func TestRetryJob(t *testing.T) {
 		t.Errorf("old attempt %+v", old)
 	}
 	// The pipeline is re-opened: the skipped stage waits again.
-	wantStatuses(t, inst.Pipeline(t, p), "pending", map[string]string{"compile": "pending", "unit": "created"})
+	jobapitest.WantStatuses(t, inst.Pipeline(t, p), "pending", map[string]string{"compile": "pending", "unit": "created"})
 	// The old attempt cannot be retried twice.
 	resp, b := inst.Do(t, "POST", fmt.Sprintf("/api/v4/projects/6/jobs/%d/retry", first.ID), nil)
 	jobapitest.WantJSONError(t, resp, b, http.StatusConflict)
@@ -377,14 +354,14 @@ func TestRetryJob(t *testing.T) {
 	resp, b = inst.Do(t, "POST", fmt.Sprintf("/api/v4/projects/7/jobs/%d/retry", retry.ID), nil)
 	jobapitest.WantJSONError(t, resp, b, http.StatusNotFound)
 
-	second := takeNamed(t, inst, token, "compile")
+	second := jobapitest.TakeJobNamed(t, inst, token, "compile")
 	if second.ID != retry.ID {
 		t.Fatalf("runner got %d, want the retry %d", second.ID, retry.ID)
 	}
-	finishJob(t, inst.URL, second, "success", "", 0)
-	finishJob(t, inst.URL, takeNamed(t, inst, token, "unit"), "success", "", 0)
+	jobapitest.FinishJob(t, inst.URL, second, "success", "", 0)
+	jobapitest.FinishJob(t, inst.URL, jobapitest.TakeJobNamed(t, inst, token, "unit"), "success", "", 0)
 	got := inst.Pipeline(t, p)
-	wantStatuses(t, got, "success", map[string]string{"compile": "success", "unit": "success"})
+	jobapitest.WantStatuses(t, got, "success", map[string]string{"compile": "success", "unit": "success"})
 	if len(got.Jobs) != 3 {
 		t.Errorf("pipeline jobs %+v, want both attempts and unit", got.Jobs)
 	}
@@ -401,18 +378,18 @@ func TestRetryJob(t *testing.T) {
 func TestJobEvents(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	_, token := createRunner(t, inst, nil, true)
+	_, token := inst.CreateRunner(t)
 	inst.CreatePipeline(t, 2, []string{"test"}, jobapitest.Job{"name": "j", "stage": "test", "script": "x"})
-	resp, b := requestJob(t, inst.URL, token, "s_events", "")
+	resp, b := jobapitest.RequestJob(t, inst.URL, token, "s_events", "")
 	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
-	job := decode[api.Job](t, b)
-	finishJob(t, inst.URL, job, "failed", "script_failure", 4)
+	job := jobapitest.Decode[api.Job](t, b)
+	jobapitest.FinishJob(t, inst.URL, job, "failed", "script_failure", 4)
 
 	path := fmt.Sprintf("/api/v4/projects/2/jobs/%d/events", job.ID)
 	resp, b = inst.Do(t, "GET", path, nil)
 	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	// Raw shape: exactly {id, type, at, runner_manager, detail}.
-	raw := decode[[]map[string]any](t, b)
+	raw := jobapitest.Decode[[]map[string]any](t, b)
 	for _, e := range raw {
 		for _, k := range []string{"id", "type", "at", "runner_manager", "detail"} {
 			if _, ok := e[k]; !ok {
@@ -423,7 +400,7 @@ func TestJobEvents(t *testing.T) {
 			t.Errorf("event detail %v is not an object", e["detail"])
 		}
 	}
-	ev := decode[[]api.Event](t, b)
+	ev := jobapitest.Decode[[]api.Event](t, b)
 	if types := jobapitest.EventTypes(ev); types != "queued,assigned,finished" {
 		t.Fatalf("events %s", types)
 	}
@@ -444,15 +421,15 @@ func TestJobEvents(t *testing.T) {
 	// Paginated like every list.
 	resp, b = inst.Do(t, "GET", path+"?per_page=2&page=2", nil)
 	jobapitest.WantStatus(t, resp, b, http.StatusOK)
-	wantHeaders(t, resp, map[string]string{"X-Page": "2", "X-Per-Page": "2", "X-Total": "3", "X-Next-Page": ""})
-	if page := decode[[]api.Event](t, b); len(page) != 1 || page[0].Type != "finished" {
+	jobapitest.WantHeaders(t, resp, map[string]string{"X-Page": "2", "X-Per-Page": "2", "X-Total": "3", "X-Next-Page": ""})
+	if page := jobapitest.Decode[[]api.Event](t, b); len(page) != 1 || page[0].Type != "finished" {
 		t.Errorf("second page %+v", page)
 	}
 	// Past the end: an empty page that still tells the total.
 	resp, b = inst.Do(t, "GET", path+"?per_page=2&page=5", nil)
 	jobapitest.WantStatus(t, resp, b, http.StatusOK)
-	wantHeaders(t, resp, map[string]string{"X-Page": "5", "X-Total": "3", "X-Next-Page": ""})
-	if page := decode[[]api.Event](t, b); len(page) != 0 {
+	jobapitest.WantHeaders(t, resp, map[string]string{"X-Page": "5", "X-Total": "3", "X-Next-Page": ""})
+	if page := jobapitest.Decode[[]api.Event](t, b); len(page) != 0 {
 		t.Errorf("page past the end %+v", page)
 	}
 }
@@ -519,7 +496,7 @@ func TestPipelineJobsArePaged(t *testing.T) {
 func TestPipelineOrigin(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	_, token := createRunner(t, inst, nil, true)
+	_, token := inst.CreateRunner(t)
 	var project api.Project
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "app"}, &project)
 	inst.MustDo(t, http.StatusCreated, "POST", fmt.Sprintf("/api/v4/projects/%d/variables", project.ID),
@@ -550,7 +527,7 @@ func TestPipelineOrigin(t *testing.T) {
 
 	resp, raw := inst.Do(t, "GET", jobapitest.PipelinePath(project.ID, second.ID), nil)
 	jobapitest.WantStatus(t, resp, raw, http.StatusOK)
-	shown := decode[api.Pipeline](t, raw)
+	shown := jobapitest.Decode[api.Pipeline](t, raw)
 	if shown.Source != "push" || shown.BeforeSha != before || shown.IID != 2 ||
 		fmt.Sprint(shown.Variables) != "[{PORT env_var} {TARGET env_var}]" {
 		t.Errorf("pipeline shows source %q before_sha %q iid %d variables %v", shown.Source, shown.BeforeSha, shown.IID, shown.Variables)
@@ -559,9 +536,9 @@ func TestPipelineOrigin(t *testing.T) {
 		t.Errorf("the pipeline answer shows a variable's value: %s", raw)
 	}
 
-	takeJob(t, inst.URL, token) // the first pipeline's job
-	job := takeJob(t, inst.URL, token)
-	vars := variables(job)
+	jobapitest.TakeJob(t, inst.URL, token) // the first pipeline's job
+	job := jobapitest.TakeJob(t, inst.URL, token)
+	vars := jobapitest.JobVariables(job)
 	for k, want := range map[string]string{"TARGET": "pipeline-secret-value", "PORT": "8080", "JOB": "1",
 		"CI_PIPELINE_SOURCE": "push", "CI_PIPELINE_IID": "2", "CI_COMMIT_BEFORE_SHA": before} {
 		if vars[k].Value != want {

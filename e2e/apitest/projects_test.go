@@ -50,7 +50,7 @@ func TestProjectsCRUD(t *testing.T) {
 
 	resp, b := inst.Do(t, "POST", "/api/v4/projects", map[string]any{"name": "My App", "repo_url": secretURL})
 	jobapitest.WantStatus(t, resp, keep(b), http.StatusCreated)
-	app := decode[api.Project](t, b)
+	app := jobapitest.Decode[api.Project](t, b)
 	want := api.Project{ID: app.ID, Name: "My App", Path: "my-app", PathWithNamespace: "jobapi/my-app",
 		RepoURL: "https://*****:*****@git.example.com/grp/app.git", DefaultBranch: "main"}
 	if app.ID == 0 || app.Name != want.Name || app.Path != want.Path || app.PathWithNamespace != want.PathWithNamespace ||
@@ -63,27 +63,27 @@ func TestProjectsCRUD(t *testing.T) {
 		"repo_url": {"https://" + remotePassword + "@git.example.com/tok.git"}, "default_branch": {"trunk"}}.Encode(),
 		"Content-Type", "application/x-www-form-urlencoded")
 	jobapitest.WantStatus(t, resp, keep(b), http.StatusCreated)
-	if p := decode[api.Project](t, b); p.RepoURL != "https://*****@git.example.com/tok.git" || p.DefaultBranch != "trunk" {
+	if p := jobapitest.Decode[api.Project](t, b); p.RepoURL != "https://*****@git.example.com/tok.git" || p.DefaultBranch != "trunk" {
 		t.Errorf("form-created project = %+v, want the token redacted and branch trunk", p)
 	}
 	for i, remote := range []string{"ssh://git@git.example.com:2222/grp/x.git", "git@git.example.com:grp/y.git", "file:///srv/git/z.git", ""} {
 		resp, b = inst.Do(t, "POST", "/api/v4/projects", map[string]any{"name": fmt.Sprintf("remote %d", i), "repo_url": remote})
 		jobapitest.WantStatus(t, resp, keep(b), http.StatusCreated)
-		if p := decode[api.Project](t, b); p.RepoURL != remote {
+		if p := jobapitest.Decode[api.Project](t, b); p.RepoURL != remote {
 			t.Errorf("remote %q answered as %q, want it unchanged (no credentials in it)", remote, p.RepoURL)
 		}
 	}
 
 	resp, b = inst.Do(t, "GET", fmt.Sprintf("/api/v4/projects/%d", app.ID), nil)
 	jobapitest.WantStatus(t, resp, keep(b), http.StatusOK)
-	if got := decode[api.Project](t, b); got.RepoURL != want.RepoURL {
+	if got := jobapitest.Decode[api.Project](t, b); got.RepoURL != want.RepoURL {
 		t.Errorf("shown repo_url %q, want %q", got.RepoURL, want.RepoURL)
 	}
 
 	// Six projects, pages of four.
 	resp, b = inst.Do(t, "GET", "/api/v4/projects?per_page=4", nil)
 	jobapitest.WantStatus(t, resp, keep(b), http.StatusOK)
-	if page := decode[[]api.Project](t, b); len(page) != 4 || page[0].ID != app.ID {
+	if page := jobapitest.Decode[[]api.Project](t, b); len(page) != 4 || page[0].ID != app.ID {
 		t.Errorf("page 1 = %d projects starting %d, want 4 starting %d", len(page), page[0].ID, app.ID)
 	}
 	for k, v := range map[string]string{"X-Page": "1", "X-Per-Page": "4", "X-Total": "6", "X-Next-Page": "2"} {
@@ -93,20 +93,20 @@ func TestProjectsCRUD(t *testing.T) {
 	}
 	resp, b = inst.Do(t, "GET", "/api/v4/projects?per_page=4&page=2", nil)
 	jobapitest.WantStatus(t, resp, keep(b), http.StatusOK)
-	if page := decode[[]api.Project](t, b); len(page) != 2 || resp.Header.Get("X-Next-Page") != "" {
+	if page := jobapitest.Decode[[]api.Project](t, b); len(page) != 2 || resp.Header.Get("X-Next-Page") != "" {
 		t.Errorf("page 2 = %d projects, X-Next-Page %q; want 2 and none", len(page), resp.Header.Get("X-Next-Page"))
 	}
 
 	// Only what is sent changes; a new remote is redacted too.
 	resp, b = inst.Do(t, "PUT", fmt.Sprintf("/api/v4/projects/%d", app.ID), map[string]any{"default_branch": "develop"})
 	jobapitest.WantStatus(t, resp, keep(b), http.StatusOK)
-	if got := decode[api.Project](t, b); got.DefaultBranch != "develop" || got.Name != "My App" || got.RepoURL != want.RepoURL {
+	if got := jobapitest.Decode[api.Project](t, b); got.DefaultBranch != "develop" || got.Name != "My App" || got.RepoURL != want.RepoURL {
 		t.Errorf("after PUT default_branch: %+v", got)
 	}
 	resp, b = inst.Do(t, "PUT", fmt.Sprintf("/api/v4/projects/%d", app.ID),
 		map[string]any{"repo_url": "http://" + remoteUser + ":" + remotePassword + "@10.0.0.1/app.git"})
 	jobapitest.WantStatus(t, resp, keep(b), http.StatusOK)
-	if got := decode[api.Project](t, b); got.RepoURL != "http://*****:*****@10.0.0.1/app.git" {
+	if got := jobapitest.Decode[api.Project](t, b); got.RepoURL != "http://*****:*****@10.0.0.1/app.git" {
 		t.Errorf("after PUT repo_url: %q", got.RepoURL)
 	}
 
@@ -130,7 +130,7 @@ func TestProjectsCRUD(t *testing.T) {
 	resp, b = inst.Do(t, "GET", "/api/v4/admin/events?per_page=100", nil)
 	jobapitest.WantStatus(t, resp, keep(b), http.StatusOK)
 	actions := map[string]int{}
-	for _, e := range decode[[]api.AuditEvent](t, b) {
+	for _, e := range jobapitest.Decode[[]api.AuditEvent](t, b) {
 		actions[e.Action]++
 	}
 	if actions["project_created"] != 6 || actions["project_updated"] != 2 || actions["project_deleted"] != 1 {
@@ -244,7 +244,7 @@ func TestProjectVariablesCRUD(t *testing.T) {
 
 	resp, b = inst.Do(t, "GET", base+"?per_page=2", nil)
 	jobapitest.WantStatus(t, resp, b, http.StatusOK)
-	page := decode[[]api.ProjectVariable](t, b)
+	page := jobapitest.Decode[[]api.ProjectVariable](t, b)
 	if len(page) != 2 || page[0].Key != "A_FIRST" || page[1].Key != "DEPLOY_TOKEN" ||
 		resp.Header.Get("X-Total") != "3" || resp.Header.Get("X-Next-Page") != "2" {
 		t.Errorf("page 1 = %+v (X-Total %q, X-Next-Page %q), want A_FIRST, DEPLOY_TOKEN of 3",
@@ -270,21 +270,12 @@ func TestProjectVariablesCRUD(t *testing.T) {
 	}
 }
 
-// variables maps a job's variables by key (the last one wins, as in gitlab-runner).
-func variables(job api.Job) map[string]api.JobVariable {
-	out := map[string]api.JobVariable{}
-	for _, v := range job.Variables {
-		out[v.Key] = v
-	}
-	return out
-}
-
 // TestJobPayloadProjects: what a job of a project with an https remote, a file remote, or
 // none gets in git_info and its variables, with JOBAPI_EXTERNAL_URL as the base of URLs.
 func TestJobPayloadProjects(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) { c.ExternalURL = "https://ci.example.com" }})
-	_, token := createRunner(t, inst, []string{"linux", "docker"}, true)
+	_, token := inst.RegisterRunner(t, "test runner", []string{"linux", "docker"}, true)
 	const sha = "0123456789abcdef0123456789abcdef01234567"
 
 	project := func(body map[string]any) api.Project {
@@ -311,8 +302,8 @@ func TestJobPayloadProjects(t *testing.T) {
 		inst.MustDo(t, http.StatusCreated, "POST", fmt.Sprintf("/api/v4/projects/%d/pipeline", projectID), map[string]any{
 			"ref": ref, "sha": sha, "stages": []string{"test"},
 			"jobs": []map[string]any{{"name": "unit", "stage": "test", "script": "make test", "variables": jobVars}}}, &p)
-		job := takeJob(t, inst.URL, token)
-		finishJob(t, inst.URL, job, "success", "", 0)
+		job := jobapitest.TakeJob(t, inst.URL, token)
+		jobapitest.FinishJob(t, inst.URL, job, "success", "", 0)
 		return job, p
 	}
 
@@ -331,7 +322,7 @@ func TestJobPayloadProjects(t *testing.T) {
 		if !job.AllowGitFetch {
 			t.Errorf("allow_git_fetch false for a project with a remote")
 		}
-		vars := variables(job)
+		vars := jobapitest.JobVariables(job)
 		wantVars := map[string]string{
 			"CI": "true", "GITLAB_CI": "true", "CI_SERVER_URL": "https://ci.example.com", "CI_SERVER_HOST": "ci.example.com",
 			"CI_API_V4_URL": "https://ci.example.com/api/v4",
@@ -344,7 +335,7 @@ func TestJobPayloadProjects(t *testing.T) {
 			"CI_JOB_TOKEN": job.Token, "CI_JOB_TIMEOUT": "3600",
 			"CI_COMMIT_SHA": sha, "CI_COMMIT_SHORT_SHA": sha[:8], "CI_COMMIT_REF_NAME": "main", "CI_COMMIT_REF_SLUG": "main",
 			"CI_COMMIT_BRANCH": "main", "CI_COMMIT_BEFORE_SHA": strings.Repeat("0", 40),
-			"CI_RUNNER_DESCRIPTION": "apitest", "CI_RUNNER_TAGS": `["linux","docker"]`,
+			"CI_RUNNER_DESCRIPTION": "test runner", "CI_RUNNER_TAGS": `["linux","docker"]`,
 			// GitLab's precedence: predefined < job (YAML) < project.
 			"CI_JOB_NAME": "project overrides predefined", "LEVEL": "project", "DEPLOY_TOKEN": "project-secret-1234",
 			"ONLY_MAIN": "yes", "GIT_DEPTH": "3",
@@ -386,7 +377,7 @@ func TestJobPayloadProjects(t *testing.T) {
 			fmt.Sprint(g.Refspecs) != "[+refs/tags/v1.2.0:refs/tags/v1.2.0]" {
 			t.Errorf("git_info %+v", g)
 		}
-		vars := variables(job)
+		vars := jobapitest.JobVariables(job)
 		if vars["CI_COMMIT_TAG"].Value != "v1.2.0" || vars["CI_COMMIT_REF_NAME"].Value != "v1.2.0" {
 			t.Errorf("CI_COMMIT_TAG %q, CI_COMMIT_REF_NAME %q", vars["CI_COMMIT_TAG"].Value, vars["CI_COMMIT_REF_NAME"].Value)
 		}
@@ -410,7 +401,7 @@ func TestJobPayloadProjects(t *testing.T) {
 			fmt.Sprint(g.Refspecs) != "[+refs/heads/feature/x:refs/remotes/origin/feature/x]" {
 			t.Errorf("git_info %+v", g)
 		}
-		vars := variables(job)
+		vars := jobapitest.JobVariables(job)
 		if vars["CI_DEFAULT_BRANCH"].Value != "trunk" || vars["CI_COMMIT_REF_SLUG"].Value != "feature-x" {
 			t.Errorf("CI_DEFAULT_BRANCH %q, CI_COMMIT_REF_SLUG %q", vars["CI_DEFAULT_BRANCH"].Value, vars["CI_COMMIT_REF_SLUG"].Value)
 		}
@@ -424,7 +415,7 @@ func TestJobPayloadProjects(t *testing.T) {
 		if got := inst.Pipeline(t, p).GitStrategy; got != "none" {
 			t.Errorf("GET pipeline git_strategy %q, want none", got)
 		}
-		if v := variables(job)["GIT_STRATEGY"]; v.Value != "none" {
+		if v := jobapitest.JobVariables(job)["GIT_STRATEGY"]; v.Value != "none" {
 			t.Errorf("GIT_STRATEGY %+v, want none", v)
 		}
 		if want := "https://gitlab-ci-token:" + job.Token + "@ci.example.com/jobapi/scripts.git"; job.GitInfo.RepoURL != want {
@@ -432,7 +423,7 @@ func TestJobPayloadProjects(t *testing.T) {
 		}
 		// The job may still choose its strategy.
 		job, _ = run(none.ID, "main", map[string]any{"GIT_STRATEGY": "empty"})
-		if v := variables(job)["GIT_STRATEGY"]; v.Value != "empty" {
+		if v := jobapitest.JobVariables(job)["GIT_STRATEGY"]; v.Value != "empty" {
 			t.Errorf("GIT_STRATEGY %+v, want the job's empty", v)
 		}
 	})
@@ -462,7 +453,7 @@ func TestJobPayloadProjects(t *testing.T) {
 
 	t.Run("implicit project", func(t *testing.T) {
 		job, p := run(424242, "main", nil)
-		vars := variables(job)
+		vars := jobapitest.JobVariables(job)
 		if p.GitStrategy != "none" || vars["GIT_STRATEGY"].Value != "none" || vars["CI_PROJECT_NAME"].Value != "project-424242" ||
 			vars["CI_PROJECT_PATH"].Value != "jobapi/project-424242" || job.JobInfo.ProjectName != "project-424242" {
 			t.Errorf("implicit project: git_strategy %q, GIT_STRATEGY %q, CI_PROJECT_NAME %q, CI_PROJECT_PATH %q",
@@ -476,22 +467,22 @@ func TestJobPayloadProjects(t *testing.T) {
 func TestProjectMaskedVariableInTrace(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	_, token := createRunner(t, inst, nil, true)
+	_, token := inst.CreateRunner(t)
 	var p api.Project
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "masked"}, &p)
 	const secret = "project-masked-value-42"
 	inst.MustDo(t, http.StatusCreated, "POST", fmt.Sprintf("/api/v4/projects/%d/variables", p.ID),
 		map[string]any{"key": "SECRET", "value": secret, "masked": true}, nil)
 	inst.CreatePipeline(t, p.ID, []string{"test"}, jobapitest.Job{"name": "leak", "script": "echo $SECRET"})
-	job := takeJob(t, inst.URL, token)
-	resp, b := updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "running"})
+	job := jobapitest.TakeJob(t, inst.URL, token)
+	resp, b := jobapitest.UpdateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "running"})
 	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	line := []byte("the secret is " + secret + "\n")
-	resp, b = patchTrace(t, inst.URL, job.ID, job.Token, 0, line)
+	resp, b = jobapitest.PatchTrace(t, inst.URL, job.ID, job.Token, 0, line)
 	jobapitest.WantStatus(t, resp, b, http.StatusAccepted)
 	// Another replica has not seen the assignment: it reads the build and its project.
 	replica := inst.Replica(t, jobapitest.Options{})
-	resp, b = patchTrace(t, replica.URL, job.ID, job.Token, len(line), line)
+	resp, b = jobapitest.PatchTrace(t, replica.URL, job.ID, job.Token, len(line), line)
 	jobapitest.WantStatus(t, resp, b, http.StatusAccepted)
 	resp, b = inst.Do(t, "GET", fmt.Sprintf("/api/v4/projects/%d/jobs/%d/trace", p.ID, job.ID), nil)
 	jobapitest.WantStatus(t, resp, b, http.StatusOK)

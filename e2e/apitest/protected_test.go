@@ -49,23 +49,23 @@ func TestRefProtectedRunner(t *testing.T) {
 	_, anyTok := protectedRunner(t, inst, "not_protected")
 
 	feature := refPipeline(t, inst, project.ID, "feature/x", "unprotected-job")
-	wantNoJob(t, inst.URL, protTok)
+	jobapitest.WantNoJob(t, inst.URL, protTok)
 
 	main := refPipeline(t, inst, project.ID, "main", "protected-job")
-	job := takeJob(t, inst.URL, protTok)
+	job := jobapitest.TakeJob(t, inst.URL, protTok)
 	if job.JobInfo.PipelineID != main.ID || !job.GitInfo.Protected {
 		t.Fatalf("the ref_protected runner took job %s of pipeline %d (protected %v), want the job of main's pipeline %d",
 			job.JobInfo.Name, job.JobInfo.PipelineID, job.GitInfo.Protected, main.ID)
 	}
-	finishJob(t, inst.URL, job, "success", "", 0)
-	wantNoJob(t, inst.URL, protTok)
+	jobapitest.FinishJob(t, inst.URL, job, "success", "", 0)
+	jobapitest.WantNoJob(t, inst.URL, protTok)
 
-	job = takeJob(t, inst.URL, anyTok)
+	job = jobapitest.TakeJob(t, inst.URL, anyTok)
 	if job.JobInfo.PipelineID != feature.ID || job.GitInfo.Protected {
 		t.Fatalf("the not_protected runner took pipeline %d (protected %v), want the feature pipeline %d",
 			job.JobInfo.PipelineID, job.GitInfo.Protected, feature.ID)
 	}
-	finishJob(t, inst.URL, job, "success", "", 0)
+	jobapitest.FinishJob(t, inst.URL, job, "success", "", 0)
 }
 
 // TestRefProtectedRunnerEmptyProfile: a ref_protected runner's claim that found nothing
@@ -100,10 +100,10 @@ func TestRefProtectedRunnerEmptyProfile(t *testing.T) {
 func TestLongPollRefProtected(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	held := longPollReplica(t, inst)
+	held := inst.LongPollReplica(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var prot, open []*poller
+	var prot, open []*jobapitest.Poller
 	for i := range 6 {
 		level := "ref_protected"
 		if i%2 == 1 {
@@ -112,33 +112,33 @@ func TestLongPollRefProtected(t *testing.T) {
 		_, token := protectedRunner(t, inst, level)
 		r := jobapitest.NewRunner(t, held.URL, token, fmt.Sprintf("s_lpp%d", i))
 		r.NoJob(t)
-		pl := startPoller(t, ctx, r)
+		pl := jobapitest.StartPoller(t, ctx, r)
 		if level == "ref_protected" {
 			prot = append(prot, pl)
 		} else {
 			open = append(open, pl)
 		}
 	}
-	waitHeld(t, held, 6)
+	held.WaitHeld(t, 6)
 	p := refPipeline(t, inst, 1, "feature", "unprotected-job")
 	// firstHandout's readers last as long as the context it is given: this phase's only.
 	phase, endPhase := context.WithCancel(ctx)
-	firstHandout(t, phase, open, p.Jobs[0].ID, "the unprotected job was not handed out: no not_protected runner was woken")
+	jobapitest.FirstHandout(t, phase, open, p.Jobs[0].ID, "the unprotected job was not handed out: no not_protected runner was woken")
 	endPhase()
-	waitHeld(t, held, 5)
+	held.WaitHeld(t, 5)
 	for i, pl := range prot {
-		if n := pl.noJobs.Load(); n != 0 {
+		if n := pl.NoJobs.Load(); n != 0 {
 			t.Errorf("ref_protected runner %d was answered 204 %d times after the unprotected job: woken for nothing", i, n)
 		}
 		select {
-		case id := <-pl.got:
+		case id := <-pl.Got:
 			t.Fatalf("ref_protected runner %d took job %d", i, id)
 		default:
 		}
 	}
 	p = refPipeline(t, inst, 1, "main", "protected-job")
 	// The poller that took the unprotected job asks no more; any other may take this one.
-	firstHandout(t, ctx, append(append([]*poller{}, prot...), open...), p.Jobs[0].ID, "the protected job was not handed out")
+	jobapitest.FirstHandout(t, ctx, append(append([]*jobapitest.Poller{}, prot...), open...), p.Jobs[0].ID, "the protected job was not handed out")
 }
 
 // TestRefProtectedRunnersRace: ref_protected and not_protected runners poll at once, on two
@@ -282,7 +282,7 @@ func TestProtectedRefsAPI(t *testing.T) {
 	jobapitest.WantJSONError(t, resp, b, http.StatusNotFound) // a name, not a match
 	resp, b = inst.Do(t, "GET", base+"/protected_branches?per_page=2&page=2", nil)
 	jobapitest.WantStatus(t, resp, b, http.StatusOK)
-	if page := decode[[]api.ProtectedBranch](t, b); resp.Header.Get("X-Total") != "3" || len(page) != 1 || page[0].Name != "trunk" {
+	if page := jobapitest.Decode[[]api.ProtectedBranch](t, b); resp.Header.Get("X-Total") != "3" || len(page) != 1 || page[0].Name != "trunk" {
 		t.Errorf("page 2 of 2: %+v, X-Total %q; want [trunk] of 3 (by name)", page, resp.Header.Get("X-Total"))
 	}
 
@@ -325,7 +325,7 @@ func TestProtectedRefsInJobs(t *testing.T) {
 	inst.MustDo(t, http.StatusCreated, "POST", base+"/variables", map[string]any{"key": "DEPLOY_KEY", "value": "only-protected", "protected": true}, nil)
 	inst.MustDo(t, http.StatusCreated, "POST", base+"/protected_branches", map[string]any{"name": "release/*"}, nil)
 	inst.MustDo(t, http.StatusCreated, "POST", base+"/protected_tags", map[string]any{"name": "v*"}, nil)
-	_, token := createRunner(t, inst, nil, true)
+	_, token := inst.CreateRunner(t)
 
 	const config = `
 build:
@@ -338,12 +338,12 @@ build:
 		t.Helper()
 		resp, b := inst.Do(t, "POST", base+"/pipeline?ref="+url.QueryEscape(ref), config, "Content-Type", "application/yaml")
 		jobapitest.WantStatus(t, resp, b, http.StatusCreated)
-		return decode[api.Pipeline](t, b)
+		return jobapitest.Decode[api.Pipeline](t, b)
 	}
 	check := func(ref string, want bool) {
 		t.Helper()
-		job := takeJob(t, inst.URL, token)
-		vars := variables(job)
+		job := jobapitest.TakeJob(t, inst.URL, token)
+		vars := jobapitest.JobVariables(job)
 		suffix := map[bool]string{true: "-protected", false: "-non_protected"}[want]
 		if job.GitInfo.Protected != want || vars["CI_COMMIT_REF_PROTECTED"].Value != fmt.Sprint(want) {
 			t.Errorf("%s: git_info.protected %v, CI_COMMIT_REF_PROTECTED %q; want %v", ref, job.GitInfo.Protected, vars["CI_COMMIT_REF_PROTECTED"].Value, want)
@@ -354,7 +354,7 @@ build:
 		if len(job.Cache) != 2 || job.Cache[0].Key != "deps"+suffix || job.Cache[1].Key != "shared-non_protected" {
 			t.Errorf("%s: cache keys %+v, want deps%s and shared-non_protected", ref, job.Cache, suffix)
 		}
-		finishJob(t, inst.URL, job, "success", "", 0)
+		jobapitest.FinishJob(t, inst.URL, job, "success", "", 0)
 	}
 	for _, c := range []struct {
 		ref  string
@@ -413,14 +413,14 @@ func TestRunnerAccessLevel(t *testing.T) {
 	if got := level(reg.ID); got != "ref_protected" {
 		t.Errorf("registered with --access-level ref_protected: access_level %q", got)
 	}
-	plain, plainToken := createRunner(t, inst, nil, true)
+	plain, plainToken := inst.CreateRunner(t)
 	if got := level(plain); got != "not_protected" {
 		t.Errorf("a runner created without access_level has %q, want GitLab's default not_protected", got)
 	}
 	const formType = "application/x-www-form-urlencoded"
 	resp, b := inst.Do(t, "POST", "/api/v4/user/runners", url.Values{"access_level": {"ref_protected"}}.Encode(), "Content-Type", formType)
 	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
-	if got := level(decode[api.RunnerCreated](t, b).ID); got != "ref_protected" {
+	if got := level(jobapitest.Decode[api.RunnerCreated](t, b).ID); got != "ref_protected" {
 		t.Errorf("form-created: access_level %q", got)
 	}
 	for _, req := range []struct {

@@ -30,12 +30,12 @@ func TestResourceGroupsAPI(t *testing.T) {
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	var proj api.Project
 	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/projects", map[string]any{"name": "app", "default_branch": "main"}, &proj)
-	base := projectPath(proj.ID)
+	base := jobapitest.ProjectPath(proj.ID)
 	var ps []api.Pipeline
 	for range 3 {
 		resp, b := inst.Do(t, "POST", base+"/pipeline", map[string]any{"ref": "Feature/Pay", "ci_config": reviewDeployYAML})
 		jobapitest.WantStatus(t, resp, b, http.StatusCreated)
-		ps = append(ps, decode[api.Pipeline](t, b))
+		ps = append(ps, jobapitest.Decode[api.Pipeline](t, b))
 	}
 	key := "review/feature-pay"
 	groupPath := base + "/resource_groups/" + url.PathEscape(key)

@@ -21,15 +21,15 @@ import (
 func TestVerifyRunner(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	id, token := createRunner(t, inst, []string{"docker"}, false)
+	id, token := inst.CreateRunner(t, []string{"docker"}...)
 
-	body := map[string]any{"token": token, "system_id": "s_0123456789ab", "info": runnerInfo()}
+	body := map[string]any{"token": token, "system_id": "s_0123456789ab", "info": jobapitest.RunnerInfo()}
 	resp, b := jobapitest.Send(t, inst.URL, "POST", "/api/v4/runners/verify", body)
 	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type %q", ct)
 	}
-	got := decode[map[string]any](t, b)
+	got := jobapitest.Decode[map[string]any](t, b)
 	if got["id"] != float64(id) || id == 0 {
 		t.Errorf("verify id %v, want %d (non-zero)", got["id"], id)
 	}
@@ -50,8 +50,8 @@ func TestVerifyRunner(t *testing.T) {
 	if m.SystemID != "s_0123456789ab" || m.Version != "19.4.0" || m.Executor != "shell" || m.Architecture != "amd64" {
 		t.Errorf("manager %+v", m)
 	}
-	if !m.Features["cancelable"] || m.Features["two_phase_job_commit"] || len(m.Features) != len(features(false)) {
-		t.Errorf("manager features %v, want %v", m.Features, features(false))
+	if !m.Features["cancelable"] || m.Features["two_phase_job_commit"] || len(m.Features) != len(jobapitest.RunnerFeatures(false)) {
+		t.Errorf("manager features %v, want %v", m.Features, jobapitest.RunnerFeatures(false))
 	}
 	if m.ContactedAt.IsZero() || rn.ContactedAt == nil {
 		t.Errorf("contacted_at not recorded: manager %v runner %v", m.ContactedAt, rn.ContactedAt)
@@ -61,7 +61,7 @@ func TestVerifyRunner(t *testing.T) {
 	}
 
 	// Verifying again (new version) updates the same manager; another system_id adds one.
-	info := runnerInfo()
+	info := jobapitest.RunnerInfo()
 	info["version"] = "19.5.0"
 	resp, b = jobapitest.Send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"token": token, "system_id": "s_0123456789ab", "info": info})
 	jobapitest.WantStatus(t, resp, b, http.StatusOK)
@@ -79,16 +79,16 @@ func TestVerifyRunner(t *testing.T) {
 	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	inst.MustDo(t, http.StatusOK, "GET", fmt.Sprintf("/api/v4/runners/%d", id), nil, &rn)
 	if m := rn.Managers[0]; m.SystemID != "s_0123456789ab" || m.Version != "19.5.0" || m.Executor != "shell" ||
-		m.Architecture != "amd64" || !m.Features["cancelable"] || len(m.Features) != len(features(false)) {
+		m.Architecture != "amd64" || !m.Features["cancelable"] || len(m.Features) != len(jobapitest.RunnerFeatures(false)) {
 		t.Errorf("manager after a verify without info: %+v, want what the runner reported before", m)
 	}
 
-	before := rowCounts(t, inst)
+	before := jobapitest.RowCounts(t, inst)
 	for _, bad := range []string{"glrt-this-token-does-not-exist", "glrt-", "", "x"} {
 		resp, b = jobapitest.Send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"token": bad, "system_id": "s_0123456789ab"})
 		jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
 	}
-	if after := rowCounts(t, inst); !sameCounts(before, after) {
+	if after := jobapitest.RowCounts(t, inst); !jobapitest.SameCounts(before, after) {
 		t.Errorf("rejected verifies wrote rows: %v → %v", before, after)
 	}
 }
@@ -96,7 +96,7 @@ func TestVerifyRunner(t *testing.T) {
 func TestJobRequestPayload(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	_, token := createRunner(t, inst, nil, true)
+	_, token := inst.CreateRunner(t)
 	p := inst.CreatePipeline(t, 42, []string{"build", "test"}, jobapitest.Job{
 		"name": "compile", "stage": "build",
 		"script":       []string{"echo hello", "make"},
@@ -105,14 +105,14 @@ func TestJobRequestPayload(t *testing.T) {
 		"timeout":      "1h 30m",
 	}, jobapitest.Job{"name": "unit", "stage": "test", "script": "go test"})
 
-	resp, b := requestJob(t, inst.URL, token, "s_0123456789ab", "")
+	resp, b := jobapitest.RequestJob(t, inst.URL, token, "s_0123456789ab", "")
 	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type %q, want application/json", ct)
 	}
-	job := decode[api.Job](t, b)
-	raw := decode[map[string]any](t, b)
-	compile := jobByName(t, p, "compile")
+	job := jobapitest.Decode[api.Job](t, b)
+	raw := jobapitest.Decode[map[string]any](t, b)
+	compile := jobapitest.JobByName(t, p, "compile")
 
 	if job.ID != compile.ID || job.JobInfo.ID != compile.ID || job.JobInfo.Name != "compile" || job.JobInfo.Stage != "build" ||
 		job.JobInfo.PipelineID != p.ID || job.JobInfo.ProjectID != 42 {
@@ -173,19 +173,19 @@ func TestJobRequestPayload(t *testing.T) {
 		t.Errorf("job after assignment: %+v", d)
 	}
 	// The second stage waits; nothing else is handed out.
-	if st := jobStatuses(inst.Pipeline(t, p)); st["unit"] != "created" {
+	if st := jobapitest.JobStatuses(inst.Pipeline(t, p)); st["unit"] != "created" {
 		t.Errorf("later stage %v, want created", st)
 	}
-	wantNoJob(t, inst.URL, token)
+	jobapitest.WantNoJob(t, inst.URL, token)
 }
 
 func TestJobRequestTagMatching(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	// A: docker+linux, no untagged; B: untagged only; C: docker only.
-	_, tokA := createRunner(t, inst, []string{"docker", "linux"}, false)
-	_, tokB := createRunner(t, inst, nil, true)
-	_, tokC := createRunner(t, inst, []string{"docker"}, false)
+	_, tokA := inst.CreateRunner(t, []string{"docker", "linux"}...)
+	_, tokB := inst.CreateRunner(t)
+	_, tokC := inst.CreateRunner(t, []string{"docker"}...)
 	p := inst.CreatePipeline(t, 1, []string{"test"},
 		jobapitest.Job{"name": "both", "stage": "test", "script": "x", "tags": []string{"docker", "linux"}},
 		jobapitest.Job{"name": "none", "stage": "test", "script": "x"},
@@ -197,20 +197,20 @@ func TestJobRequestTagMatching(t *testing.T) {
 		ids[j.Name] = j.ID
 	}
 	// C cannot run "both" (no linux tag): it gets "docker".
-	if j := takeJob(t, inst.URL, tokC); j.ID != ids["docker"] {
+	if j := jobapitest.TakeJob(t, inst.URL, tokC); j.ID != ids["docker"] {
 		t.Errorf("C got %s, want docker", j.JobInfo.Name)
 	}
-	wantNoJob(t, inst.URL, tokC)
+	jobapitest.WantNoJob(t, inst.URL, tokC)
 	// A's tags include both of "both"'s; the untagged job needs run_untagged.
-	if j := takeJob(t, inst.URL, tokA); j.ID != ids["both"] {
+	if j := jobapitest.TakeJob(t, inst.URL, tokA); j.ID != ids["both"] {
 		t.Errorf("A got %s, want both", j.JobInfo.Name)
 	}
-	wantNoJob(t, inst.URL, tokA)
-	if j := takeJob(t, inst.URL, tokB); j.ID != ids["none"] {
+	jobapitest.WantNoJob(t, inst.URL, tokA)
+	if j := jobapitest.TakeJob(t, inst.URL, tokB); j.ID != ids["none"] {
 		t.Errorf("B got %s, want none", j.JobInfo.Name)
 	}
-	wantNoJob(t, inst.URL, tokB)
-	if st := jobStatuses(inst.Pipeline(t, p)); st["gpu"] != "pending" {
+	jobapitest.WantNoJob(t, inst.URL, tokB)
+	if st := jobapitest.JobStatuses(inst.Pipeline(t, p)); st["gpu"] != "pending" {
 		t.Errorf("gpu job %s, want pending (no runner has the tag)", st["gpu"])
 	}
 }
@@ -218,15 +218,15 @@ func TestJobRequestTagMatching(t *testing.T) {
 func TestJobRequestPausedRunner(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	id, token := createRunner(t, inst, nil, true)
+	id, token := inst.CreateRunner(t)
 	inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "j", "stage": "test", "script": "x"})
 
 	resp, b := inst.Do(t, "PUT", fmt.Sprintf("/api/v4/runners/%d", id), map[string]any{"paused": true})
 	jobapitest.WantStatus(t, resp, b, http.StatusOK)
-	if rn := decode[api.Runner](t, b); !rn.Paused || rn.Active {
+	if rn := jobapitest.Decode[api.Runner](t, b); !rn.Paused || rn.Active {
 		t.Errorf("runner after pause: %+v", rn)
 	}
-	resp, b = requestJob(t, inst.URL, token, "s_0123456789ab", "")
+	resp, b = jobapitest.RequestJob(t, inst.URL, token, "s_0123456789ab", "")
 	if resp.StatusCode != http.StatusNoContent || resp.Header.Get("X-GitLab-Last-Update") == "" {
 		t.Fatalf("paused runner: %d %q, want 204 with X-GitLab-Last-Update; body %s",
 			resp.StatusCode, resp.Header.Get("X-GitLab-Last-Update"), b)
@@ -234,13 +234,13 @@ func TestJobRequestPausedRunner(t *testing.T) {
 	// Unpausing (GitLab's older name, active=true) hands the job out at the next request.
 	resp, b = inst.Do(t, "PUT", fmt.Sprintf("/api/v4/runners/%d", id), map[string]any{"active": true})
 	jobapitest.WantStatus(t, resp, b, http.StatusOK)
-	takeJob(t, inst.URL, token)
+	jobapitest.TakeJob(t, inst.URL, token)
 }
 
 func TestJobRequestOldestFirst(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	_, token := createRunner(t, inst, nil, true)
+	_, token := inst.CreateRunner(t)
 	var want []int64
 	for i := range 3 {
 		p := inst.CreatePipeline(t, int64(10+i), []string{"test"},
@@ -252,23 +252,23 @@ func TestJobRequestOldestFirst(t *testing.T) {
 	}
 	var got []int64
 	for range want {
-		got = append(got, takeJob(t, inst.URL, token).ID)
+		got = append(got, jobapitest.TakeJob(t, inst.URL, token).ID)
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("assignment order %v, want oldest first %v", got, want)
 	}
-	wantNoJob(t, inst.URL, token)
+	jobapitest.WantNoJob(t, inst.URL, token)
 }
 
 func TestJobRequestAuthAndMalformed(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	_, token := createRunner(t, inst, nil, true)
+	_, token := inst.CreateRunner(t)
 	inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "j", "stage": "test", "script": "x"})
-	before := rowCounts(t, inst)
+	before := jobapitest.RowCounts(t, inst)
 
 	for _, bad := range []string{"glrt-unknown-token-0000000", "glrt-", "", token + "x"} {
-		resp, b := requestJob(t, inst.URL, bad, "s_0123456789ab", "")
+		resp, b := jobapitest.RequestJob(t, inst.URL, bad, "s_0123456789ab", "")
 		jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
 	}
 	for name, body := range map[string]string{
@@ -284,11 +284,11 @@ func TestJobRequestAuthAndMalformed(t *testing.T) {
 			jobapitest.WantJSONError(t, resp, b, http.StatusBadRequest)
 		})
 	}
-	if after := rowCounts(t, inst); !sameCounts(before, after) {
+	if after := jobapitest.RowCounts(t, inst); !jobapitest.SameCounts(before, after) {
 		t.Errorf("rejected requests wrote rows: %v → %v", before, after)
 	}
 	// The job is still there for a well-formed request.
-	takeJob(t, inst.URL, token)
+	jobapitest.TakeJob(t, inst.URL, token)
 }
 
 // TestIdlePollWithoutPostgres proves that an idle poll (last_update equal to the current
@@ -303,9 +303,9 @@ func TestJobRequestAuthAndMalformed(t *testing.T) {
 func TestIdlePollWithoutPostgres(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	_, token := createRunner(t, inst, nil, true)
+	_, token := inst.CreateRunner(t)
 
-	resp, b := requestJob(t, inst.URL, token, "s_0123456789ab", "")
+	resp, b := jobapitest.RequestJob(t, inst.URL, token, "s_0123456789ab", "")
 	if resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("first poll: %d %s, want 204", resp.StatusCode, b)
 	}
@@ -354,7 +354,7 @@ func TestIdlePollWithoutPostgres(t *testing.T) {
 	}
 
 	for i := range 50 {
-		resp, b := requestJob(t, inst.URL, token, "s_0123456789ab", version)
+		resp, b := jobapitest.RequestJob(t, inst.URL, token, "s_0123456789ab", version)
 		if resp.StatusCode != http.StatusNoContent || resp.Header.Get("X-GitLab-Last-Update") != version {
 			t.Fatalf("idle poll %d with Postgres unreachable: %d, X-GitLab-Last-Update %q (want 204, %q); body %s",
 				i, resp.StatusCode, resp.Header.Get("X-GitLab-Last-Update"), version, b)
@@ -366,7 +366,7 @@ func TestIdlePollWithoutPostgres(t *testing.T) {
 	if err := inst.Redis.Set(ctx, inst.Config.RedisKeyPrefix+"queue:version", "control-version", time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
-	resp, b = requestJob(t, inst.URL, token, "s_0123456789ab", "stale-version")
+	resp, b = jobapitest.RequestJob(t, inst.URL, token, "s_0123456789ab", "stale-version")
 	if resp.StatusCode < 500 {
 		t.Fatalf("control poll with a stale last_update: %d %s; want a 5xx while Postgres is cut off", resp.StatusCode, b)
 	}
@@ -389,7 +389,7 @@ func TestIdlePollWithoutPostgres(t *testing.T) {
 	}
 	// A new build bumps the version, and the same last_update now finds it.
 	inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "j", "stage": "test", "script": "x"})
-	resp, b = requestJob(t, inst.URL, token, "s_0123456789ab", version)
+	resp, b = jobapitest.RequestJob(t, inst.URL, token, "s_0123456789ab", version)
 	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 }
 
@@ -398,17 +398,17 @@ func TestIdlePollWithoutPostgres(t *testing.T) {
 func TestIdlePollVersionLifecycle(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	_, token := createRunner(t, inst, nil, true)
-	resp, _ := requestJob(t, inst.URL, token, "s_0123456789ab", "")
+	_, token := inst.CreateRunner(t)
+	resp, _ := jobapitest.RequestJob(t, inst.URL, token, "s_0123456789ab", "")
 	v1 := resp.Header.Get("X-GitLab-Last-Update")
-	resp, _ = requestJob(t, inst.URL, token, "s_0123456789ab", v1)
+	resp, _ = jobapitest.RequestJob(t, inst.URL, token, "s_0123456789ab", v1)
 	if resp.StatusCode != http.StatusNoContent || resp.Header.Get("X-GitLab-Last-Update") != v1 {
 		t.Fatalf("idle poll: %d %q, want 204 %q", resp.StatusCode, resp.Header.Get("X-GitLab-Last-Update"), v1)
 	}
 	inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "j", "stage": "test", "script": "x"})
-	resp, b := requestJob(t, inst.URL, token, "s_0123456789ab", v1)
+	resp, b := jobapitest.RequestJob(t, inst.URL, token, "s_0123456789ab", v1)
 	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
-	resp, _ = requestJob(t, inst.URL, token, "s_0123456789ab", v1)
+	resp, _ = jobapitest.RequestJob(t, inst.URL, token, "s_0123456789ab", v1)
 	v2 := resp.Header.Get("X-GitLab-Last-Update")
 	if resp.StatusCode != http.StatusNoContent || v2 == "" || v2 == v1 {
 		t.Errorf("after a new build: %d, version %q (old %q); want 204 with a new version", resp.StatusCode, v2, v1)
@@ -420,8 +420,8 @@ func TestIdlePollVersionLifecycle(t *testing.T) {
 func TestVerifyClipsLongStringsOnCharacters(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	id, token := createRunner(t, inst, nil, true)
-	info := runnerInfo()
+	id, token := inst.CreateRunner(t)
+	info := jobapitest.RunnerInfo()
 	info["version"] = strings.Repeat("a", 254) + "é"
 	info["platform"] = strings.Repeat("é", 200)
 	resp, b := jobapitest.Send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"token": token, "system_id": "s_utf8", "info": info})
@@ -438,9 +438,9 @@ func TestVerifyClipsLongStringsOnCharacters(t *testing.T) {
 func TestManagersPerRunnerCapped(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) { c.MaxManagersPerRunner = 3 }})
-	id, token := createRunner(t, inst, nil, true)
+	id, token := inst.CreateRunner(t)
 	verify := func(systemID string) (*http.Response, []byte) {
-		return jobapitest.Send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"token": token, "system_id": systemID, "info": runnerInfo()})
+		return jobapitest.Send(t, inst.URL, "POST", "/api/v4/runners/verify", map[string]any{"token": token, "system_id": systemID, "info": jobapitest.RunnerInfo()})
 	}
 	for i := 0; i < 3; i++ {
 		resp, b := verify(fmt.Sprintf("s_cap%d", i))
@@ -450,12 +450,12 @@ func TestManagersPerRunnerCapped(t *testing.T) {
 	if msg := jobapitest.WantJSONError(t, resp, b, http.StatusTooManyRequests); !strings.Contains(msg, "3") || !strings.Contains(msg, "manager") {
 		t.Errorf("message %q: want one naming the limit of 3 managers", msg)
 	}
-	resp, b = requestJob(t, inst.URL, token, "s_cap4", "")
+	resp, b = jobapitest.RequestJob(t, inst.URL, token, "s_cap4", "")
 	jobapitest.WantJSONError(t, resp, b, http.StatusTooManyRequests)
 	// Known managers are not affected.
 	resp, b = verify("s_cap1")
 	jobapitest.WantStatus(t, resp, b, http.StatusOK)
-	resp, b = requestJob(t, inst.URL, token, "s_cap2", "")
+	resp, b = jobapitest.RequestJob(t, inst.URL, token, "s_cap2", "")
 	jobapitest.WantStatus(t, resp, b, http.StatusNoContent)
 	if n := jobapitest.QueryInt(t, inst.Pool, "SELECT count(*) FROM runner_managers WHERE runner_id = $1", id); n != 3 {
 		t.Errorf("%d manager rows, want 3", n)

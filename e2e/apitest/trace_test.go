@@ -14,21 +14,21 @@ import (
 func TestPatchTrace(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	_, job := legacyJob(t, inst, nil)
+	_, job := inst.LegacyJob(t, nil)
 	tracePath := fmt.Sprintf("/api/v4/projects/7/jobs/%d/trace", job.ID)
 
 	// Content-Range is inclusive: "0-5" carries 6 bytes.
-	resp, b := patchTrace(t, inst.URL, job.ID, job.Token, 0, []byte("hello\n"))
+	resp, b := jobapitest.PatchTrace(t, inst.URL, job.ID, job.Token, 0, []byte("hello\n"))
 	jobapitest.WantStatus(t, resp, b, http.StatusAccepted)
 	if got := resp.Header.Get("Range"); got != "0-6" {
 		t.Errorf("Range %q, want 0-6", got)
 	}
-	wantJobStatus(t, resp, "running")
+	jobapitest.WantJobStatus(t, resp, "running")
 	if got := resp.Header.Get("X-GitLab-Trace-Update-Interval"); got != "30" {
 		t.Errorf("X-GitLab-Trace-Update-Interval %q, want 30 while nobody watches", got)
 	}
 
-	resp, b = patchTrace(t, inst.URL, job.ID, job.Token, 6, []byte("world\n"))
+	resp, b = jobapitest.PatchTrace(t, inst.URL, job.ID, job.Token, 6, []byte("world\n"))
 	jobapitest.WantStatus(t, resp, b, http.StatusAccepted)
 	if got := resp.Header.Get("Range"); got != "0-12" {
 		t.Errorf("Range %q, want 0-12", got)
@@ -36,7 +36,7 @@ func TestPatchTrace(t *testing.T) {
 
 	// A patch that does not start at the stored length: 416 with the stored length.
 	for _, start := range []int{0, 6, 13, 100} {
-		resp, b = patchTrace(t, inst.URL, job.ID, job.Token, start, []byte("again\n"))
+		resp, b = jobapitest.PatchTrace(t, inst.URL, job.ID, job.Token, start, []byte("again\n"))
 		jobapitest.WantJSONError(t, resp, b, http.StatusRequestedRangeNotSatisfiable)
 		if got := resp.Header.Get("Range"); got != "0-12" {
 			t.Errorf("start %d: Range %q, want 0-12", start, got)
@@ -74,7 +74,7 @@ func TestPatchTrace(t *testing.T) {
 	}
 
 	// Someone read the log: the runner is asked to send every 3 s.
-	resp, b = patchTrace(t, inst.URL, job.ID, job.Token, 12, []byte("!"))
+	resp, b = jobapitest.PatchTrace(t, inst.URL, job.ID, job.Token, 12, []byte("!"))
 	jobapitest.WantStatus(t, resp, b, http.StatusAccepted)
 	if got := resp.Header.Get("X-GitLab-Trace-Update-Interval"); got != "3" {
 		t.Errorf("X-GitLab-Trace-Update-Interval %q after a read, want 3", got)
@@ -86,13 +86,13 @@ func TestPatchTrace(t *testing.T) {
 	if resp.StatusCode != http.StatusAccepted || resp.Header.Get("Range") != "0-13" {
 		t.Errorf("empty patch: %d Range %q %s, want 202 0-13", resp.StatusCode, resp.Header.Get("Range"), b)
 	}
-	resp, b = patchTrace(t, inst.URL, job.ID, job.Token, 13, []byte("?\n"))
+	resp, b = jobapitest.PatchTrace(t, inst.URL, job.ID, job.Token, 13, []byte("?\n"))
 	jobapitest.WantStatus(t, resp, b, http.StatusAccepted)
 	if got := resp.Header.Get("Range"); got != "0-15" {
 		t.Errorf("Range %q after the empty patch, want 0-15", got)
 	}
 
-	finishJob(t, inst.URL, job, "success", "", 0)
+	jobapitest.FinishJob(t, inst.URL, job, "success", "", 0)
 	resp, b = inst.Do(t, "GET", tracePath, nil)
 	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	if string(b) != "hello\nworld\n!?\n" {
@@ -114,14 +114,14 @@ func TestTraceLimit(t *testing.T) {
 		t.Fatalf("JOBAPI_TRACE_LIMIT=1KiB: %v, %d", err, cfg.TraceLimit)
 	}
 	inst := jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) { c.TraceLimit = cfg.TraceLimit }})
-	p, job := legacyJob(t, inst, nil)
+	p, job := inst.LegacyJob(t, nil)
 
-	resp, b := patchTrace(t, inst.URL, job.ID, job.Token, 0, bytes.Repeat([]byte("a"), 1000))
+	resp, b := jobapitest.PatchTrace(t, inst.URL, job.ID, job.Token, 0, bytes.Repeat([]byte("a"), 1000))
 	jobapitest.WantStatus(t, resp, b, http.StatusAccepted)
 	big := bytes.Repeat([]byte("b"), 100<<10) // far past 1 KiB and any slack
-	resp, b = patchTrace(t, inst.URL, job.ID, job.Token, 1000, big)
+	resp, b = jobapitest.PatchTrace(t, inst.URL, job.ID, job.Token, 1000, big)
 	jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
-	wantJobStatus(t, resp, "failed")
+	jobapitest.WantJobStatus(t, resp, "failed")
 
 	d := inst.Job(t, 7, job.ID)
 	if d.Status != "failed" || d.FailureReason == nil || *d.FailureReason != "trace_size_exceeded" {
@@ -137,10 +137,10 @@ func TestTraceLimit(t *testing.T) {
 		t.Errorf("events %s, want trace_size_exceeded", ev)
 	}
 	// The runner's next calls are refused with Job-Status failed: it aborts.
-	resp, b = patchTrace(t, inst.URL, job.ID, job.Token, 1000, []byte("more"))
+	resp, b = jobapitest.PatchTrace(t, inst.URL, job.ID, job.Token, 1000, []byte("more"))
 	jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
-	wantJobStatus(t, resp, "failed")
-	resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "success"})
+	jobapitest.WantJobStatus(t, resp, "failed")
+	resp, b = jobapitest.UpdateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "success"})
 	jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
-	wantJobStatus(t, resp, "failed")
+	jobapitest.WantJobStatus(t, resp, "failed")
 }

@@ -6,46 +6,30 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/e2e/jobapitest"
 )
-
-// legacyJob creates a one-job pipeline for project 7 and hands the job to a fresh runner.
-func legacyJob(t *testing.T, inst *jobapitest.Instance, job jobapitest.Job) (api.Pipeline, api.Job) {
-	t.Helper()
-	_, token := createRunner(t, inst, nil, true)
-	if job == nil {
-		job = jobapitest.Job{}
-	}
-	job["name"], job["stage"] = "only", "test"
-	if job["script"] == nil {
-		job["script"] = "echo hi"
-	}
-	p := inst.CreatePipeline(t, 7, []string{"test"}, job)
-	return p, takeJob(t, inst.URL, token)
-}
 
 func TestUpdateJobLegacy(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
 
 	t.Run("touch then success, repeat is idempotent", func(t *testing.T) {
-		p, job := legacyJob(t, inst, nil)
+		p, job := inst.LegacyJob(t, nil)
 		// The ack a legacy runner still sends, then keep-alive touches (with output).
 		for range 3 {
-			resp, b := updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "running",
+			resp, b := jobapitest.UpdateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "running",
 				"output": map[string]any{"checksum": "crc32:00000000", "bytesize": 0}})
 			jobapitest.WantStatus(t, resp, b, http.StatusOK)
-			wantJobStatus(t, resp, "running")
+			jobapitest.WantJobStatus(t, resp, "running")
 		}
 		// state=pending on a running job is a touch too.
-		resp, b := updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "pending"})
+		resp, b := jobapitest.UpdateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "pending"})
 		jobapitest.WantStatus(t, resp, b, http.StatusOK)
-		wantJobStatus(t, resp, "running")
+		jobapitest.WantJobStatus(t, resp, "running")
 
-		resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "success"})
+		resp, b = jobapitest.UpdateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "success"})
 		jobapitest.WantStatus(t, resp, b, http.StatusOK)
-		wantJobStatus(t, resp, "success")
+		jobapitest.WantJobStatus(t, resp, "success")
 		d := inst.Job(t, 7, job.ID)
 		if d.Status != "success" || d.FailureReason != nil || d.FinishedAt == nil {
 			t.Errorf("job after success: %+v", d)
@@ -54,40 +38,40 @@ func TestUpdateJobLegacy(t *testing.T) {
 			t.Errorf("pipeline %s, want success", st)
 		}
 		// A retry of the final update after a lost answer: 200.
-		resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "success"})
+		resp, b = jobapitest.UpdateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "success"})
 		jobapitest.WantStatus(t, resp, b, http.StatusOK)
-		wantJobStatus(t, resp, "success")
+		jobapitest.WantJobStatus(t, resp, "success")
 		// Anything else on the finished job: 403 with Job-Status, so the runner aborts.
 		for _, state := range []string{"running", "failed", "pending"} {
-			resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": state, "failure_reason": ""})
+			resp, b = jobapitest.UpdateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": state, "failure_reason": ""})
 			jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
-			wantJobStatus(t, resp, "success")
+			jobapitest.WantJobStatus(t, resp, "success")
 		}
 		// Trace after the end: 403 with Job-Status too.
-		resp, b = patchTrace(t, inst.URL, job.ID, job.Token, 0, []byte("late"))
+		resp, b = jobapitest.PatchTrace(t, inst.URL, job.ID, job.Token, 0, []byte("late"))
 		jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
-		wantJobStatus(t, resp, "success")
+		jobapitest.WantJobStatus(t, resp, "success")
 		if d := inst.Job(t, 7, job.ID); d.Status != "success" {
 			t.Errorf("rejected updates changed the job: %+v", d)
 		}
 	})
 
 	t.Run("failed with reason and exit code", func(t *testing.T) {
-		p, job := legacyJob(t, inst, nil)
+		p, job := inst.LegacyJob(t, nil)
 		final := map[string]any{"state": "failed",
 			"failure_reason": "script_failure", "exit_code": 3, "output": map[string]any{"checksum": "crc32:0a1b2c3d", "bytesize": 12}}
 		// The runner says its log is 12 bytes, the server has none: 412, send it again
 		// (gitlab-runner rewinds its trace and PATCHes it), the job still runs.
-		resp, b := updateJob(t, inst.URL, job.ID, job.Token, final)
+		resp, b := jobapitest.UpdateJob(t, inst.URL, job.ID, job.Token, final)
 		jobapitest.WantJSONError(t, resp, b, http.StatusPreconditionFailed)
 		if d := inst.Job(t, 7, job.ID); d.Status != "running" {
 			t.Fatalf("job after a 412: %s, want running", d.Status)
 		}
-		resp, b = patchTrace(t, inst.URL, job.ID, job.Token, 0, []byte("hello world\n"))
+		resp, b = jobapitest.PatchTrace(t, inst.URL, job.ID, job.Token, 0, []byte("hello world\n"))
 		jobapitest.WantStatus(t, resp, b, http.StatusAccepted)
-		resp, b = updateJob(t, inst.URL, job.ID, job.Token, final)
+		resp, b = jobapitest.UpdateJob(t, inst.URL, job.ID, job.Token, final)
 		jobapitest.WantStatus(t, resp, b, http.StatusOK)
-		wantJobStatus(t, resp, "failed")
+		jobapitest.WantJobStatus(t, resp, "failed")
 		d := inst.Job(t, 7, job.ID)
 		if d.Status != "failed" || d.FailureReason == nil || *d.FailureReason != "script_failure" ||
 			d.ExitCode == nil || *d.ExitCode != 3 {
@@ -100,18 +84,18 @@ func TestUpdateJobLegacy(t *testing.T) {
 		if d.RetriedBy != nil {
 			t.Errorf("script failure was retried: %+v", d)
 		}
-		resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "failed",
+		resp, b = jobapitest.UpdateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "failed",
 			"failure_reason": "script_failure", "exit_code": 3})
 		jobapitest.WantStatus(t, resp, b, http.StatusOK)
-		wantJobStatus(t, resp, "failed")
-		resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "success"})
+		jobapitest.WantJobStatus(t, resp, "failed")
+		resp, b = jobapitest.UpdateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "success"})
 		jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
-		wantJobStatus(t, resp, "failed")
+		jobapitest.WantJobStatus(t, resp, "failed")
 	})
 
 	t.Run("failed without a reason is unknown_failure", func(t *testing.T) {
-		_, job := legacyJob(t, inst, nil)
-		finishJob(t, inst.URL, job, "failed", "", 0)
+		_, job := inst.LegacyJob(t, nil)
+		jobapitest.FinishJob(t, inst.URL, job, "failed", "", 0)
 		d := inst.Job(t, 7, job.ID)
 		if d.FailureReason == nil || *d.FailureReason != "unknown_failure" {
 			t.Errorf("failure_reason %v, want unknown_failure", d.FailureReason)
@@ -119,18 +103,18 @@ func TestUpdateJobLegacy(t *testing.T) {
 	})
 
 	t.Run("token in body only, or header only", func(t *testing.T) {
-		_, job := legacyJob(t, inst, nil)
+		_, job := inst.LegacyJob(t, nil)
 		resp, b := jobapitest.Send(t, inst.URL, "PUT", fmt.Sprintf("/api/v4/jobs/%d", job.ID), map[string]any{"token": job.Token, "state": "running"})
 		jobapitest.WantStatus(t, resp, b, http.StatusOK)
 		resp, b = jobapitest.Send(t, inst.URL, "PUT", fmt.Sprintf("/api/v4/jobs/%d", job.ID), map[string]any{"state": "running"}, "JOB-TOKEN", job.Token)
 		jobapitest.WantStatus(t, resp, b, http.StatusOK)
-		wantJobStatus(t, resp, "running")
+		jobapitest.WantJobStatus(t, resp, "running")
 	})
 
 	t.Run("wrong token and unknown state", func(t *testing.T) {
-		_, job := legacyJob(t, inst, nil)
-		_, other := legacyJob(t, inst, nil)
-		before := rowCounts(t, inst)
+		_, job := inst.LegacyJob(t, nil)
+		_, other := inst.LegacyJob(t, nil)
+		before := jobapitest.RowCounts(t, inst)
 		for name, tok := range map[string]string{"other job's token": other.Token, "garbage": "glcbt-nope", "empty": ""} {
 			resp, b := jobapitest.Send(t, inst.URL, "PUT", fmt.Sprintf("/api/v4/jobs/%d", job.ID),
 				map[string]any{"token": tok, "state": "success"}, "JOB-TOKEN", tok)
@@ -139,16 +123,16 @@ func TestUpdateJobLegacy(t *testing.T) {
 			}
 		}
 		// A job that does not exist: 403 too (the runner must abort, and ids are not probed).
-		resp, b := updateJob(t, inst.URL, 987654321, job.Token, map[string]any{"state": "running"})
+		resp, b := jobapitest.UpdateJob(t, inst.URL, 987654321, job.Token, map[string]any{"state": "running"})
 		jobapitest.WantJSONError(t, resp, b, http.StatusForbidden)
 
 		for _, state := range []string{"done", "", "RUNNING", "canceled", "waiting_for_runner_ack"} {
-			resp, b := updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": state})
+			resp, b := jobapitest.UpdateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": state})
 			jobapitest.WantJSONError(t, resp, b, http.StatusBadRequest)
 		}
-		resp, b = updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "failed", "failure_reason": "bogus_reason"})
+		resp, b = jobapitest.UpdateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "failed", "failure_reason": "bogus_reason"})
 		jobapitest.WantJSONError(t, resp, b, http.StatusBadRequest)
-		if after := rowCounts(t, inst); !sameCounts(before, after) {
+		if after := jobapitest.RowCounts(t, inst); !jobapitest.SameCounts(before, after) {
 			t.Errorf("rejected updates wrote rows: %v → %v", before, after)
 		}
 		if d := inst.Job(t, 7, job.ID); d.Status != "running" {
@@ -164,14 +148,14 @@ func TestUpdateJobLargeExitCode(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
 	for _, code := range []int64{3221225477, 1<<53 - 1, -1073741819} {
-		_, job := legacyJob(t, inst, nil)
-		resp, b := updateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "failed",
+		_, job := inst.LegacyJob(t, nil)
+		resp, b := jobapitest.UpdateJob(t, inst.URL, job.ID, job.Token, map[string]any{"state": "failed",
 			"failure_reason": "script_failure", "exit_code": code})
 		jobapitest.WantStatus(t, resp, b, http.StatusOK)
-		wantJobStatus(t, resp, "failed")
+		jobapitest.WantJobStatus(t, resp, "failed")
 		resp, b = inst.Do(t, "GET", fmt.Sprintf("/api/v4/projects/7/jobs/%d", job.ID), nil)
 		jobapitest.WantStatus(t, resp, b, http.StatusOK)
-		d := decode[struct {
+		d := jobapitest.Decode[struct {
 			Status   string `json:"status"`
 			ExitCode *int64 `json:"exit_code"`
 		}](t, b)

@@ -18,29 +18,29 @@ import (
 func TestLongPollVersionExpiry(t *testing.T) {
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	held := longPollReplica(t, inst)
+	held := inst.LongPollReplica(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var pollers []*poller
+	var pollers []*jobapitest.Poller
 	for i := range 4 {
 		_, token := inst.CreateRunner(t, "a")
 		r := jobapitest.NewRunner(t, held.URL, token, fmt.Sprintf("s_exp%d", i))
 		r.NoJob(t)
-		pollers = append(pollers, startPoller(t, ctx, r))
+		pollers = append(pollers, jobapitest.StartPoller(t, ctx, r))
 	}
-	waitHeld(t, held, 4)
+	held.WaitHeld(t, 4)
 	p := inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "lost-bump", "stage": "test", "script": "x", "tags": []string{"never"}})
-	waitHeld(t, held, 4)
+	held.WaitHeld(t, 4)
 	if _, err := inst.Pool.Exec(ctx, `UPDATE builds SET tags = '{a}' WHERE id = $1`, p.Jobs[0].ID); err != nil {
 		t.Fatal(err)
 	}
 	if err := inst.Redis.Del(ctx, inst.Config.RedisKeyPrefix+"queue:version").Err(); err != nil {
 		t.Fatal(err)
 	}
-	firstHandout(t, ctx, pollers, p.Jobs[0].ID, "the build behind the lost bump was not handed out after the version expired")
-	waitHeld(t, held, 3)
+	jobapitest.FirstHandout(t, ctx, pollers, p.Jobs[0].ID, "the build behind the lost bump was not handed out after the version expired")
+	held.WaitHeld(t, 3)
 	for i, pl := range pollers {
-		if n := pl.noJobs.Load(); n != 0 {
+		if n := pl.NoJobs.Load(); n != 0 {
 			t.Errorf("runner %d was answered 204 %d times after the version expired: woken for nothing", i, n)
 		}
 	}

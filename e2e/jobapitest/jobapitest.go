@@ -131,15 +131,23 @@ func (i *Instance) Replica(t testing.TB, o Options) *Instance {
 	return startWith(t, cfg, o)
 }
 
-// CreateRunner registers a runner and returns its id and token.
+// CreateRunner registers a runner for tags (untagged jobs only when there are none) and
+// returns its id and token.
 func (i *Instance) CreateRunner(t testing.TB, tags ...string) (int64, string) {
+	t.Helper()
+	return i.RegisterRunner(t, "test runner", tags, len(tags) == 0)
+}
+
+// RegisterRunner registers a runner with the operator's POST /user/runners and returns its
+// id and token.
+func (i *Instance) RegisterRunner(t testing.TB, description string, tags []string, runUntagged bool) (int64, string) {
 	t.Helper()
 	var out api.RunnerCreated
 	if tags == nil {
 		tags = []string{}
 	}
 	i.MustDo(t, http.StatusCreated, "POST", "/api/v4/user/runners",
-		map[string]any{"description": "test runner", "tag_list": tags, "run_untagged": len(tags) == 0}, &out)
+		map[string]any{"description": description, "tag_list": tags, "run_untagged": runUntagged}, &out)
 	return out.ID, out.Token
 }
 
