@@ -3,6 +3,7 @@ package contract_test
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/jobapi/jobapi/api"
 )
@@ -25,7 +26,7 @@ func usersScenario(t *testing.T, c *client) {
 
 	var tok, reader api.PersonalAccessToken
 	c.decode(&tok, http.StatusCreated, "POST", path("/api/v4/users/%d/personal_access_tokens", u.ID),
-		jsonBody(t, map[string]any{"name": "api", "scopes": []string{"api"}, "expires_at": "2999-01-01"}), admin)
+		jsonBody(t, map[string]any{"name": "api", "scopes": []string{"api"}, "expires_at": time.Now().UTC().AddDate(0, 0, 100).Format(time.DateOnly)}), admin)
 	c.do(http.StatusBadRequest, "POST", path("/api/v4/users/%d/personal_access_tokens", u.ID),
 		jsonBody(t, map[string]any{"scopes": []string{"api"}}), admin, invalid)
 	c.do(http.StatusOK, "GET", "/api/v4/user", nil, header("PRIVATE-TOKEN", tok.Token))
@@ -41,7 +42,7 @@ func usersScenario(t *testing.T, c *client) {
 	var rotated api.PersonalAccessToken
 	c.decode(&rotated, http.StatusOK, "POST", path("/api/v4/personal_access_tokens/%d/rotate", tok.ID), nil, admin)
 	c.do(http.StatusUnauthorized, "GET", "/api/v4/user", nil, header("PRIVATE-TOKEN", tok.Token))
-	c.decode(&rotated, http.StatusOK, "POST", "/api/v4/personal_access_tokens/self/rotate?expires_at=2999-06-30", nil,
+	c.decode(&rotated, http.StatusOK, "POST", "/api/v4/personal_access_tokens/self/rotate?expires_at="+time.Now().UTC().AddDate(0, 0, 200).Format(time.DateOnly), nil,
 		header("PRIVATE-TOKEN", rotated.Token))
 	c.do(http.StatusNoContent, "DELETE", "/api/v4/personal_access_tokens/self", nil, header("PRIVATE-TOKEN", rotated.Token))
 	c.do(http.StatusNoContent, "DELETE", path("/api/v4/personal_access_tokens/%d", reader.ID), nil, admin)
