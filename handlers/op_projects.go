@@ -13,7 +13,7 @@ import (
 )
 
 // ProjectNamespace is the one namespace jobapi has: CI_PROJECT_PATH is jobapi/<path>.
-const ProjectNamespace = "jobapi"
+const ProjectNamespace = projects.Namespace
 
 const projectNamespace = ProjectNamespace
 
@@ -45,6 +45,15 @@ func projectError(err error) error {
 		return &httpError{code: http.StatusConflict, msg: err.Error()}
 	case errors.Is(err, builds.ErrNotFound):
 		return &httpError{code: http.StatusNotFound, msg: "404 " + err.Error()}
+	}
+	return err
+}
+
+// noSuchProject words a project that is not there as GitLab does ("404 Project Not
+// Found"), without its id: the id of a path no project has is a stand-in (projectPaths).
+func noSuchProject(err error) error {
+	if errors.Is(err, builds.ErrNotFound) {
+		return &httpError{code: http.StatusNotFound, msg: "404 Project Not Found"}
 	}
 	return err
 }
@@ -95,7 +104,7 @@ func (h *Handler) getProject(w http.ResponseWriter, r *http.Request) error {
 	}
 	p, err := h.prj.Project(r.Context(), id)
 	if err != nil {
-		return projectError(err)
+		return projectError(noSuchProject(err))
 	}
 	writeJSON(w, http.StatusOK, projectView(p))
 	return nil
@@ -112,7 +121,7 @@ func (h *Handler) updateProject(w http.ResponseWriter, r *http.Request) error {
 	}
 	p, err := h.prj.UpdateProject(r.Context(), id, f.change())
 	if err != nil {
-		return projectError(err)
+		return projectError(noSuchProject(err))
 	}
 	writeJSON(w, http.StatusOK, projectView(p))
 	return nil
@@ -124,7 +133,7 @@ func (h *Handler) deleteProject(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if err := h.prj.DeleteProject(r.Context(), id); err != nil {
-		return projectError(err)
+		return projectError(noSuchProject(err))
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil

@@ -36,7 +36,7 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 	r := chi.NewRouter()
 	// The operator bound is the default: it also covers unmatched paths, whose bodies the
 	// server drains after the 404.
-	r.Use(h.requestID, h.recoverer, h.observe, bodyDeadline(operatorBodyTimeout), refSlashes)
+	r.Use(h.requestID, h.recoverer, h.observe, bodyDeadline(operatorBodyTimeout), refSlashes, h.projectPaths)
 
 	r.Get("/-/liveness", h.liveness)
 	r.Get("/-/readiness", h.readiness)

@@ -196,6 +196,7 @@ func (u *UI) routes() http.Handler {
 		r.With(u.can(access.ReadJobLogs)).Get("/projects/{project_id}/jobs/{job_id}/log", u.jobLog)
 		r.With(u.can(access.ReadJobLogs)).Get("/projects/{project_id}/jobs/{job_id}/log/raw", u.jobLogRaw)
 		r.With(u.can(access.ReadArtifacts)).Get("/projects/{project_id}/jobs/{job_id}/artifacts/{artifact_id}", u.jobArtifactDownload)
+		u.gitlabPaths(r)
 		admin.Get("/runners", u.runnersPage)
 		admin.Get("/two_phase", u.twoPhasePage)
 		admin.Get("/audit", u.auditPage)

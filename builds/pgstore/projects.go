@@ -72,6 +72,17 @@ func (s *Store) Project(ctx context.Context, id int64) (builds.Project, error) {
 	return p, nil
 }
 
+const projectByPath = `SELECT ` + projectCols + ` FROM projects WHERE path = $1`
+
+// ProjectByPath returns the project whose path (its URL name in the one namespace) is path.
+func (s *Store) ProjectByPath(ctx context.Context, path string) (builds.Project, error) {
+	p, err := scanProject(s.pool.QueryRow(ctx, projectByPath, path))
+	if err != nil {
+		return builds.Project{}, notFound(err, fmt.Sprintf("project %.60q", path))
+	}
+	return p, nil
+}
+
 const listProjects = `SELECT ` + projectCols + `, count(*) OVER () FROM projects ORDER BY id LIMIT $1 OFFSET $2`
 
 // Projects lists projects by id.

@@ -17,6 +17,10 @@ import (
 	"github.com/jobapi/jobapi/builds"
 )
 
+// Namespace is the one namespace jobapi has: a project's GitLab path is jobapi/<path>
+// (CI_PROJECT_PATH, web_url), and the API and the web UI take it for the project.
+const Namespace = "jobapi"
+
 // ProjectChange is a create or update: nil fields are left as they are (or defaulted).
 type ProjectChange struct {
 	Name          *string
@@ -229,6 +233,8 @@ type Store interface {
 	// Project: builds.ErrNotFound.
 	Project(ctx context.Context, id int64) (builds.Project, error)
 	Projects(ctx context.Context, p builds.Page) ([]builds.Project, int, error)
+	// ProjectByPath: builds.ErrNotFound.
+	ProjectByPath(ctx context.Context, path string) (builds.Project, error)
 	// UpdateProject applies change to the project in one transaction (the row is locked
 	// while apply validates). builds.ErrNotFound, builds.ErrExists, or apply's error.
 	UpdateProject(ctx context.Context, id int64, apply func(*builds.Project) error, now time.Time) (builds.Project, error)
@@ -291,6 +297,12 @@ func (s *Service) CreateProject(ctx context.Context, c ProjectChange) (builds.Pr
 // Project returns one project.
 func (s *Service) Project(ctx context.Context, id int64) (builds.Project, error) {
 	return s.store.Project(ctx, id)
+}
+
+// ProjectByPath returns the project of a path (GitLab's "namespace/path" without the
+// namespace), as scripts and links name a project.
+func (s *Service) ProjectByPath(ctx context.Context, path string) (builds.Project, error) {
+	return s.store.ProjectByPath(ctx, path)
 }
 
 // Projects lists projects by id.

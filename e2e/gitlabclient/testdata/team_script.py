@@ -36,7 +36,7 @@ def ask(action, **kw):
 
 
 def run_jobs(project, pipelines, fail=()):
-    ran = ask("run", project=project.id, pipelines=[p.id for p in pipelines], fail=list(fail))
+    ran = ask("run", project=project_id, pipelines=[p.id for p in pipelines], fail=list(fail))
     note("(the runner ran)", ["%s #%d %s" % (j["name"], j["id"], j["status"]) for j in ran])
     return ran
 
@@ -69,14 +69,26 @@ version, revision = gl.version()
 assert version not in ("", "unknown") and revision not in ("", "unknown"), (version, revision)
 note("gl.version()", (version, revision))
 
-project = gl.projects.create({"name": "app", "repo_url": repo_url})
-note("gl.projects.create({name, repo_url})", "project %d" % project.id)
+created = gl.projects.create({"name": "app", "repo_url": repo_url})
+note("gl.projects.create({name, repo_url})", "project %d %s" % (created.id, created.path_with_namespace))
+# Scripts name a project by its path: GitLab's API takes it, URL-encoded, for the id.
+got = gl.projects.get("jobapi/app")
+assert got.id == created.id and got.path_with_namespace == "jobapi/app", got.attributes
+note('gl.projects.get("jobapi/app")', "project %d" % got.id)
+expect_error('gl.projects.get("jobapi/none")', lambda: gl.projects.get("jobapi/none"), 404)
+# Without a token, a path that exists and one that does not get the same answer.
+for path in ("jobapi%2Fapp", "jobapi%2Fnone"):
+    resp = gl.session.__class__().get("%s/api/v4/projects/%s/pipelines" % (base, path))
+    assert resp.status_code == 401, (path, resp.status_code, resp.text)
+# lazy: no request; every call below goes to /projects/jobapi%2Fapp/….
+project = gl.projects.get("jobapi/app", lazy=True)
+project_id = created.id
 
 # 1. A pipeline from the repository: the .gitlab-ci.yml read at main's head.
 p1 = project.pipelines.create({"ref": "main", "variables": [{"key": "RELEASE", "value": "yes"}]})
 assert p1.ref == "main" and p1.sha == main_sha and p1.source == "api" and p1.tag is False, p1.attributes
 assert p1.status in ("created", "pending") and p1.started_at is None and p1.duration is None, p1.attributes
-assert p1.web_url == "%s/projects/%d/pipelines/%d" % (base, project.id, p1.id), p1.web_url  # its page in the web UI
+assert p1.web_url == "%s/projects/%d/pipelines/%d" % (base, project_id, p1.id), p1.web_url  # its page in the web UI
 note('project.pipelines.create({"ref": "main", variables})', "pipeline %d %s sha %s" % (p1.id, p1.status, p1.sha[:8]))
 variables = p1.variables.list()
 assert [(v.key, v.value, v.variable_type) for v in variables] == [("RELEASE", "yes", "env_var")], [v.attributes for v in variables]
@@ -101,6 +113,16 @@ for j in jobs:
     assert j.duration is not None and j.duration > 0, j.attributes
     assert j.queued_duration is not None and j.queued_duration >= 0, j.attributes
     assert j.started_at and j.finished_at and j.pipeline["id"] == p1.id and j.runner["id"] == runner_id, j.attributes
+# web_url is GitLab's path, which the web UI sends on to its job page (a signed-in browser).
+browser = gl.session.__class__()
+resp = browser.post(base + "/sign_in", data={"token": token}, allow_redirects=False)
+assert resp.status_code == 303, (resp.status_code, resp.text[:200])
+resp = browser.get(jobs[0].web_url, allow_redirects=False)
+assert resp.status_code == 302 and resp.headers["Location"] == "/projects/%d/jobs/%d" % (project_id, jobs[0].id), (resp.status_code, resp.headers)
+assert browser.get(jobs[0].web_url).status_code == 200
+resp = browser.get(jobs[0].pipeline["web_url"], allow_redirects=False)
+assert resp.headers["Location"] == "/projects/%d/pipelines/%d" % (project_id, p1.id), (resp.status_code, resp.headers)
+note("GET job.web_url, job.pipeline['web_url'] in a signed-in browser", "302 to %s, %s" % ("/projects/%d/jobs/%d" % (project_id, jobs[0].id), resp.headers["Location"]))
 note("pipeline.jobs.list()", [(j.name, j.status, round(j.duration, 3), round(j.queued_duration, 3)) for j in jobs])
 assert ids(p1.jobs.list(scope="failed")) == [lint1]
 note('pipeline.jobs.list(scope="failed")', [lint1])
@@ -138,7 +160,7 @@ job = project.jobs.get(build)
 trace = job.trace()
 assert b"running build of pipeline %d" % p1.id in trace, trace
 note("project.jobs.get(build).trace()", trace)
-resp = gl.session.head("%s/api/v4/projects/%d/jobs/%d/trace" % (base, project.id, build), headers={"PRIVATE-TOKEN": token})
+resp = gl.session.head("%s/api/v4/projects/%s/jobs/%d/trace" % (base, "jobapi%2Fapp", build), headers={"PRIVATE-TOKEN": token})
 assert resp.status_code == 200 and resp.content == b"" and int(resp.headers["Content-Length"]) == len(trace), (resp.status_code, resp.headers)
 note("HEAD /projects/:id/jobs/:id/trace (gl.session.head)", "%d Content-Length %s" % (resp.status_code, resp.headers["Content-Length"]))
 
@@ -215,14 +237,14 @@ note("schedule.delete()", "gone")
 run_jobs(project, [p_feature, p_trigger, p_schedule])
 
 # A push by polling: turned on, its first poll records the heads; a push then is a pipeline.
-settings = gl.http_put("/projects/%d/push_settings" % project.id, post_data={"poll_interval": 60})
+settings = gl.http_put("/projects/%d/push_settings" % project_id, post_data={"poll_interval": 60})
 note("PUT /projects/:id/push_settings poll_interval=60 (gl.http_put)", settings.get("poll_interval"))
 deadline = time.time() + 60
-while not gl.http_get("/projects/%d/push_settings" % project.id).get("polled_at"):
+while not gl.http_get("/projects/%d/push_settings" % project_id).get("polled_at"):
     assert time.time() < deadline, "no first poll within 60 s"
     time.sleep(0.1)
 pushed = ask("push", change="second")["sha"]
-polled = gl.http_post("/projects/%d/push_settings/poll" % project.id)
+polled = gl.http_post("/projects/%d/push_settings/poll" % project_id)
 note("POST /projects/:id/push_settings/poll (gl.http_post)", polled)
 listed = project.pipelines.list(source="push")
 assert len(listed) == 1 and listed[0].sha == pushed and listed[0].ref == "main", [p.attributes for p in listed]
