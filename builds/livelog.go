@@ -264,3 +264,36 @@ func traceRangeLive(t liveTail, data []byte, size, from, max int64) ([]byte, int
 }
 
 func max0(v int64) int64 { return max(v, 0) }
+
+// LiveTraceRange returns up to max bytes of a build's live log (not archived) from offset
+// from, and the log's size: Postgres's chunks completed with the tail in Redis.
+func (s *Service) LiveTraceRange(ctx context.Context, id, from, max int64) ([]byte, int64, error) {
+	tail := s.readTail(ctx, id) // first: see logReader
+	data, size, err := s.store.TraceRange(ctx, id, from, max)
+	if err != nil {
+		return nil, 0, err
+	}
+	data, size = traceRangeLive(tail, data, size, from, max)
+	return data, size, nil
+}
+
+// LiveTraceLines counts the line breaks before offset before in a build's live log.
+func (s *Service) LiveTraceLines(ctx context.Context, id, before int64) (int64, error) {
+	if before <= 0 {
+		return 0, nil
+	}
+	tail := s.readTail(ctx, id)
+	if !tail.ok || before <= tail.base {
+		return s.store.TraceLines(ctx, id, before)
+	}
+	// Lines past the durable size are in the tail only.
+	_, durable, err := s.store.TraceRange(ctx, id, 0, 0)
+	if err != nil {
+		return 0, err
+	}
+	n, err := s.store.TraceLines(ctx, id, min(before, durable))
+	if err != nil {
+		return 0, err
+	}
+	return n + int64(bytes.Count(tail.slice(max(durable, tail.base), before), []byte{'\n'})), nil
+}

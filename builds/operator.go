@@ -58,6 +58,53 @@ func (s *Service) afterCancel(ctx context.Context, p Pipeline) {
 	s.audit(ctx, "pipeline_canceled", "pipeline:"+strconv.FormatInt(p.ID, 10), map[string]any{"project_id": p.ProjectID})
 }
 
+// RetryPipeline retries the failed and canceled jobs of a pipeline (their latest attempts),
+// GitLab's POST …/pipelines/:id/retry: those of stages the pipeline reached run again at
+// once, those after wait for them (created), and what was skipped after them comes back;
+// the pipeline runs again. A pipeline without such jobs is returned as it is.
+func (s *Service) RetryPipeline(ctx context.Context, projectID, id int64) (Pipeline, error) {
+	retried, err := s.store.RetryPipeline(ctx, projectID, id, s.now(), actorName(ctx))
+	if err != nil {
+		return Pipeline{}, err
+	}
+	if len(retried) > 0 {
+		s.bumpQueue(ctx)
+		s.changed(Change{PipelineID: id})
+		ids := make([]string, len(retried))
+		for i, b := range retried {
+			ids[i] = strconv.FormatInt(b.RetryOf, 10) + "→" + strconv.FormatInt(b.ID, 10)
+		}
+		s.audit(ctx, "pipeline_retried", "pipeline:"+strconv.FormatInt(id, 10), map[string]any{"jobs": ids, "project_id": projectID})
+	}
+	return s.store.Pipeline(ctx, projectID, id)
+}
+
+// DeletePipeline removes a finished pipeline with its builds, their events, logs (live
+// chunks and archives) and artifacts; the objects of archives and artifacts are queued for
+// the artifacts pass, which removes them from the object store. Its child pipelines stay
+// (without a parent), as in GitLab. ErrNotFound; ErrPipelineBusy while a job of it has not
+// finished.
+func (s *Service) DeletePipeline(ctx context.Context, projectID, id int64) error {
+	deleted, err := s.store.DeletePipeline(ctx, projectID, id)
+	if err != nil {
+		return err
+	}
+	if s.live != nil {
+		// Logs not archived yet keep chunks in Redis too: they go now rather than by expiry.
+		for _, b := range deleted {
+			if err := s.live.Drop(ctx, b.ID, b.Status); err != nil {
+				s.log.WarnContext(ctx, "live log of a deleted pipeline not dropped", "build_id", b.ID, "error", err)
+			}
+		}
+	}
+	s.changed(Change{PipelineID: id})
+	s.audit(ctx, "pipeline_deleted", "pipeline:"+strconv.FormatInt(id, 10), map[string]any{"builds": len(deleted), "project_id": projectID})
+	return nil
+}
+
+// ErrPipelineBusy: a pipeline with unfinished jobs cannot be deleted.
+var ErrPipelineBusy = errors.New("the pipeline has unfinished jobs; cancel it first")
+
 // JobView is a build as operators see it, with the live ack TTL when it waits.
 type JobView struct {
 	Build

@@ -82,8 +82,6 @@ type Service struct {
 	audits    AuditLog
 	hub       *pipelineHub
 	projects  ProjectReader
-	// views serve the operator web UI's listings (nil: they answer ErrUnavailable).
-	views Views
 	// archiveRequests carries this replica's finishes to its log archive worker.
 	archiveRequests chan int64
 	// changes carries hints for live views; batch holds them until the next flush.
@@ -127,8 +125,6 @@ type Deps struct {
 	// Projects reads what jobs and new pipelines need of projects (nil: every project is
 	// implicit).
 	Projects ProjectReader
-	// Views serve the web UI's listings (nil: they answer ErrUnavailable).
-	Views Views
 	// Changes carries hints for live views between replicas (nil: none are sent); run
 	// RunChangeFeed in the background.
 	Changes ChangeFeed
@@ -167,8 +163,8 @@ func NewService(d Deps) *Service {
 	}
 	s := &Service{store: d.Store, leases: d.Leases, queue: d.Queue, gate: d.TwoPhase, cfg: cfg, now: d.Now, log: d.Log,
 		observer: d.Observer, events: d.Events, audits: d.Audit, projects: d.Projects,
-		views: d.Views, changes: d.Changes,
-		live: d.Live, archiveRequests: make(chan int64, archiveRequestBuffer),
+		changes: d.Changes,
+		live:    d.Live, archiveRequests: make(chan int64, archiveRequestBuffer),
 		batch:   changeBatch{pending: map[Change]struct{}{}},
 		runners: newRunnerCache(cfg.RunnerCacheTTL), hub: newPipelineHub(), jobs: newJobCache(jobCacheSize),
 		touches: newRecent[time.Time](jobCacheSize)}

@@ -192,12 +192,6 @@ type Store interface {
 	// ErrNotFound when the project has no such pipeline.
 	Bridges(ctx context.Context, projectID, pipelineID int64) ([]BridgeView, error)
 	Pipeline(ctx context.Context, projectID, id int64) (Pipeline, error)
-	// ProjectPipelines lists a project's pipelines by q (checked), a page of them without
-	// builds, and how many match.
-	ProjectPipelines(ctx context.Context, projectID int64, q PipelineQuery, pg Page) ([]Pipeline, int, error)
-	// LatestPipeline returns the newest pipeline of the project on one of refs (and at sha,
-	// unless ""), child pipelines left out, with its builds. ErrNotFound when there is none.
-	LatestPipeline(ctx context.Context, projectID int64, refs []string, sha string) (Pipeline, error)
 	// RetryPipeline creates a new attempt of each latest failed or canceled build of the
 	// pipeline and advances it, in one transaction; it returns the new attempts (none: nothing
 	// to retry). ErrNotFound.
@@ -270,6 +264,11 @@ type Store interface {
 	TraceChunks(ctx context.Context, id, from int64, limit int) ([]TraceChunk, error)
 	// DeleteTraceChunks deletes a build's stored chunks (its log was archived).
 	DeleteTraceChunks(ctx context.Context, id int64) error
+	// TraceRange returns up to max bytes of a build's stored log from offset from, and the
+	// size of the whole stored log. ErrNotFound when there is no such build.
+	TraceRange(ctx context.Context, id, from, max int64) (data []byte, size int64, err error)
+	// TraceLines counts the line breaks in the first before bytes of a build's stored log.
+	TraceLines(ctx context.Context, id, before int64) (int64, error)
 	// RedundantPipelines lists, oldest first, up to limit pipelines that pipeline id (of
 	// sha on ref) makes redundant under GitLab's auto-cancel rule (see CancelRedundant),
 	// each with its on_new_commit setting (conservative or interruptible).

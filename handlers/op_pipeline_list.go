@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/listings"
 	"github.com/jobapi/jobapi/ciconfig"
 	"github.com/jobapi/jobapi/cisource"
 )
@@ -34,7 +35,7 @@ func (h *Handler) listPipelines(w http.ResponseWriter, r *http.Request) error {
 	if err := h.requireProject(r, pid); err != nil {
 		return err
 	}
-	list, total, err := h.svc.ProjectPipelines(r.Context(), pid, f, pg)
+	list, total, err := h.lists.ProjectPipelines(r.Context(), pid, f, pg)
 	if err != nil {
 		return err
 	}
@@ -51,8 +52,8 @@ func (h *Handler) listPipelines(w http.ResponseWriter, r *http.Request) error {
 }
 
 // pipelineFilterOf reads GitLab's filters; the service checks their values.
-func pipelineFilterOf(q url.Values) (builds.PipelineQuery, error) {
-	f := builds.PipelineQuery{Scope: q.Get("scope"), Status: q.Get("status"), Ref: q.Get("ref"), SHA: q.Get("sha"),
+func pipelineFilterOf(q url.Values) (listings.PipelineQuery, error) {
+	f := listings.PipelineQuery{Scope: q.Get("scope"), Status: q.Get("status"), Ref: q.Get("ref"), SHA: q.Get("sha"),
 		Source: q.Get("source"), OrderBy: q.Get("order_by"), Sort: q.Get("sort")}
 	for _, t := range []struct {
 		name string
@@ -101,13 +102,13 @@ func (h *Handler) latestPipeline(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !ok {
-		p, err := h.svc.LatestPipeline(r.Context(), pid, ref, "")
+		p, err := h.lists.LatestPipeline(r.Context(), pid, ref, "")
 		if err != nil {
 			return err
 		}
 		return h.writePipeline(w, r, http.StatusOK, p)
 	}
-	p, err := h.svc.LatestPipeline(r.Context(), pid, head.PipelineRef(), head.SHA)
+	p, err := h.lists.LatestPipeline(r.Context(), pid, head.PipelineRef(), head.SHA)
 	if errors.Is(err, builds.ErrNotFound) {
 		return &httpError{code: http.StatusForbidden, msg: fmt.Sprintf("403 Forbidden - no pipeline of %s for its most recent commit %s",
 			head.PipelineRef(), head.SHA)}

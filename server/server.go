@@ -36,6 +36,7 @@ import (
 	"github.com/jobapi/jobapi/builds/resourcegroups"
 	"github.com/jobapi/jobapi/builds/schedules"
 	"github.com/jobapi/jobapi/builds/users"
+	"github.com/jobapi/jobapi/builds/views"
 	"github.com/jobapi/jobapi/cipipeline"
 	"github.com/jobapi/jobapi/cisource"
 	"github.com/jobapi/jobapi/downstream"
@@ -407,7 +408,6 @@ type domain struct {
 // so that a store role or a setting added here reaches both.
 func ServiceDeps(cfg Config, store *pgstore.Store) builds.Deps {
 	return builds.Deps{Store: store, Audit: store, Projects: store,
-		Views: store,
 		Config: builds.Config{TraceChunkSize: cfg.TraceChunkSize, AckTTL: cfg.AckTTL, MaxProvisioningWait: cfg.MaxProvisioningWait,
 			TraceLimit: cfg.TraceLimit, LongPoll: cfg.LongPoll, Policy: builds.DefaultRetryPolicy(cfg.AutoRetryMax),
 			MaxManagersPerRunner: cfg.MaxManagersPerRunner, RunnerTokenExpiresIn: cfg.RunnerTokenExpiresIn,
@@ -510,7 +510,7 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 		oc.Now = opts.Now
 		sso = oidclogin.New(oc)
 	}
-	ui := webui.New(webui.Deps{OIDC: sso, Access: d.access, Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, AdminToken: cfg.AdminToken, AdminGuard: guard, Users: people, Flags: fl.web, Revocations: d.rs,
+	ui := webui.New(webui.Deps{OIDC: sso, Access: d.access, Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, Views: views.New(views.Deps{Store: d.store}), AdminToken: cfg.AdminToken, AdminGuard: guard, Users: people, Flags: fl.web, Revocations: d.rs,
 		Hub: hub, TraceWatch: d.rs, ExternalURL: cfg.ExternalURL, Log: log, Now: opts.Now, Pipelines: pipelines})
 	d.pushes = newPushes(d, sources, cfg, opts, log)
 	d.starts = newStartsFromRepository(pipelines, cfg, opts, d, log)

@@ -12,6 +12,7 @@ import (
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/access"
 	"github.com/jobapi/jobapi/builds/artifacts"
+	"github.com/jobapi/jobapi/builds/views"
 	"github.com/jobapi/jobapi/junit"
 )
 
@@ -22,7 +23,7 @@ var pipelineStatuses = []string{builds.PipelineCreated, builds.PipelinePending, 
 const pipelinesPerPage = 30
 
 type pipelinesData struct {
-	Filter   builds.PipelineFilter
+	Filter   views.PipelineFilter
 	Project  string // the filter's text, as typed
 	Statuses []string
 	Table    pipelineTable
@@ -91,9 +92,9 @@ func (u *UI) pipelinesPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // pipelineTable reads the page of pipelines that ?page= names, for the page at path.
-func (u *UI) pipelineTable(r *http.Request, f builds.PipelineFilter, path string) (pipelineTable, error) {
+func (u *UI) pipelineTable(r *http.Request, f views.PipelineFilter, path string) (pipelineTable, error) {
 	t := pipelineTable{Page: int(max(queryInt(r, "page", 1), 1)), Empty: "No pipelines.", Now: u.now()}
-	list, more, err := u.svc.Pipelines(r.Context(), f, builds.Page{Page: t.Page, PerPage: pipelinesPerPage})
+	list, more, err := u.views.Pipelines(r.Context(), f, builds.Page{Page: t.Page, PerPage: pipelinesPerPage})
 	if err != nil {
 		return t, err
 	}
@@ -117,7 +118,7 @@ func (u *UI) pipelineRows(r *http.Request, list []builds.Pipeline) ([]pipelineRo
 	for i, p := range list {
 		ids[i] = p.ID
 	}
-	sums, err := u.svc.PipelineSummaries(r.Context(), ids)
+	sums, err := u.views.PipelineSummaries(r.Context(), ids)
 	if err != nil {
 		return nil, err
 	}

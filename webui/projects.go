@@ -9,6 +9,7 @@ import (
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/access"
 	"github.com/jobapi/jobapi/builds/projects"
+	"github.com/jobapi/jobapi/builds/views"
 )
 
 const projectsPerPage = 50
@@ -81,7 +82,7 @@ func (u *UI) projectPage(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
-	if d.Table, err = u.pipelineTable(r, builds.PipelineFilter{ProjectID: pid}, fmt.Sprintf("/projects/%d", pid)); err != nil {
+	if d.Table, err = u.pipelineTable(r, views.PipelineFilter{ProjectID: pid}, fmt.Sprintf("/projects/%d", pid)); err != nil {
 		u.fail(w, r, err)
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/views"
 )
 
 // twoPhaseFlag is the flag that gates two-phase commit (featureflags.AllowRunnerJobAcknowledgement).
@@ -18,7 +19,7 @@ type twoPhaseData struct {
 	Waiting      []waitingRow
 	WaitingTotal int
 	Recent       []recentRow
-	Latency      builds.AckLatency
+	Latency      views.AckLatency
 	Window       int
 	AckTTL       time.Duration
 	// Flag nil: no flag store here (another OpenFeature provider manages it).
@@ -31,7 +32,7 @@ type waitingRow struct {
 }
 
 type recentRow struct {
-	builds.BuildEvent
+	views.BuildEvent
 	Detail string
 }
 
@@ -40,7 +41,7 @@ var recentTypes = []string{builds.EventAckTimeout, builds.EventDeclined, builds.
 
 func (u *UI) twoPhaseData(r *http.Request) (twoPhaseData, error) {
 	ctx := r.Context()
-	d := twoPhaseData{Window: builds.RecentWindow, AckTTL: u.svc.Config().AckTTL}
+	d := twoPhaseData{Window: views.RecentWindow, AckTTL: u.svc.Config().AckTTL}
 	waiting, total, err := u.svc.Jobs(ctx, builds.StatusWaiting, builds.Page{Page: 1, PerPage: 100})
 	if err != nil {
 		return d, err
@@ -54,14 +55,14 @@ func (u *UI) twoPhaseData(r *http.Request) (twoPhaseData, error) {
 		}
 		d.Waiting = append(d.Waiting, row)
 	}
-	recent, err := u.svc.RecentEvents(ctx, recentTypes, 30)
+	recent, err := u.views.RecentEvents(ctx, recentTypes, 30)
 	if err != nil {
 		return d, err
 	}
 	for _, e := range recent {
 		d.Recent = append(d.Recent, recentRow{BuildEvent: e, Detail: detailText(e.Detail)})
 	}
-	if d.Latency, err = u.svc.AckLatencies(ctx); err != nil {
+	if d.Latency, err = u.views.AckLatencies(ctx); err != nil {
 		return d, err
 	}
 	if u.flags != nil {

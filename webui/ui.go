@@ -34,6 +34,7 @@ import (
 	"github.com/jobapi/jobapi/builds/joblogs"
 	"github.com/jobapi/jobapi/builds/projects"
 	"github.com/jobapi/jobapi/builds/users"
+	"github.com/jobapi/jobapi/builds/views"
 	"github.com/jobapi/jobapi/cipipeline"
 	"github.com/jobapi/jobapi/oidclogin"
 )
@@ -76,7 +77,9 @@ type Deps struct {
 	// Logs reads the jobs' logs, archived or live.
 	Logs *joblogs.Service
 	// Projects keeps projects and their environments.
-	Projects   *projects.Service
+	Projects *projects.Service
+	// Views read the pipeline listing, recent events and ack latency across builds.
+	Views      *views.Service
 	AdminToken string
 	// AdminGuard checks the sign-in token and throttles guessing (nil: AdminToken checked
 	// without throttling).
@@ -115,6 +118,7 @@ type UI struct {
 	arts       *artifacts.Service
 	logs       *joblogs.Service
 	prj        *projects.Service
+	views      *views.Service
 	flags      Flags
 	sessions   *sessions
 	admin      *builds.AdminGuard
@@ -141,7 +145,7 @@ func New(d Deps) *UI {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	u := &UI{svc: d.Service, pipelines: d.Pipelines, arts: d.Artifacts, logs: d.Logs, prj: d.Projects, flags: d.Flags, hub: d.Hub, traceWatch: d.TraceWatch, log: d.Log, now: d.Now,
+	u := &UI{svc: d.Service, pipelines: d.Pipelines, arts: d.Artifacts, logs: d.Logs, prj: d.Projects, views: d.Views, flags: d.Flags, hub: d.Hub, traceWatch: d.TraceWatch, log: d.Log, now: d.Now,
 		sessions: newSessions(d.AdminToken, d.Revocations, d.Now), pages: mustParsePages(),
 		lines: newLineCounts(256), admin: d.AdminGuard, users: d.Users, oidc: d.OIDC, perms: d.Access}
 	if u.users == nil {

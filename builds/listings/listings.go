@@ -37,6 +37,14 @@ type Store interface {
 	RunnerManagers(ctx context.Context, ids []int64) (map[int64][]builds.Manager, error)
 	// RunnersByID returns runners by id with their status at now; unknown ids are absent.
 	RunnersByID(ctx context.Context, ids []int64, now time.Time) (map[int64]ListedRunner, error)
+	// ProjectPipelines lists a project's pipelines by q (checked), a page of them without
+	// builds, and how many match.
+	ProjectPipelines(ctx context.Context, projectID int64, q PipelineQuery, pg builds.Page) ([]builds.Pipeline, int, error)
+	// LatestPipeline returns the newest pipeline of the project on one of refs (and at sha,
+	// unless ""), child pipelines left out, with its builds. ErrNotFound when there is none.
+	LatestPipeline(ctx context.Context, projectID int64, refs []string, sha string) (builds.Pipeline, error)
+	// Project reads a project's row; ErrNotFound for an implicit project.
+	Project(ctx context.Context, id int64) (builds.Project, error)
 }
 
 // JobFilter selects a project's jobs.

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/listings"
 )
 
 // pipelineCols are a pipeline's columns without its builds, read with its parent bridge's
@@ -54,7 +55,7 @@ var pipelineOrders = map[[2]string]string{
 }
 
 // ProjectPipelines lists a project's pipelines by f (checked by the service), without builds.
-func (s *Store) ProjectPipelines(ctx context.Context, projectID int64, f builds.PipelineQuery, pg builds.Page) ([]builds.Pipeline, int, error) {
+func (s *Store) ProjectPipelines(ctx context.Context, projectID int64, f listings.PipelineQuery, pg builds.Page) ([]builds.Pipeline, int, error) {
 	orderBy, sort := f.OrderBy, f.Sort
 	if orderBy == "" || orderBy == "user_id" {
 		orderBy = "id" // no pipeline has a user: GitLab's order is then by id
@@ -73,7 +74,7 @@ func (s *Store) ProjectPipelines(ctx context.Context, projectID int64, f builds.
 	}
 	limit, off := offset(pg)
 	rows, err := s.pool.Query(ctx, listPipelinesHead+order+listPipelinesTail, projectID, scope, status,
-		builds.RefCandidates(f.Ref), nullString(f.SHA), nullString(f.Source), f.UpdatedAfter, f.UpdatedBefore, latestOf, limit, off)
+		listings.RefCandidates(f.Ref), nullString(f.SHA), nullString(f.Source), f.UpdatedAfter, f.UpdatedBefore, latestOf, limit, off)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -10,9 +10,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/views"
 )
 
-var _ builds.Views = (*Store)(nil)
+var _ views.Store = (*Store)(nil)
 
 const pipelineListCols = `id, project_id, ref, sha, stages, timeout_strategy, status, created_at, updated_at,
     finished_at, iid, source, before_sha, variables`
@@ -27,7 +28,7 @@ const pipelineRunsJoin = ` LEFT JOIN LATERAL (SELECT min(b.started_at) AS first_
 // Pipelines lists pipelines newest first. The conditions are written into the statement
 // only when set (their values stay bound), so that a project's listing walks
 // pipelines_project_idx backwards instead of a plan made for every project.
-func (s *Store) Pipelines(ctx context.Context, f builds.PipelineFilter, p builds.Page) ([]builds.Pipeline, bool, error) {
+func (s *Store) Pipelines(ctx context.Context, f views.PipelineFilter, p builds.Page) ([]builds.Pipeline, bool, error) {
 	var where []string
 	args := []any{}
 	if f.ProjectID != 0 {
@@ -81,8 +82,8 @@ func (s *Store) Pipelines(ctx context.Context, f builds.PipelineFilter, p builds
 // PipelineSummaries reads, for each listed pipeline that has jobs, whether a latest job
 // failed with allow_failure and the average coverage of its latest jobs: one grouped read
 // through builds_pipeline_idx for a page of pipelines.
-func (s *Store) PipelineSummaries(ctx context.Context, ids []int64) (map[int64]builds.PipelineSummary, error) {
-	out := make(map[int64]builds.PipelineSummary, len(ids))
+func (s *Store) PipelineSummaries(ctx context.Context, ids []int64) (map[int64]views.PipelineSummary, error) {
+	out := make(map[int64]views.PipelineSummary, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
@@ -96,7 +97,7 @@ GROUP BY pipeline_id`, ids)
 	defer rows.Close()
 	for rows.Next() {
 		var id int64
-		var sum builds.PipelineSummary
+		var sum views.PipelineSummary
 		if err := rows.Scan(&id, &sum.Warnings, &sum.Coverage); err != nil {
 			return nil, err
 		}
@@ -171,13 +172,13 @@ WHERE e.id > (SELECT coalesce(max(id), 0) FROM build_events) - $2 AND e.type = A
 ORDER BY e.id DESC LIMIT $3`
 
 // RecentEvents returns events of the given types among the latest window, newest first.
-func (s *Store) RecentEvents(ctx context.Context, types []string, window, limit int) ([]builds.BuildEvent, error) {
+func (s *Store) RecentEvents(ctx context.Context, types []string, window, limit int) ([]views.BuildEvent, error) {
 	rows, err := s.pool.Query(ctx, recentEvents, types, window, limit)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (builds.BuildEvent, error) {
-		var e builds.BuildEvent
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (views.BuildEvent, error) {
+		var e views.BuildEvent
 		err := row.Scan(&e.ID, &e.Type, &e.At, &e.RunnerManager, &e.Detail, &e.BuildID, &e.ProjectID,
 			&e.PipelineID, &e.Name, &e.Attempt)
 		return e, err

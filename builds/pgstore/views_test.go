@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/views"
 	"github.com/jobapi/jobapi/testenv"
 )
 
@@ -83,7 +84,7 @@ func TestPipelinesListing(t *testing.T) {
 	if _, err := store.CancelPipeline(t.Context(), 10, ids[0], time.Now(), "test"); err != nil {
 		t.Fatal(err)
 	}
-	listed := func(f builds.PipelineFilter, p builds.Page) ([]int64, bool) {
+	listed := func(f views.PipelineFilter, p builds.Page) ([]int64, bool) {
 		t.Helper()
 		list, more, err := store.Pipelines(t.Context(), f, p)
 		if err != nil {
@@ -95,16 +96,16 @@ func TestPipelinesListing(t *testing.T) {
 		}
 		return out, more
 	}
-	if got, more := listed(builds.PipelineFilter{}, builds.Page{Page: 1, PerPage: 3}); !slices.Equal(got, []int64{ids[4], ids[3], ids[2]}) || !more {
+	if got, more := listed(views.PipelineFilter{}, builds.Page{Page: 1, PerPage: 3}); !slices.Equal(got, []int64{ids[4], ids[3], ids[2]}) || !more {
 		t.Errorf("first page: %v more %v", got, more)
 	}
-	if got, more := listed(builds.PipelineFilter{}, builds.Page{Page: 2, PerPage: 3}); !slices.Equal(got, []int64{ids[1], ids[0]}) || more {
+	if got, more := listed(views.PipelineFilter{}, builds.Page{Page: 2, PerPage: 3}); !slices.Equal(got, []int64{ids[1], ids[0]}) || more {
 		t.Errorf("second page: %v more %v", got, more)
 	}
-	if got, _ := listed(builds.PipelineFilter{ProjectID: 10}, builds.Page{Page: 1, PerPage: 10}); !slices.Equal(got, []int64{ids[4], ids[2], ids[0]}) {
+	if got, _ := listed(views.PipelineFilter{ProjectID: 10}, builds.Page{Page: 1, PerPage: 10}); !slices.Equal(got, []int64{ids[4], ids[2], ids[0]}) {
 		t.Errorf("project 10: %v", got)
 	}
-	if got, _ := listed(builds.PipelineFilter{ProjectID: 10, Status: builds.PipelineCanceled}, builds.Page{Page: 1, PerPage: 10}); !slices.Equal(got, []int64{ids[0]}) {
+	if got, _ := listed(views.PipelineFilter{ProjectID: 10, Status: builds.PipelineCanceled}, builds.Page{Page: 1, PerPage: 10}); !slices.Equal(got, []int64{ids[0]}) {
 		t.Errorf("project 10 canceled: %v", got)
 	}
 }

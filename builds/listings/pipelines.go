@@ -1,12 +1,14 @@
-package builds
+package listings
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jobapi/jobapi/builds"
 )
 
 // PipelineQuery is GitLab's GET /projects/:id/pipelines query; zero fields filter nothing.
@@ -41,7 +43,7 @@ var (
 )
 
 // finishedPipelineStatuses are GitLab's scope=finished.
-var finishedPipelineStatuses = []string{PipelineSuccess, PipelineFailed, PipelineCanceled, "skipped"}
+var finishedPipelineStatuses = []string{builds.PipelineSuccess, builds.PipelineFailed, builds.PipelineCanceled, "skipped"}
 
 // Check refuses a value GitLab does not know, naming the parameter as GitLab's 400 does.
 func (f PipelineQuery) Check() error {
@@ -59,8 +61,8 @@ func (f PipelineQuery) Check() error {
 			return invalid("%s does not have a valid value: %.40q is not one of %s", c.name, c.value, strings.Join(c.values, ", "))
 		}
 	}
-	if f.Ref != "" && len(f.Ref) > MaxNameLength {
-		return invalid("ref is longer than %d characters", MaxNameLength)
+	if f.Ref != "" && len(f.Ref) > builds.MaxNameLength {
+		return invalid("ref is longer than %d characters", builds.MaxNameLength)
 	}
 	if f.SHA != "" && len(f.SHA) > 64 {
 		return invalid("sha is longer than 64 characters")
@@ -99,7 +101,7 @@ func RefCandidates(ref string) []string {
 
 // ProjectPipelines lists a project's pipelines by f, a page of them without their builds, and how
 // many match. A *ValidationError for a filter GitLab would refuse.
-func (s *Service) ProjectPipelines(ctx context.Context, projectID int64, f PipelineQuery, pg Page) ([]Pipeline, int, error) {
+func (s *Service) ProjectPipelines(ctx context.Context, projectID int64, f PipelineQuery, pg builds.Page) ([]builds.Pipeline, int, error) {
 	if err := f.Check(); err != nil {
 		return nil, 0, err
 	}
@@ -109,67 +111,23 @@ func (s *Service) ProjectPipelines(ctx context.Context, projectID int64, f Pipel
 // LatestPipeline is the newest pipeline of ref ("": the project's default branch; main for
 // an implicit project) at sha (any commit when ""), with its builds; child pipelines are
 // not counted, as in GitLab. ErrNotFound when the ref has none.
-func (s *Service) LatestPipeline(ctx context.Context, projectID int64, ref, sha string) (Pipeline, error) {
+func (s *Service) LatestPipeline(ctx context.Context, projectID int64, ref, sha string) (builds.Pipeline, error) {
 	if ref == "" {
 		ref = "main"
-		if s.projects != nil {
-			p, err := s.projects.Project(ctx, projectID)
-			switch {
-			case err == nil:
-				ref = p.DefaultBranch
-			case !errors.Is(err, ErrNotFound):
-				return Pipeline{}, err
-			}
+		p, err := s.store.Project(ctx, projectID)
+		switch {
+		case err == nil:
+			ref = p.DefaultBranch
+		case !errors.Is(err, builds.ErrNotFound):
+			return builds.Pipeline{}, err
 		}
-	} else if len(ref) > MaxNameLength {
-		return Pipeline{}, invalid("ref is longer than %d characters", MaxNameLength)
+	} else if len(ref) > builds.MaxNameLength {
+		return builds.Pipeline{}, invalid("ref is longer than %d characters", builds.MaxNameLength)
 	}
 	return s.store.LatestPipeline(ctx, projectID, RefCandidates(ref), sha)
 }
 
-// RetryPipeline retries the failed and canceled jobs of a pipeline (their latest attempts),
-// GitLab's POST …/pipelines/:id/retry: those of stages the pipeline reached run again at
-// once, those after wait for them (created), and what was skipped after them comes back;
-// the pipeline runs again. A pipeline without such jobs is returned as it is.
-func (s *Service) RetryPipeline(ctx context.Context, projectID, id int64) (Pipeline, error) {
-	retried, err := s.store.RetryPipeline(ctx, projectID, id, s.now(), actorName(ctx))
-	if err != nil {
-		return Pipeline{}, err
-	}
-	if len(retried) > 0 {
-		s.bumpQueue(ctx)
-		s.changed(Change{PipelineID: id})
-		ids := make([]string, len(retried))
-		for i, b := range retried {
-			ids[i] = strconv.FormatInt(b.RetryOf, 10) + "→" + strconv.FormatInt(b.ID, 10)
-		}
-		s.audit(ctx, "pipeline_retried", "pipeline:"+strconv.FormatInt(id, 10), map[string]any{"jobs": ids, "project_id": projectID})
-	}
-	return s.store.Pipeline(ctx, projectID, id)
+// invalid is a *builds.ValidationError (400) with a formatted message.
+func invalid(format string, args ...any) error {
+	return &builds.ValidationError{Msg: fmt.Sprintf(format, args...)}
 }
-
-// DeletePipeline removes a finished pipeline with its builds, their events, logs (live
-// chunks and archives) and artifacts; the objects of archives and artifacts are queued for
-// the artifacts pass, which removes them from the object store. Its child pipelines stay
-// (without a parent), as in GitLab. ErrNotFound; ErrPipelineBusy while a job of it has not
-// finished.
-func (s *Service) DeletePipeline(ctx context.Context, projectID, id int64) error {
-	deleted, err := s.store.DeletePipeline(ctx, projectID, id)
-	if err != nil {
-		return err
-	}
-	if s.live != nil {
-		// Logs not archived yet keep chunks in Redis too: they go now rather than by expiry.
-		for _, b := range deleted {
-			if err := s.live.Drop(ctx, b.ID, b.Status); err != nil {
-				s.log.WarnContext(ctx, "live log of a deleted pipeline not dropped", "build_id", b.ID, "error", err)
-			}
-		}
-	}
-	s.changed(Change{PipelineID: id})
-	s.audit(ctx, "pipeline_deleted", "pipeline:"+strconv.FormatInt(id, 10), map[string]any{"builds": len(deleted), "project_id": projectID})
-	return nil
-}
-
-// ErrPipelineBusy: a pipeline with unfinished jobs cannot be deleted.
-var ErrPipelineBusy = errors.New("the pipeline has unfinished jobs; cancel it first")
