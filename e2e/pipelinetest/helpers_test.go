@@ -1,5 +1,6 @@
 // Package pipelinetest_test checks pipelines end to end (SPEC §5 reapers, §6 stages, waiter,
-// stuck stages) against real replicas, Postgres and Redis, over HTTP. Time-driven behaviour
+// stuck stages; the pipelines API, pipelines from a .gitlab-ci.yml and CI lint, auto-cancel)
+// against real replicas, Postgres and Redis, over HTTP. Time-driven behaviour
 // runs on an injected clock: the tests move it and call the workers' Once methods.
 package pipelinetest_test
 

@@ -1,11 +1,12 @@
-// Package tracetest_test checks job logs end to end: every way a build
-// finishes archives its log into the object store as its trace artifact and drops the live
-// chunks; the trace API serves the archive or the live log with HTTP ranges; an object
-// store outage or a replica SIGKILLed around the finish delays an archive and loses no
-// byte; two replicas archiving at once never archive a log twice; PATCHes racing a job's
-// finish on two replicas never get a 202 after it (finishrace_test.go); a log streamed while
-// Redis restarts or refuses writes stays whole (redis_test.go). Real replicas on real
-// Postgres and Redis, the store on disk or on a real S3-protocol server (testenv.S3).
+// Package tracetest_test checks job logs end to end: a runner's PATCHes and the log's size
+// limit, the live log read across its parts, coverage taken from the archived log; every way a
+// build finishes archives its log into the object store as its trace artifact and drops the
+// live chunks; the trace API serves the archive or the live log with HTTP ranges; an object
+// store outage or a replica SIGKILLed around the finish delays an archive and loses no byte;
+// two replicas archiving at once never archive a log twice; PATCHes racing a job's finish on
+// two replicas never get a 202 after it (finishrace_test.go); a log streamed while Redis
+// restarts or refuses writes stays whole (redis_test.go). Real replicas on real Postgres and
+// Redis, the store on disk or on a real S3-protocol server (testenv.S3).
 package tracetest_test
 
 import (
