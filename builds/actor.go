@@ -21,6 +21,14 @@ const (
 	ActorSystem     ActorKind = "system"
 )
 
+// The admin token's holder as GitLab's API shows a user: it was never created, and takes
+// the id GitLab's first administrator has.
+const (
+	AdminUserID   int64 = 1
+	AdminUsername       = "admin"
+	AdminName           = "Administrator"
+)
+
 // Actor is who asks for an action: it is resolved once from the request's credential (a
 // personal access token, a web session, the admin token) and travels in the context, so
 // that permission checks, the audit log and the events of builds and pipelines all name

@@ -6,12 +6,13 @@ import (
 	"strings"
 
 	"github.com/jobapi/jobapi/api"
+	"github.com/jobapi/jobapi/builds"
 )
 
 // adminUser is GitLab's user for the holder of the admin token, the bootstrap credential
 // (no row in users: GitLab's user 1, the administrator).
 func adminUser(base string) api.User {
-	return api.User{ID: 1, Username: "admin", Name: "Administrator", State: "active",
+	return api.User{ID: builds.AdminUserID, Username: builds.AdminUsername, Name: builds.AdminName, State: "active",
 		WebURL: base + "/admin", IsAdmin: true}
 }
 

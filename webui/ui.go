@@ -303,7 +303,7 @@ func (u *UI) requireSession(next http.Handler) http.Handler {
 func (u *UI) sessionActor(r *http.Request, sess session) (builds.Actor, error) {
 	via := "web session " + sess.ID[:min(len(sess.ID), 8)]
 	if sess.UserID == 0 {
-		return builds.Actor{Kind: builds.ActorAdminToken, Username: "admin", Admin: true, Via: via}, nil
+		return builds.Actor{Kind: builds.ActorAdminToken, Username: builds.AdminUsername, Admin: true, Via: via}, nil
 	}
 	if u.users == nil {
 		return builds.Actor{}, errNoSession

@@ -10,9 +10,8 @@ import (
 
 // The payloads below are GitLab's webhook events (docs: user/project/integrations/
 // webhook_events), field for field where jobapi knows the value. What it does not keep is
-// left empty or null rather than made up: the user who started a pipeline (jobapi has no
-// users in payloads yet), a commit's message and author (jobapi knows a commit by its id),
-// merge requests. The tests read every payload with GitLab's own Go client
+// left empty or null rather than made up: a commit's message and author (jobapi knows a
+// commit by its id), merge requests, avatars. The tests read every payload with GitLab's own Go client
 // (client-go's ParseWebhook).
 
 // gitlabTime is the time format of GitLab's pipeline and job hooks ("2016-08-12 15:23:28 UTC").
@@ -157,10 +156,39 @@ type pipelineBuild struct {
 	When           string         `json:"when"`
 	Manual         bool           `json:"manual"`
 	AllowFailure   bool           `json:"allow_failure"`
-	User           *struct{}      `json:"user"`
+	User           *hookUser      `json:"user"`
 	Runner         *runnerPayload `json:"runner"`
 	ArtifactsFile  artifactsFile  `json:"artifacts_file"`
 	Environment    *struct{}      `json:"environment"`
+}
+
+// hookUser is GitLab's user in hook payloads: who created the pipeline (for a job, GitLab
+// names the user of the job, which in jobapi is its pipeline's). GitLab has redacted the
+// email there since 16.0; jobapi keeps no avatars. Machinery that creates pipelines
+// (triggers, schedules, pushes) is a bot named after its kind, as the pipeline API shows it.
+type hookUser struct {
+	ID        int64  `json:"id"`
+	Name      string `json:"name"`
+	Username  string `json:"username"`
+	AvatarURL string `json:"avatar_url"`
+	Email     string `json:"email"`
+}
+
+func userOf(u *builds.PipelineUser) *hookUser {
+	if u == nil {
+		return nil // a pipeline created before jobapi kept its creator
+	}
+	out := &hookUser{Username: u.Username, Name: u.Username, Email: "[REDACTED]"}
+	switch u.Kind {
+	case builds.ActorAdminToken:
+		out.ID, out.Username, out.Name = builds.AdminUserID, builds.AdminUsername, builds.AdminName
+	case builds.ActorUser:
+		out.ID = u.UserID
+		if u.Name != "" {
+			out.Name = u.Name
+		}
+	}
+	return out
 }
 
 type artifactsFile struct {
@@ -198,7 +226,7 @@ type PipelineEvent struct {
 	ObjectKind       string             `json:"object_kind"`
 	ObjectAttributes pipelineAttributes `json:"object_attributes"`
 	MergeRequest     *struct{}          `json:"merge_request"`
-	User             *struct{}          `json:"user"`
+	User             *hookUser          `json:"user"`
 	Project          projectPayload     `json:"project"`
 	Commit           commitPayload      `json:"commit"`
 	SourcePipeline   *sourcePipeline    `json:"source_pipeline,omitempty"`
@@ -238,6 +266,7 @@ func (s Site) pipelineEvent(p builds.Pipeline, prj builds.Project, now time.Time
 			QueuedDuration: seconds(d.Queued), URL: s.PipelineURL(p), Variables: vars},
 		Project: s.project(prj),
 		Commit:  commitPayload{ID: p.SHA, URL: s.PipelineURL(p)},
+		User:    userOf(p.CreatedBy),
 		Builds:  []pipelineBuild{},
 	}
 	if p.ParentPipelineID != 0 {
@@ -260,7 +289,7 @@ func (s Site) pipelineEvent(p builds.Pipeline, prj builds.Project, now time.Time
 		ev.Builds = append(ev.Builds, pipelineBuild{ID: b.ID, Stage: b.Stage, Name: b.Name, Status: hookStatus(b.Status),
 			CreatedAt: hookTime(&b.CreatedAt), StartedAt: hookTime(b.StartedAt), FinishedAt: hookTime(b.FinishedAt),
 			Duration: seconds(jd.Run), QueuedDuration: seconds(jd.Queued), FailureReason: reason, When: when,
-			Manual: when == "manual", AllowFailure: b.AllowFailure, Runner: runnerOf(b)})
+			Manual: when == "manual", AllowFailure: b.AllowFailure, Runner: runnerOf(b), User: ev.User})
 	}
 	return ev
 }
@@ -291,7 +320,7 @@ type JobEvent struct {
 	Runner              *runnerPayload `json:"runner"`
 	ProjectID           int64          `json:"project_id"`
 	ProjectName         string         `json:"project_name"`
-	User                *struct{}      `json:"user"`
+	User                *hookUser      `json:"user"`
 	Commit              jobCommit      `json:"commit"`
 	Repository          repository     `json:"repository"`
 	Project             projectPayload `json:"project"`
@@ -348,7 +377,7 @@ func (s Site) jobEvent(b builds.Build, p builds.Pipeline, prj builds.Project, no
 		BuildCreatedAtISO: isoTime(&b.CreatedAt), BuildStartedAtISO: isoTime(b.StartedAt), BuildFinishedAtISO: isoTime(b.FinishedAt),
 		BuildDuration: seconds(jd.Run), BuildQueuedDuration: seconds(jd.Queued), BuildAllowFailure: b.AllowFailure,
 		BuildFailureReason: failureReasonOrUnknown(b), PipelineID: p.ID, Runner: runnerOf(b), ProjectID: prj.ID,
-		ProjectName: s.Namespace + " / " + prj.Name,
+		ProjectName: s.Namespace + " / " + prj.Name, User: userOf(p.CreatedBy),
 		Commit: jobCommit{ID: p.ID, SHA: p.SHA, Status: p.Status, Duration: pdur, StartedAt: hookTime(pstarted),
 			FinishedAt: hookTime(p.FinishedAt)},
 		Repository: s.repository(prj), Project: s.project(prj), URL: s.jobURL(b)}

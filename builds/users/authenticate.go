@@ -42,7 +42,7 @@ func (a Authenticator) Resolve(ctx context.Context, client, token, adminVia stri
 		return builds.Actor{}, &ThrottledError{RetryAfter: retry}
 	}
 	if a.Guard.Matches(token) {
-		return builds.Actor{Kind: builds.ActorAdminToken, Username: "admin", Admin: true, Via: adminVia}, nil
+		return builds.Actor{Kind: builds.ActorAdminToken, Username: builds.AdminUsername, Admin: true, Via: adminVia}, nil
 	}
 	refused := &AuthError{Refusal: Unknown}
 	if a.Users != nil && strings.HasPrefix(token, TokenPrefix) {

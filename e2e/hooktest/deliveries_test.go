@@ -54,6 +54,12 @@ func pipelineStatuses(t *testing.T, got []received, pipelineID int64) map[string
 	return out
 }
 
+// isAdmin says whether a hook's user is the admin token's holder, with its email
+// redacted as GitLab's hooks have it.
+func isAdmin(u *gitlab.EventUser) bool {
+	return u != nil && u.ID == 1 && u.Username == "admin" && u.Name == "Administrator" && u.Email == "[REDACTED]"
+}
+
 // runPipeline creates a one-job pipeline at sha and has a runner finish it with state.
 func runPipeline(t *testing.T, inst *jobapitest.Instance, pid int64, sha, state string) api.Pipeline {
 	t.Helper()
@@ -109,9 +115,16 @@ func TestPipelineAndJobHooks(t *testing.T) {
 			if a.Status == "success" && (a.FinishedAt == "" || ev.Builds[0].Status != "success") {
 				t.Errorf("success event %s: want finished_at and the build's success", r.Body)
 			}
+			// The admin token created the pipeline: GitLab's user 1, as GET /user names it.
+			if !isAdmin(ev.User) || len(ev.Builds) != 1 || !isAdmin(ev.Builds[0].User) {
+				t.Errorf("pipeline event's user %+v and its build's: want the administrator who created it: %s", ev.User, r.Body)
+			}
 		case *gitlab.JobEvent:
 			if ev.ObjectKind != "build" || ev.BuildName != "build" || ev.PipelineID != p.ID || ev.SHA != sha || ev.ProjectID != pid {
 				t.Errorf("job event %+v: want job build of pipeline %d", ev, p.ID)
+			}
+			if !isAdmin(ev.User) {
+				t.Errorf("job event's user %+v: want the administrator who created the pipeline", ev.User)
 			}
 		default:
 			t.Errorf("unexpected event %T: %s", ev, r.Body)
