@@ -11,24 +11,25 @@ type Trigger struct {
 	CreatedAt   time.Time  `json:"created_at"`
 	UpdatedAt   time.Time  `json:"updated_at"`
 	LastUsed    *time.Time `json:"last_used"`
-	// Owner is always null: jobapi has no users, the admin token owns everything.
-	Owner     *struct{} `json:"owner"`
-	ExpiresAt *string   `json:"expires_at"`
+	// Owner is who created it (null for a token older than the record).
+	Owner     *User   `json:"owner"`
+	ExpiresAt *string `json:"expires_at"`
 }
 
 // PipelineSchedule is a pipeline schedule (GitLab's /projects/:id/pipeline_schedules).
 // LastPipeline and Variables are in the answer for one schedule, not in lists.
 type PipelineSchedule struct {
-	ID           int64                      `json:"id"`
-	Description  string                     `json:"description"`
-	Ref          string                     `json:"ref"`
-	Cron         string                     `json:"cron"`
-	CronTimezone string                     `json:"cron_timezone"`
-	NextRunAt    time.Time                  `json:"next_run_at"`
-	Active       bool                       `json:"active"`
-	CreatedAt    time.Time                  `json:"created_at"`
-	UpdatedAt    time.Time                  `json:"updated_at"`
-	Owner        *struct{}                  `json:"owner"`
+	ID           int64     `json:"id"`
+	Description  string    `json:"description"`
+	Ref          string    `json:"ref"`
+	Cron         string    `json:"cron"`
+	CronTimezone string    `json:"cron_timezone"`
+	NextRunAt    time.Time `json:"next_run_at"`
+	Active       bool      `json:"active"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+	// Owner is who created it (null for a schedule older than the record).
+	Owner        *User                      `json:"owner"`
 	LastPipeline *ScheduleLastPipeline      `json:"last_pipeline,omitempty"`
 	Variables    []PipelineScheduleVariable `json:"variables,omitempty"`
 }

@@ -16,15 +16,16 @@ import (
 	"github.com/jobapi/jobapi/builds/schedules"
 )
 
-func scheduleView(s schedules.Schedule) api.PipelineSchedule {
+func scheduleView(base string, s schedules.Schedule) api.PipelineSchedule {
 	return api.PipelineSchedule{ID: s.ID, Description: s.Description, Ref: s.Ref, Cron: s.Cron,
-		CronTimezone: s.CronTimezone, NextRunAt: s.NextRunAt, Active: s.Active, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+		CronTimezone: s.CronTimezone, NextRunAt: s.NextRunAt, Active: s.Active, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
+		Owner: userView(base, s.Owner)}
 }
 
 // scheduleDetail is one schedule as GET …/:id answers it: with its variables and the
 // pipeline it started last.
 func (h *Handler) scheduleDetail(r *http.Request, s schedules.Schedule) (api.PipelineSchedule, error) {
-	out := scheduleView(s)
+	out := scheduleView(h.externalBase(r), s)
 	out.Variables = make([]api.PipelineScheduleVariable, len(s.Variables))
 	for i, v := range s.Variables {
 		out.Variables[i] = api.PipelineScheduleVariable(v)
@@ -92,7 +93,8 @@ func (h *Handler) listSchedules(w http.ResponseWriter, r *http.Request) error {
 	list := func(ctx context.Context, pid int64, pg builds.Page) ([]schedules.Schedule, int, error) {
 		return h.schedules.List(ctx, pid, scope, pg)
 	}
-	return writeProjectPage(w, r, list, scheduleView)
+	base := h.externalBase(r)
+	return writeProjectPage(w, r, list, func(s schedules.Schedule) api.PipelineSchedule { return scheduleView(base, s) })
 }
 
 // schedulePipelines lists the pipelines a schedule started (GitLab's basic pipeline

@@ -21,12 +21,12 @@ import (
 	"github.com/jobapi/jobapi/builds/triggers"
 )
 
-func triggerView(t triggers.Trigger, token string) api.Trigger {
+func triggerView(base string, t triggers.Trigger, token string) api.Trigger {
 	if token == "" {
 		token = t.TokenLast4
 	}
 	return api.Trigger{ID: t.ID, Description: t.Description, Token: token, CreatedAt: t.CreatedAt,
-		UpdatedAt: t.UpdatedAt, LastUsed: t.LastUsed}
+		UpdatedAt: t.UpdatedAt, LastUsed: t.LastUsed, Owner: userView(base, t.Owner)}
 }
 
 // descriptionField reads GitLab's required `description` from a JSON or form body.
@@ -81,12 +81,13 @@ func (h *Handler) createTrigger(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, triggerView(c.Trigger, c.Token))
+	writeJSON(w, http.StatusCreated, triggerView(h.externalBase(r), c.Trigger, c.Token))
 	return nil
 }
 
 func (h *Handler) listTriggers(w http.ResponseWriter, r *http.Request) error {
-	return writeProjectPage(w, r, h.triggers.List, func(t triggers.Trigger) api.Trigger { return triggerView(t, "") })
+	base := h.externalBase(r)
+	return writeProjectPage(w, r, h.triggers.List, func(t triggers.Trigger) api.Trigger { return triggerView(base, t, "") })
 }
 
 func (h *Handler) getTrigger(w http.ResponseWriter, r *http.Request) error {
@@ -98,7 +99,7 @@ func (h *Handler) getTrigger(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, triggerView(t, ""))
+	writeJSON(w, http.StatusOK, triggerView(h.externalBase(r), t, ""))
 	return nil
 }
 
@@ -115,7 +116,7 @@ func (h *Handler) updateTrigger(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, triggerView(t, ""))
+	writeJSON(w, http.StatusOK, triggerView(h.externalBase(r), t, ""))
 	return nil
 }
 

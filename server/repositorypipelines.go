@@ -26,11 +26,11 @@ func newStartsFromRepository(creator *cipipeline.Creator, cfg Config, opts Optio
 	s := startsFromRepository{
 		triggers: triggers.NewService(d.store, func(ctx context.Context, s triggers.Start) (builds.Pipeline, error) {
 			return fromRef(ctx, s.ProjectID, s.Ref, s.Source, s.Variables, s.ServerURL)
-		}, opts.Now),
+		}, d.svc, opts.Now),
 		schedules: schedules.NewService(d.store, func(ctx context.Context, s schedules.Start) (builds.Pipeline, error) {
 			// No request: CI_SERVER_URL is JOBAPI_EXTERNAL_URL (the Creator's).
 			return fromRef(ctx, s.ProjectID, s.Ref, s.Source, s.Variables, "")
-		}, opts.Now),
+		}, d.svc, opts.Now),
 	}
 	s.worker = &schedules.Worker{Service: s.schedules, Interval: cfg.MaintenanceInterval, Log: log}
 	return s

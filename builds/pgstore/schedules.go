@@ -14,12 +14,12 @@ import (
 var _ schedules.Store = (*Store)(nil)
 
 const scheduleCols = `id, project_id, description, ref, cron, cron_timezone, active, next_run_at,
-    COALESCE(last_pipeline_id, 0), created_at, updated_at`
+    COALESCE(last_pipeline_id, 0), created_at, updated_at, owner`
 
 func scanSchedule(row pgx.Row) (schedules.Schedule, error) {
 	var s schedules.Schedule
 	err := row.Scan(&s.ID, &s.ProjectID, &s.Description, &s.Ref, &s.Cron, &s.CronTimezone, &s.Active, &s.NextRunAt,
-		&s.LastPipelineID, &s.CreatedAt, &s.UpdatedAt)
+		&s.LastPipelineID, &s.CreatedAt, &s.UpdatedAt, &s.Owner)
 	return s, err
 }
 
@@ -31,14 +31,14 @@ func collectSchedules(rows pgx.Rows, err error) ([]schedules.Schedule, error) {
 }
 
 const insertSchedule = `
-INSERT INTO pipeline_schedules (project_id, description, ref, cron, cron_timezone, active, next_run_at, created_at, updated_at)
-SELECT $1, $2, $3, $4, $5, $6, $7, $8, $8 WHERE EXISTS (SELECT 1 FROM projects WHERE id = $1)
+INSERT INTO pipeline_schedules (project_id, description, ref, cron, cron_timezone, active, next_run_at, created_at, updated_at, owner)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $8, $9 WHERE EXISTS (SELECT 1 FROM projects WHERE id = $1)
 RETURNING ` + scheduleCols
 
 // CreateSchedule stores a schedule of a project that exists.
 func (s *Store) CreateSchedule(ctx context.Context, sc schedules.Schedule) (schedules.Schedule, error) {
 	created, err := scanSchedule(s.pool.QueryRow(ctx, insertSchedule, sc.ProjectID, sc.Description, sc.Ref, sc.Cron,
-		sc.CronTimezone, sc.Active, sc.NextRunAt, sc.CreatedAt))
+		sc.CronTimezone, sc.Active, sc.NextRunAt, sc.CreatedAt, sc.Owner))
 	return created, notFound(err, fmt.Sprintf("project %d", sc.ProjectID))
 }
 
@@ -57,7 +57,7 @@ func (s *Store) Schedules(ctx context.Context, projectID int64, scope string, pg
 	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (schedules.Schedule, error) {
 		var sc schedules.Schedule
 		err := row.Scan(&sc.ID, &sc.ProjectID, &sc.Description, &sc.Ref, &sc.Cron, &sc.CronTimezone, &sc.Active, &sc.NextRunAt,
-			&sc.LastPipelineID, &sc.CreatedAt, &sc.UpdatedAt, &total)
+			&sc.LastPipelineID, &sc.CreatedAt, &sc.UpdatedAt, &sc.Owner, &total)
 		return sc, err
 	})
 	if err != nil || len(list) > 0 {

@@ -13,23 +13,23 @@ import (
 
 var _ triggers.Store = (*Store)(nil)
 
-const triggerCols = `id, project_id, description, token_last4, created_at, updated_at, last_used`
+const triggerCols = `id, project_id, description, token_last4, created_at, updated_at, last_used, owner`
 
 func scanTrigger(row pgx.Row) (triggers.Trigger, error) {
 	var t triggers.Trigger
-	err := row.Scan(&t.ID, &t.ProjectID, &t.Description, &t.TokenLast4, &t.CreatedAt, &t.UpdatedAt, &t.LastUsed)
+	err := row.Scan(&t.ID, &t.ProjectID, &t.Description, &t.TokenLast4, &t.CreatedAt, &t.UpdatedAt, &t.LastUsed, &t.Owner)
 	return t, err
 }
 
 // A trigger is created only for a project that exists (the foreign key refuses others).
 const insertTrigger = `
-INSERT INTO pipeline_triggers (project_id, description, token_hash, token_last4, created_at, updated_at)
-SELECT $1, $2, $3, $4, $5, $5 WHERE EXISTS (SELECT 1 FROM projects WHERE id = $1)
+INSERT INTO pipeline_triggers (project_id, description, token_hash, token_last4, created_at, updated_at, owner)
+SELECT $1, $2, $3, $4, $5, $5, $6 WHERE EXISTS (SELECT 1 FROM projects WHERE id = $1)
 RETURNING ` + triggerCols
 
 // CreateTrigger stores a trigger with its token's hash.
 func (s *Store) CreateTrigger(ctx context.Context, t triggers.Trigger, tokenHash []byte) (triggers.Trigger, error) {
-	created, err := scanTrigger(s.pool.QueryRow(ctx, insertTrigger, t.ProjectID, t.Description, tokenHash, t.TokenLast4, t.CreatedAt))
+	created, err := scanTrigger(s.pool.QueryRow(ctx, insertTrigger, t.ProjectID, t.Description, tokenHash, t.TokenLast4, t.CreatedAt, t.Owner))
 	return created, notFound(err, fmt.Sprintf("project %d", t.ProjectID))
 }
 
@@ -46,7 +46,7 @@ func (s *Store) Triggers(ctx context.Context, projectID int64, pg builds.Page) (
 	var total int
 	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (triggers.Trigger, error) {
 		var t triggers.Trigger
-		err := row.Scan(&t.ID, &t.ProjectID, &t.Description, &t.TokenLast4, &t.CreatedAt, &t.UpdatedAt, &t.LastUsed, &total)
+		err := row.Scan(&t.ID, &t.ProjectID, &t.Description, &t.TokenLast4, &t.CreatedAt, &t.UpdatedAt, &t.LastUsed, &t.Owner, &total)
 		return t, err
 	})
 	if err != nil || len(list) > 0 {

@@ -38,6 +38,8 @@ type Schedule struct {
 	LastPipelineID int64
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	// Owner is who created it (nil: a schedule made before owners were kept).
+	Owner *builds.PipelineUser
 	// Variables are set on each pipeline it starts (read with Store.Schedule and
 	// Store.DueSchedules, not in lists).
 	Variables []Variable
@@ -113,23 +115,39 @@ type Start struct {
 // remote and compiles the CI configuration read there.
 type StartFunc func(ctx context.Context, s Start) (builds.Pipeline, error)
 
+// Auditor records a change that succeeded in the audit log, naming the context's actor
+// (builds.Service.RecordAudit).
+type Auditor interface {
+	RecordAudit(ctx context.Context, action, target string, detail map[string]any)
+}
+
 // Service manages schedules and starts their pipelines.
 type Service struct {
 	store Store
 	start StartFunc
+	audit Auditor
 	now   func() time.Time
 }
 
-// NewService returns a Service over store that creates pipelines with start; now nil is
-// time.Now.
-func NewService(store Store, start StartFunc, now func() time.Time) *Service {
-	if store == nil || start == nil {
-		panic("schedules.NewService: store and start are required")
+// NewService returns a Service over store that creates pipelines with start and records
+// every change of a schedule, and every play, with audit; now nil is time.Now.
+func NewService(store Store, start StartFunc, audit Auditor, now func() time.Time) *Service {
+	if store == nil || start == nil || audit == nil {
+		panic("schedules.NewService: store, start and audit are required")
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{store: store, start: start, now: now}
+	return &Service{store: store, start: start, audit: audit, now: now}
+}
+
+func target(projectID int64) string { return "project:" + strconv.FormatInt(projectID, 10) }
+
+// detail is what the audit log keeps of a schedule (its variables' values may be secrets:
+// left out).
+func detail(sc Schedule) map[string]any {
+	return map[string]any{"schedule_id": sc.ID, "description": sc.Description, "ref": sc.Ref, "cron": sc.Cron,
+		"cron_timezone": sc.CronTimezone, "active": sc.Active}
 }
 
 // Limits of a schedule's text fields (GitLab's columns are varchar(255) where bounded).
@@ -211,7 +229,15 @@ func (s *Service) Create(ctx context.Context, projectID int64, c Change) (Schedu
 	}
 	now := s.now()
 	sc.NextRunAt, sc.CreatedAt, sc.UpdatedAt = timing.Next(now), now, now
-	return s.store.CreateSchedule(ctx, sc)
+	if a, ok := builds.ActorFrom(ctx); ok {
+		sc.Owner = builds.PipelineUserOf(a)
+	}
+	created, err := s.store.CreateSchedule(ctx, sc)
+	if err != nil {
+		return Schedule{}, err
+	}
+	s.audit.RecordAudit(ctx, "schedule_created", target(projectID), detail(created))
+	return created, nil
 }
 
 // List returns one page of a project's schedules (scope: "", active or inactive) and
@@ -267,12 +293,17 @@ func (s *Service) Update(ctx context.Context, projectID, id int64, c Change) (Sc
 		return Schedule{}, err
 	}
 	updated.Variables = sc.Variables
+	s.audit.RecordAudit(ctx, "schedule_updated", target(projectID), detail(updated))
 	return updated, nil
 }
 
 // Delete removes a schedule and its variables.
 func (s *Service) Delete(ctx context.Context, projectID, id int64) error {
-	return s.store.DeleteSchedule(ctx, projectID, id)
+	if err := s.store.DeleteSchedule(ctx, projectID, id); err != nil {
+		return err
+	}
+	s.audit.RecordAudit(ctx, "schedule_deleted", target(projectID), map[string]any{"schedule_id": id})
+	return nil
 }
 
 func checkVariable(v Variable) error {
@@ -350,7 +381,12 @@ func (s *Service) Play(ctx context.Context, projectID, id int64) (builds.Pipelin
 	if err != nil {
 		return builds.Pipeline{}, err
 	}
-	return s.run(ctx, sc)
+	p, err := s.run(ctx, sc)
+	if err != nil {
+		return p, err
+	}
+	s.audit.RecordAudit(ctx, "schedule_played", target(projectID), map[string]any{"schedule_id": id, "pipeline_id": p.ID})
+	return p, nil
 }
 
 // run creates a schedule's pipeline and records it as the schedule's last. A tick acts on

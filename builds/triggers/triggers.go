@@ -34,6 +34,8 @@ type Trigger struct {
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 	LastUsed   *time.Time
+	// Owner is who created it (nil: a trigger made before owners were kept).
+	Owner *builds.PipelineUser
 }
 
 // Created is a trigger as its creation answers it: the one time its token is shown whole.
@@ -73,23 +75,37 @@ type Start struct {
 // remote and compiles the CI configuration read there.
 type StartFunc func(ctx context.Context, s Start) (builds.Pipeline, error)
 
+// Auditor records a change that succeeded in the audit log, naming the context's actor
+// (builds.Service.RecordAudit).
+type Auditor interface {
+	RecordAudit(ctx context.Context, action, target string, detail map[string]any)
+}
+
 // Service manages trigger tokens and runs them.
 type Service struct {
 	store Store
 	start StartFunc
+	audit Auditor
 	now   func() time.Time
 }
 
-// NewService returns a Service over store that creates pipelines with start; now nil is
-// time.Now.
-func NewService(store Store, start StartFunc, now func() time.Time) *Service {
-	if store == nil || start == nil {
-		panic("triggers.NewService: store and start are required")
+// NewService returns a Service over store that creates pipelines with start and records
+// every change of a token with audit; now nil is time.Now.
+func NewService(store Store, start StartFunc, audit Auditor, now func() time.Time) *Service {
+	if store == nil || start == nil || audit == nil {
+		panic("triggers.NewService: store, start and audit are required")
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{store: store, start: start, now: now}
+	return &Service{store: store, start: start, audit: audit, now: now}
+}
+
+func target(projectID int64) string { return fmt.Sprintf("project:%d", projectID) }
+
+// detail is what the audit log keeps of a trigger: never its token, not even the last four.
+func detail(t Trigger) map[string]any {
+	return map[string]any{"trigger_id": t.ID, "description": t.Description}
 }
 
 func checkDescription(d string) error {
@@ -102,19 +118,23 @@ func checkDescription(d string) error {
 	return nil
 }
 
-// Create makes a trigger token for a project; the answer holds the token, which is never
-// shown whole again.
+// Create makes a trigger token for a project, owned by the context's actor; the answer
+// holds the token, which is never shown whole again.
 func (s *Service) Create(ctx context.Context, projectID int64, description string) (Created, error) {
 	if err := checkDescription(description); err != nil {
 		return Created{}, err
 	}
 	token := builds.NewToken(TokenPrefix)
 	now := s.now()
-	t, err := s.store.CreateTrigger(ctx, Trigger{ProjectID: projectID, Description: description,
-		TokenLast4: token[len(token)-4:], CreatedAt: now, UpdatedAt: now}, builds.HashToken(token))
+	t := Trigger{ProjectID: projectID, Description: description, TokenLast4: token[len(token)-4:], CreatedAt: now, UpdatedAt: now}
+	if a, ok := builds.ActorFrom(ctx); ok {
+		t.Owner = builds.PipelineUserOf(a)
+	}
+	t, err := s.store.CreateTrigger(ctx, t, builds.HashToken(token))
 	if err != nil {
 		return Created{}, err
 	}
+	s.audit.RecordAudit(ctx, "trigger_created", target(projectID), detail(t))
 	return Created{Trigger: t, Token: token}, nil
 }
 
@@ -133,12 +153,21 @@ func (s *Service) Update(ctx context.Context, projectID, id int64, description s
 	if err := checkDescription(description); err != nil {
 		return Trigger{}, err
 	}
-	return s.store.UpdateTrigger(ctx, projectID, id, description, s.now())
+	t, err := s.store.UpdateTrigger(ctx, projectID, id, description, s.now())
+	if err != nil {
+		return Trigger{}, err
+	}
+	s.audit.RecordAudit(ctx, "trigger_updated", target(projectID), detail(t))
+	return t, nil
 }
 
 // Delete removes a trigger; its token stops working at once.
 func (s *Service) Delete(ctx context.Context, projectID, id int64) error {
-	return s.store.DeleteTrigger(ctx, projectID, id)
+	if err := s.store.DeleteTrigger(ctx, projectID, id); err != nil {
+		return err
+	}
+	s.audit.RecordAudit(ctx, "trigger_deleted", target(projectID), map[string]any{"trigger_id": id})
+	return nil
 }
 
 // Run is a request to start a pipeline with a token.

@@ -161,6 +161,9 @@ func TestTeam(t *testing.T) {
 	var s api.PipelineSchedule
 	maint["api"].must(one, http.StatusCreated, "POST", fmt.Sprintf("/projects/%d/pipeline_schedules", a.ID),
 		map[string]any{"description": "nightly", "ref": "main", "cron": "0 1 * * *"}, &s)
+	if s.Owner == nil || s.Owner.ID != maintID || s.Owner.Username != "milo" {
+		t.Errorf("schedule's owner = %+v, want milo (user %d), who created it", s.Owner, maintID)
+	}
 	maint["api"].must(two, http.StatusOK, "PUT", fmt.Sprintf("/projects/%d/pipeline_schedules/%d", a.ID, s.ID),
 		map[string]any{"cron": "0 2 * * *"}, nil)
 	// A schedule runs on its ref: a developer may schedule the feature branch, not main, and

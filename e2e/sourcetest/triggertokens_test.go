@@ -71,6 +71,10 @@ func TestTriggerTokens(t *testing.T) {
 	if !strings.HasPrefix(token, "glptt-") || len(token) < 30 || created.Description != "deploy" {
 		t.Fatalf("created trigger %+v, want a whole glptt- token", created)
 	}
+	// Made with the admin token: its owner is the admin token's holder, GitLab's user 1.
+	if created.Owner == nil || created.Owner.ID != 1 || created.Owner.Username != "admin" {
+		t.Errorf("created trigger's owner = %+v, want the admin (user 1)", created.Owner)
+	}
 	resp, b := inst.Do(t, "GET", triggers, nil)
 	jobapitest.WantStatus(t, resp, b, http.StatusOK)
 	list := decode[[]api.Trigger](t, b)
