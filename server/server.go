@@ -510,10 +510,11 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 		oc.Now = opts.Now
 		sso = oidclogin.New(oc)
 	}
-	ui := webui.New(webui.Deps{OIDC: sso, Access: d.access, Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, Views: views.New(views.Deps{Store: d.store}), AdminToken: cfg.AdminToken, AdminGuard: guard, Users: people, Flags: fl.web, Revocations: d.rs,
-		Hub: hub, TraceWatch: d.rs, ExternalURL: cfg.ExternalURL, Log: log, Now: opts.Now, Pipelines: pipelines})
-	d.pushes = newPushes(d, sources, cfg, opts, log)
 	d.starts = newStartsFromRepository(pipelines, cfg, opts, d, log)
+	ui := webui.New(webui.Deps{OIDC: sso, Access: d.access, Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, Views: views.New(views.Deps{Store: d.store}), AdminToken: cfg.AdminToken, AdminGuard: guard, Users: people, Flags: fl.web, Revocations: d.rs,
+		Hub: hub, TraceWatch: d.rs, ExternalURL: cfg.ExternalURL, Log: log, Now: opts.Now, Pipelines: pipelines,
+		Triggers: d.starts.triggers, Schedules: d.starts.schedules})
+	d.pushes = newPushes(d, sources, cfg, opts, log)
 	d.bridges = &downstream.Bridges{Service: d.svc, Artifacts: d.arts, Sources: sources, ServerURL: cfg.ExternalURL,
 		Namespace: handlers.ProjectNamespace, Interval: cfg.SweepInterval, Log: log, Now: opts.Now}
 	h := handlers.New(handlers.Deps{UI: ui, Access: d.access, Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, ResourceGroups: d.groups, Listings: d.lists, Includes: sources, AdminToken: cfg.AdminToken, AdminGuard: guard, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,

@@ -107,8 +107,17 @@ func (u *UI) decide(ctx context.Context, a builds.Actor, pid int64, action acces
 	return u.perms.Check(ctx, a, pid, action)
 }
 
-// pathRef is the ref of the path's job or pipeline ("" when neither exists: the page says so).
+// pathRef is the ref of the path's job, pipeline or schedule ("" when none exists: the
+// page says so).
 func (u *UI) pathRef(r *http.Request, pid int64) (string, error) {
+	if chi.URLParam(r, "schedule_id") != "" && u.schedules != nil {
+		id, err := pathInt(r, "schedule_id")
+		if err != nil {
+			return "", err
+		}
+		s, err := u.schedules.Get(r.Context(), pid, id)
+		return s.Ref, ignoreNotFound(err)
+	}
 	if chi.URLParam(r, "job_id") != "" {
 		id, err := pathInt(r, "job_id")
 		if err != nil {

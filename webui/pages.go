@@ -66,6 +66,19 @@ var funcs = template.FuncMap{
 		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 0, 64)
 	},
 	"asset": func(name string) string { return "/assets/" + name + "?v=" + assetVersion },
+	"owner": ownerText,
+}
+
+// ownerText names who made a trigger token or a schedule ("" for one made before owners
+// were kept).
+func ownerText(o *builds.PipelineUser) string {
+	switch {
+	case o == nil:
+		return ""
+	case o.Name != "" && o.Name != o.Username:
+		return o.Username + " (" + o.Name + ")"
+	}
+	return o.Username
 }
 
 func mustParsePages() *pages {

@@ -65,6 +65,8 @@ type projectData struct {
 	Table   pipelineTable
 	// CanRun: the signed-in user's role may run pipelines here (the form checks the ref).
 	CanRun bool
+	// CanSchedules, CanVariables, CanTriggers: the user's role may open those pages.
+	CanSchedules, CanVariables, CanTriggers bool
 }
 
 func (u *UI) projectPage(w http.ResponseWriter, r *http.Request) {
@@ -73,7 +75,9 @@ func (u *UI) projectPage(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
-	d := projectData{ID: pid, CanRun: u.allowed(r, pid, access.RunPipeline, "")}
+	d := projectData{ID: pid, CanRun: u.allowed(r, pid, access.RunPipeline, ""),
+		CanSchedules: u.allowed(r, pid, access.ReadSchedules, ""), CanVariables: u.allowed(r, pid, access.ReadVariables, ""),
+		CanTriggers: u.allowed(r, pid, access.ManageTriggers, "")}
 	p, err := u.prj.Project(r.Context(), pid)
 	switch {
 	case err == nil:

@@ -33,6 +33,8 @@ import (
 	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/builds/joblogs"
 	"github.com/jobapi/jobapi/builds/projects"
+	"github.com/jobapi/jobapi/builds/schedules"
+	"github.com/jobapi/jobapi/builds/triggers"
 	"github.com/jobapi/jobapi/builds/users"
 	"github.com/jobapi/jobapi/builds/views"
 	"github.com/jobapi/jobapi/cipipeline"
@@ -109,6 +111,11 @@ type Deps struct {
 	// Access decides what the signed-in user may see and do (nil: only administrators
 	// act on projects).
 	Access Permissions
+	// Triggers and Schedules are the services behind the API's trigger tokens and pipeline
+	// schedules: the pages change them through the same methods (nil: their pages say this
+	// server has none).
+	Triggers  *triggers.Service
+	Schedules *schedules.Service
 }
 
 // UI is the web UI's HTTP handler.
@@ -135,6 +142,8 @@ type UI struct {
 	lines          *lineCounts
 	handler        http.Handler
 	perms          Permissions
+	triggers       *triggers.Service
+	schedules      *schedules.Service
 }
 
 // New returns the web UI. Mount it at / after the API routes.
@@ -147,7 +156,8 @@ func New(d Deps) *UI {
 	}
 	u := &UI{svc: d.Service, pipelines: d.Pipelines, arts: d.Artifacts, logs: d.Logs, prj: d.Projects, views: d.Views, flags: d.Flags, hub: d.Hub, traceWatch: d.TraceWatch, log: d.Log, now: d.Now,
 		sessions: newSessions(d.AdminToken, d.Revocations, d.Now), pages: mustParsePages(),
-		lines: newLineCounts(256), admin: d.AdminGuard, users: d.Users, oidc: d.OIDC, perms: d.Access}
+		lines: newLineCounts(256), admin: d.AdminGuard, users: d.Users, oidc: d.OIDC, perms: d.Access,
+		triggers: d.Triggers, schedules: d.Schedules}
 	if u.users == nil {
 		u.oidc = nil // single sign-in makes users: without them it stays off
 	}
@@ -197,6 +207,11 @@ func (u *UI) routes() http.Handler {
 		r.With(u.can(access.RunPipeline)).Get("/projects/{project_id}/pipelines/new", u.newPipelinePage)
 		r.With(u.can(access.ReadPipelines)).Get("/projects/{project_id}/pipelines/{pipeline_id}", u.pipelinePage)
 		r.With(u.can(access.ReadPipelines)).Get("/projects/{project_id}/jobs/{job_id}", u.jobPage)
+		r.With(u.can(access.ManageTriggers)).Get("/projects/{project_id}/triggers", u.triggersPage)
+		r.With(u.can(access.ReadSchedules)).Get("/projects/{project_id}/pipeline_schedules", u.schedulesPage)
+		r.With(u.can(access.ManageSchedules)).Get("/projects/{project_id}/pipeline_schedules/{schedule_id}/edit", u.scheduleEditPage)
+		r.With(u.can(access.ReadVariables)).Get("/projects/{project_id}/variables", u.variablesPage)
+		r.With(u.can(access.WriteVariables)).Get("/projects/{project_id}/variables/{key}/edit", u.variableEditPage)
 		r.With(u.can(access.ReadJobLogs)).Get("/projects/{project_id}/jobs/{job_id}/log", u.jobLog)
 		r.With(u.can(access.ReadJobLogs)).Get("/projects/{project_id}/jobs/{job_id}/log/raw", u.jobLogRaw)
 		r.With(u.can(access.ReadArtifacts)).Get("/projects/{project_id}/jobs/{job_id}/artifacts/{artifact_id}", u.jobArtifactDownload)
@@ -216,6 +231,17 @@ func (u *UI) routes() http.Handler {
 			r.With(u.can(access.CancelJob)).Post("/projects/{project_id}/jobs/{job_id}/cancel", u.jobAction)
 			r.With(u.can(access.RetryJob)).Post("/projects/{project_id}/jobs/{job_id}/retry", u.jobAction)
 			r.With(u.can(access.PlayJob)).Post("/projects/{project_id}/jobs/{job_id}/play", u.jobAction)
+			r.With(u.can(access.ManageTriggers)).Post("/projects/{project_id}/triggers", u.createTrigger)
+			r.With(u.can(access.ManageTriggers)).Post("/projects/{project_id}/triggers/{trigger_id}/delete", u.deleteTrigger)
+			// A schedule's own ref is checked by can (pathRef); a new ref by the handler.
+			r.With(u.can(access.ManageSchedules)).Post("/projects/{project_id}/pipeline_schedules", u.createSchedule)
+			r.With(u.can(access.ManageSchedules)).Post("/projects/{project_id}/pipeline_schedules/{schedule_id}", u.updateSchedule)
+			r.With(u.can(access.ManageSchedules)).Post("/projects/{project_id}/pipeline_schedules/{schedule_id}/play", u.playSchedule)
+			r.With(u.can(access.ManageSchedules)).Post("/projects/{project_id}/pipeline_schedules/{schedule_id}/delete", u.deleteSchedule)
+			// A protected variable needs the protected action too: the handlers check it.
+			r.With(u.can(access.WriteVariables)).Post("/projects/{project_id}/variables", u.createVariable)
+			r.With(u.can(access.WriteVariables)).Post("/projects/{project_id}/variables/{key}", u.updateVariable)
+			r.With(u.can(access.WriteVariables)).Post("/projects/{project_id}/variables/{key}/delete", u.deleteVariable)
 			admin := r.With(u.can(access.ManageInstance))
 			admin.Post("/runners/{runner_id}/pause", u.runnerPause)
 			admin.Post("/runners/{runner_id}/resume", u.runnerPause)
