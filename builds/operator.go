@@ -375,9 +375,6 @@ func (s *Service) RecordFeatureDeleted(ctx context.Context, name string) {
 // audit records an operator action that succeeded. A failure is logged, not returned: the
 // action itself already happened and must be answered.
 func (s *Service) audit(ctx context.Context, action, target string, detail map[string]any) {
-	if s.audits == nil {
-		return
-	}
 	if err := s.audits.AddAudit(ctx, AuditEvent{At: s.now(), Actor: actorName(ctx), Action: action, Target: target, Detail: detail}); err != nil {
 		s.log.WarnContext(ctx, "operator action not recorded", "action", action, "target", target, "error", err)
 	}
@@ -394,16 +391,10 @@ func runnerDetail(r Runner) map[string]any {
 // PipelineHistory lists the actions on a pipeline (created, canceled, retried, with who did
 // each), oldest first.
 func (s *Service) PipelineHistory(ctx context.Context, id int64, p Page) ([]AuditEvent, int, error) {
-	if s.audits == nil {
-		return []AuditEvent{}, 0, nil
-	}
 	return s.audits.AuditOf(ctx, "pipeline:"+strconv.FormatInt(id, 10), p)
 }
 
 // AuditEvents lists operator actions, newest first.
 func (s *Service) AuditEvents(ctx context.Context, p Page) ([]AuditEvent, int, error) {
-	if s.audits == nil {
-		return []AuditEvent{}, 0, nil
-	}
 	return s.audits.Audit(ctx, p)
 }

@@ -117,18 +117,12 @@ func (s *Service) ProjectForPipeline(ctx context.Context, projectID int64) (JobP
 
 // jobProject reads a build's project for its payload and trace masking.
 func (s *Service) jobProject(ctx context.Context, projectID int64) (JobProject, error) {
-	if s.projects == nil {
-		return JobProject{}, nil
-	}
 	return s.projects.JobProject(ctx, projectID)
 }
 
 // claimedProject is the project of a claimed build: the one the claim read with it, when
 // the store reads it there (one statement fewer per job), else read now.
 func (s *Service) claimedProject(ctx context.Context, c Claimed) (JobProject, error) {
-	if s.projects == nil {
-		return JobProject{}, nil
-	}
 	if c.Project != nil {
 		return *c.Project, nil
 	}

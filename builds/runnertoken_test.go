@@ -38,8 +38,9 @@ func TestExpiredRunnerTokenRefusedFromCache(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	expires := now.Add(time.Minute)
 	store := &tokenStore{hash: HashToken(token), runner: Runner{ID: 4, RunUntagged: true, TokenExpiresAt: &expires}}
-	svc := NewService(Deps{Store: store, Leases: noLeases{}, Queue: fixedQueue("v1"), Now: func() time.Time { return now },
-		Config: Config{RunnerCacheTTL: time.Hour}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	d := unitDeps(store)
+	d.Now, d.Config, d.Log = func() time.Time { return now }, Config{RunnerCacheTTL: time.Hour}, slog.New(slog.NewTextHandler(io.Discard, nil))
+	svc := NewService(d)
 	ctx := context.Background()
 
 	r, err := svc.VerifyRunner(ctx, token, "s_1", ManagerInfo{})
@@ -77,8 +78,9 @@ func TestNewRunnerToken(t *testing.T) {
 		{0, true, RegisteredRunnerTokenPrefix, nil},
 		{2 * time.Hour, false, RunnerTokenPrefix, ptr(time.Date(2026, 12, 1, 14, 0, 0, 0, time.UTC))},
 	} {
-		svc := NewService(Deps{Store: &tokenStore{}, Now: func() time.Time { return now },
-			Config: Config{RunnerTokenExpiresIn: tc.expiresIn}})
+		d := unitDeps(&tokenStore{})
+		d.Now, d.Config = func() time.Time { return now }, Config{RunnerTokenExpiresIn: tc.expiresIn}
+		svc := NewService(d)
 		got := svc.newRunnerToken(Runner{RegistrationToken: tc.registration})
 		if !strings.HasPrefix(got.Token, tc.prefix) || len(got.Token) != len(tc.prefix)+32 {
 			t.Errorf("token %q, want %s and 32 characters", got.Token, tc.prefix)

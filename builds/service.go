@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -51,7 +52,10 @@ type TwoPhaseFlag interface {
 	CountTwoPhaseCommit(on bool)
 }
 
-// neverTwoPhase is the TwoPhaseFlag of a service without flags: legacy for every build.
+// NeverTwoPhase is the TwoPhaseFlag of a service without flags (tests, the bench's twin):
+// legacy for every build.
+var NeverTwoPhase TwoPhaseFlag = neverTwoPhase{}
+
 type neverTwoPhase struct{}
 
 func (neverTwoPhase) TwoPhaseCommit(context.Context, int64, int64, string) bool { return false }
@@ -102,33 +106,42 @@ type Observer interface {
 	Acknowledged(assignToAck time.Duration)
 }
 
-// Deps are what a Service is built from. Store, Leases and Queue are required; the
-// rest may be left zero.
+// Unobserved is the Observer of a service whose metrics nobody reads (tests, the bench's
+// twin, which measures its own).
+var Unobserved Observer = unobserved{}
+
+type unobserved struct{}
+
+func (unobserved) Acknowledged(time.Duration) {}
+
+// Deps are what a Service is built from. Every role is required, as production gives
+// each (server.ServiceDeps and the replica's Redis): NewService panics naming a missing
+// one. A replica that runs without Redis's feeds on purpose says so with Standalone.
 type Deps struct {
 	Store  Store
 	Leases Leases
 	Queue  Queue
 	// QueueFeed announces queue bumps between replicas, so that a long poll wakes only
-	// who can take what changed (nil: every change wakes every held request); run
+	// who can take what changed (Standalone: every change wakes every held request); run
 	// RunQueueFeed in the background. The store counts what a claim could take when it
 	// is a ClaimCounter.
 	QueueFeed QueueFeed
-	// Events carries "pipeline changed" between replicas (nil: pipeline waiters poll
-	// Postgres); run RunPipelineEvents in the background.
+	// Events carries "pipeline changed" between replicas (Standalone: pipeline waiters
+	// poll Postgres); run RunPipelineEvents in the background.
 	Events PipelineEvents
-	// TwoPhase decides whether a capable runner must ack (nil: never).
+	// TwoPhase decides whether a capable runner must ack (NeverTwoPhase: never).
 	TwoPhase TwoPhaseFlag
-	// Observer is told about events worth a metric (nil: none).
+	// Observer is told about events worth a metric (Unobserved: none).
 	Observer Observer
-	// Audit records operator actions (nil: not recorded, and none listed).
+	// Audit records operator actions and lists them.
 	Audit AuditLog
-	// Projects reads what jobs and new pipelines need of projects (nil: every project is
-	// implicit).
+	// Projects reads what jobs and new pipelines need of projects.
 	Projects ProjectReader
-	// Changes carries hints for live views between replicas (nil: none are sent); run
-	// RunChangeFeed in the background.
+	// Changes carries hints for live views between replicas (Standalone: none are sent);
+	// run RunChangeFeed in the background.
 	Changes ChangeFeed
-	// Live keeps running jobs' logs in Redis (nil: in Postgres, a statement per PATCH).
+	// Live keeps running jobs' logs in Redis (Standalone: in Postgres, a statement per
+	// PATCH).
 	Live   LiveTraces
 	Config Config
 	// Now is the clock (nil: time.Now).
@@ -137,16 +150,48 @@ type Deps struct {
 	Log *slog.Logger
 }
 
-// NewService wires the service.
+// missing names the roles d leaves out.
+func (d Deps) missing() []string {
+	var m []string
+	for _, r := range []struct {
+		name string
+		set  bool
+	}{
+		{"Store", d.Store != nil}, {"Leases", d.Leases != nil}, {"Queue", d.Queue != nil},
+		{"QueueFeed", d.QueueFeed != nil}, {"Events", d.Events != nil}, {"TwoPhase", d.TwoPhase != nil},
+		{"Observer", d.Observer != nil}, {"Audit", d.Audit != nil}, {"Projects", d.Projects != nil},
+		{"Changes", d.Changes != nil}, {"Live", d.Live != nil},
+	} {
+		if !r.set {
+			m = append(m, r.name)
+		}
+	}
+	return m
+}
+
+// NewService wires the service; it panics when d misses a role (Deps).
 func NewService(d Deps) *Service {
+	if m := d.missing(); len(m) > 0 {
+		panic(fmt.Sprintf("builds.NewService: Deps.%s required (Standalone, NeverTwoPhase and Unobserved name the modes without them)", strings.Join(m, ", Deps.")))
+	}
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	if d.TwoPhase == nil {
-		d.TwoPhase = neverTwoPhase{}
-	}
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
+	}
+	// Standalone's roles are carried out by the service itself (standalone.go).
+	if d.QueueFeed == Standalone {
+		d.QueueFeed = nil
+	}
+	if d.Events == Standalone {
+		d.Events = nil
+	}
+	if d.Changes == Standalone {
+		d.Changes = nil
+	}
+	if d.Live == Standalone {
+		d.Live = nil
 	}
 	cfg := d.Config
 	if cfg.TouchInterval == 0 {
@@ -641,16 +686,12 @@ func (s *Service) acknowledged(ctx context.Context, id int64, tokenHash []byte, 
 	if m := acked.Masked; m != nil {
 		// What the runner's trace PATCHes to this replica need, as a claim here would have
 		// left it (an implicit project, or none kept, masks nothing of its own).
-		var project []Variable
-		if s.projects != nil {
-			project = m.Project
-		}
 		b := Build{ID: id, PipelineID: acked.PipelineID, StageIdx: acked.StageIdx, Payload: Payload{Variables: m.Variables}}
-		s.jobs.put(b, tokenHash, project)
+		s.jobs.put(b, tokenHash, m.Project)
 	}
 	s.touches.put(id, now) // the ack wrote updated_at; later PUTs with state=running are keepalives
 	s.changed(Change{PipelineID: acked.PipelineID, BuildID: id})
-	if s.observer != nil && !acked.AssignedAt.IsZero() {
+	if !acked.AssignedAt.IsZero() {
 		s.observer.Acknowledged(now.Sub(acked.AssignedAt))
 	}
 	// Both Redis writes are harmless to lose: the build is running in Postgres and the

@@ -41,8 +41,9 @@ func (noLeases) TTLs(context.Context, []int64) (map[int64]time.Duration, error) 
 }
 
 func newRacingService(store Store) *Service {
-	return NewService(Deps{Store: store, Leases: noLeases{}, Config: Config{TouchInterval: time.Hour},
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	d := unitDeps(store)
+	d.Config, d.Log = Config{TouchInterval: time.Hour}, slog.New(slog.NewTextHandler(io.Discard, nil))
+	return NewService(d)
 }
 
 // TestUpdateJobRereadsAfterLosingTheRace: the fast ack loses (the build moved), the full

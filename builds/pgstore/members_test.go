@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/access"
+	"github.com/jobapi/jobapi/builds/redisstore"
 	"github.com/jobapi/jobapi/testenv"
 )
 
@@ -16,7 +17,11 @@ import (
 func newAccess(t *testing.T, now time.Time) (*access.Service, *Store) {
 	t.Helper()
 	store := New(testenv.Pool(t))
-	svc := builds.NewService(builds.Deps{Store: store, Audit: store, Now: func() time.Time { return now }})
+	// A replica's service: this store and Redis, as server.ServiceDeps wires them.
+	rs := redisstore.New(testenv.Redis(t))
+	svc := builds.NewService(builds.Deps{Store: store, Audit: store, Projects: store, Leases: rs, Queue: rs,
+		QueueFeed: rs, Events: rs, Changes: rs, Live: rs, TwoPhase: builds.NeverTwoPhase, Observer: builds.Unobserved,
+		Now: func() time.Time { return now }})
 	return access.New(access.Deps{Builds: svc, Store: store, Refs: store}), store
 }
 

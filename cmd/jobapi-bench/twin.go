@@ -84,10 +84,12 @@ func (e *env) newTwin(ctx context.Context) (*twin, error) {
 		return nil, err
 	}
 	// The replica's own wiring (server.ServiceDeps) without Redis: the stand-ins below for
-	// the two roles the service needs, the optional ones (queue feed, events, live logs,
-	// change feed) left out as a replica without them would.
+	// ack keys and the queue version, and builds.Standalone for the feeds (queue feed,
+	// events, live logs, change feed), which the service then does without as a replica
+	// whose Redis never answers would. Metrics are the bench's own.
 	deps := server.ServiceDeps(e.serverCfg, pgstore.New(pool))
-	deps.Leases, deps.Queue, deps.TwoPhase = noRedis{}, noRedis{}, allTwoPhase{}
+	deps.Leases, deps.Queue, deps.TwoPhase, deps.Observer = noRedis{}, noRedis{}, allTwoPhase{}, builds.Unobserved
+	deps.QueueFeed, deps.Events, deps.Changes, deps.Live = builds.Standalone, builds.Standalone, builds.Standalone, builds.Standalone
 	return &twin{svc: builds.NewService(deps), pool: pool, statements: counter}, nil
 }
 
