@@ -1,5 +1,7 @@
-// Operator API, artifacts: every handler here takes the admin token (PRIVATE-TOKEN, checked by
-// requireAdmin in routes.go). The runner's upload and download are in runner_artifacts.go.
+// Operator API, artifacts: a member's personal access token, or an administrator's (or the
+// admin token), in PRIVATE-TOKEN or Authorization: Bearer; each route's action (h.can in
+// routes.go) decides by the caller's role (builds/access). The runner's upload and download are
+// in runner_artifacts.go.
 
 package handlers
 

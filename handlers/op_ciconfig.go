@@ -1,6 +1,7 @@
 // Operator API, .gitlab-ci.yml: POST /projects/:id/ci/lint and the YAML bodies of POST
-// /projects/:id/pipeline take the admin token (PRIVATE-TOKEN, checked by requireAdmin in
-// routes.go).
+// /projects/:id/pipeline take a member's personal access token, or an administrator's (or the
+// admin token), in PRIVATE-TOKEN or Authorization: Bearer; each route's action (h.can in
+// routes.go) decides by the caller's role (builds/access).
 
 package handlers
 

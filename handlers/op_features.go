@@ -1,5 +1,5 @@
-// Operator API, feature flags (GitLab's Features API): every handler here takes the admin
-// token (PRIVATE-TOKEN, checked by requireAdmin in routes.go).
+// Operator API, feature flags (GitLab's Features API): administrators only: the admin token, or
+// an admin user's token with the admin_mode scope (requireAdmin in routes.go).
 
 package handlers
 

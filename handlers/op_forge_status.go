@@ -1,7 +1,8 @@
 package handlers
 
 // Where a project's commit statuses go, /projects/:id/forge_status (jobapi's own: GitLab
-// reports to itself), and their delivery log: PRIVATE-TOKEN (admin). The forge's token is
+// reports to itself), and their delivery log: a maintainer's
+// (manage_hooks in builds/access) or an administrator's token. The forge's token is
 // written, never read.
 
 import (

@@ -1,7 +1,8 @@
 package handlers
 
 // Project webhooks, GitLab's /projects/:id/hooks, and their delivery log
-// (…/hooks/:hook_id/events): PRIVATE-TOKEN (admin). A hook's token is written, never read.
+// (…/hooks/:hook_id/events): a maintainer's (manage_hooks in builds/access) or an
+// administrator's token. A hook's token is written, never read.
 // The forges' webhooks that jobapi receives are at …/hooks/inbound/{forge} (forge_webhooks.go).
 
 import (

@@ -1,5 +1,7 @@
-// Operator API, jobs: every handler here takes the admin token (PRIVATE-TOKEN, checked by
-// requireAdmin in routes.go). What the runner calls on a job is in runner_jobs.go.
+// Operator API, jobs: a member's personal access token, or an administrator's (or the admin
+// token), in PRIVATE-TOKEN or Authorization: Bearer; each route's action (h.can in routes.go)
+// decides by the caller's role (builds/access). The instance's job list is administrators'.
+// What the runner calls on a job is in runner_jobs.go.
 
 package handlers
 

@@ -1,7 +1,8 @@
 package handlers
 
-// Pipeline schedules, GitLab's /projects/:id/pipeline_schedules (PRIVATE-TOKEN): the
-// schedules, their variables, and play.
+// Pipeline schedules, GitLab's /projects/:id/pipeline_schedules (a reporter reads
+// them, a developer manages and plays them, builds/access): the schedules, their variables,
+// and play.
 
 import (
 	"context"

@@ -1,5 +1,6 @@
-// Operator API, protected branches and tags: every handler here takes the admin token
-// (PRIVATE-TOKEN, checked by requireAdmin in routes.go).
+// Operator API, protected branches and tags: a member's personal access token, or an
+// administrator's (or the admin token), in PRIVATE-TOKEN or Authorization: Bearer; each route's
+// action (h.can in routes.go) decides by the caller's role (builds/access).
 
 package handlers
 

@@ -1,5 +1,7 @@
-// Operator API, runners: every handler here takes the admin token (PRIVATE-TOKEN, checked by
-// requireAdmin in routes.go). What gitlab-runner itself calls is in runner_lifecycle.go.
+// Operator API, runners: administrators only: the admin token, or an admin user's token with
+// the admin_mode scope (requireAdmin in routes.go); a user token also needs a runner scope
+// (create_runner, manage_runner) or api. What gitlab-runner itself calls is in
+// runner_lifecycle.go.
 
 package handlers
 
