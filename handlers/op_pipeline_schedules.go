@@ -224,8 +224,8 @@ func (h *Handler) playSchedule(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// takeScheduleOwnership answers GitLab's take_ownership: jobapi has no users, so there is
-// no owner to change (404 for a schedule that does not exist).
+// takeScheduleOwnership answers GitLab's take_ownership: not done, a schedule's owner stays
+// who created it (404 for a schedule that does not exist).
 func (h *Handler) takeScheduleOwnership(w http.ResponseWriter, r *http.Request) error {
 	pid, id, err := projectAndID(r, "schedule_id")
 	if err != nil {
@@ -235,7 +235,7 @@ func (h *Handler) takeScheduleOwnership(w http.ResponseWriter, r *http.Request) 
 		return err
 	}
 	return &httpError{code: http.StatusNotImplemented,
-		msg: "501 Not Implemented - jobapi has no users: every pipeline schedule belongs to the admin token, so there is no ownership to take"}
+		msg: "501 Not Implemented - jobapi does not change a pipeline schedule's owner: it stays who created the schedule"}
 }
 
 // scheduleVariableFields reads a variable's key, value and variable_type from JSON or a form.

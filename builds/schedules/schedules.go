@@ -150,6 +150,12 @@ func detail(sc Schedule) map[string]any {
 		"cron_timezone": sc.CronTimezone, "active": sc.Active}
 }
 
+// variableDetail is what the audit log keeps of a schedule's variable: its key and type,
+// never its value (a secret, as often as not).
+func variableDetail(scheduleID int64, v Variable) map[string]any {
+	return map[string]any{"schedule_id": scheduleID, "key": v.Key, "variable_type": v.VariableType}
+}
+
 // Limits of a schedule's text fields (GitLab's columns are varchar(255) where bounded).
 const (
 	maxDescription   = 255
@@ -333,7 +339,11 @@ func (s *Service) CreateVariable(ctx context.Context, projectID, scheduleID int6
 	if err := checkVariable(v); err != nil {
 		return Variable{}, err
 	}
-	return v, s.store.CreateScheduleVariable(ctx, projectID, scheduleID, v)
+	if err := s.store.CreateScheduleVariable(ctx, projectID, scheduleID, v); err != nil {
+		return Variable{}, err
+	}
+	s.audit.RecordAudit(ctx, "schedule_variable_created", target(projectID), variableDetail(scheduleID, v))
+	return v, nil
 }
 
 // UpdateVariable edits a schedule's variable.
@@ -355,7 +365,11 @@ func (s *Service) UpdateVariable(ctx context.Context, projectID, scheduleID int6
 		if err := checkVariable(v); err != nil {
 			return Variable{}, err
 		}
-		return v, s.store.UpdateScheduleVariable(ctx, projectID, scheduleID, v)
+		if err := s.store.UpdateScheduleVariable(ctx, projectID, scheduleID, v); err != nil {
+			return Variable{}, err
+		}
+		s.audit.RecordAudit(ctx, "schedule_variable_updated", target(projectID), variableDetail(scheduleID, v))
+		return v, nil
 	}
 	return Variable{}, fmt.Errorf("variable %.60q: %w", key, builds.ErrNotFound)
 }
@@ -367,9 +381,14 @@ func (s *Service) DeleteVariable(ctx context.Context, projectID, scheduleID int6
 		return Variable{}, err
 	}
 	for _, v := range sc.Variables {
-		if v.Key == key {
-			return v, s.store.DeleteScheduleVariable(ctx, projectID, scheduleID, key)
+		if v.Key != key {
+			continue
 		}
+		if err := s.store.DeleteScheduleVariable(ctx, projectID, scheduleID, key); err != nil {
+			return Variable{}, err
+		}
+		s.audit.RecordAudit(ctx, "schedule_variable_deleted", target(projectID), variableDetail(scheduleID, v))
+		return v, nil
 	}
 	return Variable{}, fmt.Errorf("variable %.60q: %w", key, builds.ErrNotFound)
 }

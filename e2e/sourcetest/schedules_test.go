@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds/schedules"
 	"github.com/jobapi/jobapi/e2e/jobapitest"
@@ -197,6 +199,10 @@ func TestPipelineScheduleAPI(t *testing.T) {
 		"cron_timezone": {"Europe/Berlin"}}.Encode(), "Content-Type", form)
 	jobapitest.WantStatus(t, resp, b, http.StatusCreated)
 	sc := decode[api.PipelineSchedule](t, b)
+	// Made with the admin token: its owner is the admin token's holder, GitLab's user 1.
+	if sc.Owner == nil || sc.Owner.ID != 1 || sc.Owner.Username != "admin" {
+		t.Errorf("created schedule's owner = %+v, want the admin (user 1)", sc.Owner)
+	}
 	berlin, _ := time.LoadLocation("Europe/Berlin")
 	if local := sc.NextRunAt.In(berlin); local.Hour() != 9 || local.Minute() != 30 || local.Weekday() == time.Saturday ||
 		local.Weekday() == time.Sunday || !sc.NextRunAt.After(time.Now()) {
@@ -292,7 +298,7 @@ func TestPipelineScheduleAPI(t *testing.T) {
 	}
 
 	resp, b = inst.Do(t, "POST", one+"/take_ownership", nil)
-	if msg := jobapitest.WantJSONError(t, resp, b, http.StatusNotImplemented); !strings.Contains(msg, "no users") {
+	if msg := jobapitest.WantJSONError(t, resp, b, http.StatusNotImplemented); !strings.Contains(msg, "stays who created") {
 		t.Errorf("take_ownership: %q", msg)
 	}
 	var list []api.PipelineSchedule
@@ -320,6 +326,33 @@ func TestPipelineScheduleAPI(t *testing.T) {
 	inst.MustDo(t, http.StatusNotFound, "GET", one, nil, nil)
 	inst.MustDo(t, http.StatusNotFound, "POST", one+"/play", nil, nil)
 	inst.MustDo(t, http.StatusNotFound, "GET", "/api/v4/projects/999999/pipeline_schedules", nil, nil)
+
+	// Every change and play that succeeded is in the audit log, by the admin token, on the
+	// project; the refused ones (bad cron or zone, a duplicate key, a play on a missing ref)
+	// are not, and no variable's value is.
+	resp, b = inst.Do(t, "GET", "/api/v4/admin/events?per_page=100", nil)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
+	counts := map[string]int{}
+	for _, e := range decode[[]api.AuditEvent](t, b) {
+		if !strings.HasPrefix(e.Action, "schedule_") {
+			continue
+		}
+		counts[e.Action]++
+		if !strings.HasPrefix(e.Actor, "admin (request ") || e.Target != fmt.Sprintf("project:%d", project.ID) {
+			t.Errorf("audit %s: actor %q target %q, want the admin token on project:%d", e.Action, e.Actor, e.Target, project.ID)
+		}
+		if _, ok := e.Detail["value"]; ok {
+			t.Errorf("audit %s keeps a variable's value: %+v", e.Action, e.Detail)
+		}
+		if e.Action == "schedule_played" && e.Detail["pipeline_id"] != float64(p.ID) && e.Detail["pipeline_id"] != float64(second.PipelineID) {
+			t.Errorf("schedule_played names pipeline %v, want %d or %d", e.Detail["pipeline_id"], p.ID, second.PipelineID)
+		}
+	}
+	want := map[string]int{"schedule_created": 2, "schedule_updated": 2, "schedule_played": 2, "schedule_deleted": 1,
+		"schedule_variable_created": 2, "schedule_variable_updated": 1, "schedule_variable_deleted": 1}
+	if diff := cmp.Diff(want, counts); diff != "" {
+		t.Errorf("schedule audit events by action (-want +got):\n%s", diff)
+	}
 }
 
 // TestPythonGitlabTriggersAndSchedules runs python-gitlab (Debian's python3-gitlab) on
