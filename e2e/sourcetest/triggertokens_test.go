@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/e2e/jobapitest"
 	"github.com/jobapi/jobapi/runnerclient"
@@ -209,4 +211,30 @@ func TestTriggerTokens(t *testing.T) {
 	resp, b = jobapitest.Send(t, inst.URL, "POST", run, map[string]any{"token": token, "ref": "main"})
 	jobapitest.WantJSONError(t, resp, b, http.StatusNotFound)
 	inst.MustDo(t, http.StatusNotFound, "GET", fmt.Sprintf("%s/%d", triggers, created.ID), nil, nil)
+
+	// Creating, renaming and deleting a token are in the audit log, by the admin token, on
+	// its project; the refused create is not, and no token is, not even its last four.
+	resp, b = inst.Do(t, "GET", "/api/v4/admin/events?per_page=100", nil)
+	jobapitest.WantStatus(t, resp, b, http.StatusOK)
+	if bytes.Contains(b, []byte(token)) || bytes.Contains(b, []byte(otherTrigger.Token)) {
+		t.Errorf("the audit log holds a trigger token: %s", b)
+	}
+	got2 := map[string]int{}
+	for _, e := range decode[[]api.AuditEvent](t, b) {
+		if !strings.HasPrefix(e.Action, "trigger_") {
+			continue
+		}
+		got2[e.Action+" "+e.Target]++
+		if !strings.HasPrefix(e.Actor, "admin (request ") {
+			t.Errorf("audit %s: actor %q, want the admin token", e.Action, e.Actor)
+		}
+		if _, ok := e.Detail["token"]; ok {
+			t.Errorf("audit %s keeps a token: %+v", e.Action, e.Detail)
+		}
+	}
+	mine, theirs := fmt.Sprintf("project:%d", project.ID), fmt.Sprintf("project:%d", other.ID)
+	want := map[string]int{"trigger_created " + mine: 1, "trigger_updated " + mine: 1, "trigger_deleted " + mine: 1, "trigger_created " + theirs: 1}
+	if diff := cmp.Diff(want, got2); diff != "" {
+		t.Errorf("trigger audit events (-want +got):\n%s", diff)
+	}
 }
