@@ -131,6 +131,11 @@ func TestBrowserTriggersSchedulesAndVariablesFollowTheRole(t *testing.T) {
 	if len(played) != 1 || played[0].Ref != "main" || played[0].Sha != sha {
 		t.Fatalf("schedule pipelines after play: %+v, want one on main at %s", played, sha)
 	}
+	// The browser is on that pipeline's page, which shows its job.
+	if at := value(t, ctx, "the page after play", chromedp.Evaluate[string](`location.pathname`)); at != fmt.Sprintf("/projects/%d/pipelines/%d", proj.ID, played[0].ID) {
+		t.Errorf("after play the browser is at %s, want pipeline %d's page", at, played[0].ID)
+	}
+	run(t, ctx, "the played pipeline's job", chromedp.WaitVisible(css(`li.card[data-name="nightly"]`)))
 	run(t, ctx, "the last pipeline, deactivate",
 		chromedp.Navigate(schedulesPage),
 		waitJS(fmt.Sprintf(`document.querySelector('#schedule-%d .last-pipeline a[href$="/pipelines/%d"]') !== null`, sched.ID, played[0].ID)),
