@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
@@ -43,8 +44,15 @@ func archiveBackoff(attempts int) time.Duration {
 	return min(d, 15*time.Minute)
 }
 
+// archiveWorkers is how many logs of a claimed batch are archived at once. An archive
+// mostly waits (the seal in Redis, the object store's write, the commit in Postgres), so
+// one at a time fell behind a replica's finishes: its backlog grew with the job rate.
+// Each build of the batch was claimed for this replica alone (SKIP LOCKED and a lease),
+// so no other replica archives it meanwhile.
+const archiveWorkers = 4
+
 // ArchiveTraces archives the logs of up to limit finished builds due now (only those in
-// ids when ids is not nil), one after the other. Each build's failure is logged and
+// ids when ids is not nil), archiveWorkers at a time. Each build's failure is logged and
 // deferred, not returned: the error is that of claiming the batch.
 func (s *Service) ArchiveTraces(ctx context.Context, limit int, ids []int64) (ArchivePass, error) {
 	var res ArchivePass
@@ -55,20 +63,29 @@ func (s *Service) ArchiveTraces(ctx context.Context, limit int, ids []int64) (Ar
 		return res, fmt.Errorf("claim logs to archive: %w", err)
 	}
 	res.Claimed = len(jobs)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, archiveWorkers)
 	for _, j := range jobs {
+		slots <- struct{}{}
 		if ctx.Err() != nil {
 			// Shutting down: the claim's lease runs out and another replica takes the rest.
-			return res, ctx.Err()
+			break
 		}
-		one, err := s.archive(ctx, j)
-		if err != nil {
-			res.Failed++
-			s.deferArchive(ctx, j, err)
-			continue
-		}
-		res.Add(one)
+		wg.Go(func() {
+			defer func() { <-slots }()
+			one, err := s.archive(ctx, j)
+			if err != nil {
+				s.deferArchive(ctx, j, err)
+				one = ArchivePass{Failed: 1}
+			}
+			mu.Lock()
+			res.Add(one)
+			mu.Unlock()
+		})
 	}
-	return res, nil
+	wg.Wait()
+	return res, ctx.Err()
 }
 
 // archive archives one claimed build's log and drops its live log.
