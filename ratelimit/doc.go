@@ -12,10 +12,12 @@
 //
 //	synced+sending+pending+1 <= H    local: admitted, pending++, no Redis call
 //	synced >= Requests               local: refused (a window's count never goes down)
-//	otherwise (near the limit)       MULTI INCRBY pending+1, PEXPIRE; decided from the result
+//	otherwise (near the limit)       count pending+1 in Redis; decided from the result
 //
-// Run sends every key's pending count each SyncInterval in one pipeline (INCRBY and PEXPIRE
-// per key; a cluster client splits it by slot) and raises synced from the results. A failed
+// Run sends every key's pending count each SyncInterval and raises synced from the results.
+// Counting is one script (countScript: INCRBY, and PEXPIRE when that created the key) for
+// every key at once, one command per flush; on a cluster client, where a script touches one
+// slot, one per key in one pipeline that the client splits by slot. A failed
 // send puts the counts back into pending for the next tick. An entry is dropped a second
 // after its window ends (its last count sent once more, best effort), when no decision can
 // need it, so memory is bounded by the keys of the current window.

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -55,7 +56,83 @@ type flushItem struct {
 	shard int
 	n     int32
 	gone  bool // dropped from its shard: a failed send is not retried
-	incr  *redis.IntCmd
+	// count is the key's count Redis answered, unless err.
+	count int64
+	err   error
+}
+
+// send adds every item's count in Redis, with countScript: one command for the whole
+// batch; on a cluster client one per key, in one pipeline that the client splits by slot
+// (a script may only touch the keys of one slot).
+func (l *Limiter) send(ctx context.Context, batch []flushItem) error {
+	if _, cluster := l.rdb.(*redis.ClusterClient); cluster {
+		return l.sendPerKey(ctx, batch)
+	}
+	keys := make([]string, len(batch))
+	args := make([]any, 0, 2*len(batch))
+	for i := range batch {
+		keys[i] = batch[i].key
+		args = append(args, int64(batch[i].n), expiryOf(time.Duration(batch[i].e.window)*time.Millisecond))
+	}
+	counts, err := countScript.Run(ctx, l.rdb, keys, args...).Int64Slice()
+	if err == nil && len(counts) != len(batch) {
+		err = fmt.Errorf("rate limit flush: %d answers for %d keys", len(counts), len(batch))
+	}
+	for i := range batch {
+		if err != nil {
+			batch[i].err = err
+		} else {
+			batch[i].count = counts[i]
+		}
+	}
+	return err
+}
+
+// sendPerKey is send on a cluster client. A node that lost its scripts (restarted, or
+// failed over) answers NOSCRIPT: the script is loaded on every node and the keys it
+// refused (and only those, so nothing counts twice) are sent once more.
+func (l *Limiter) sendPerKey(ctx context.Context, batch []flushItem) error {
+	todo := make([]int, len(batch))
+	for i := range todo {
+		todo[i] = i
+	}
+	var err error
+	for try := 0; ; try++ {
+		cmds := make([]*redis.Cmd, len(todo))
+		_, err = l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for k, i := range todo {
+				cmds[k] = countScript.EvalSha(ctx, p, []string{batch[i].key}, int64(batch[i].n),
+					expiryOf(time.Duration(batch[i].e.window)*time.Millisecond))
+			}
+			return nil
+		})
+		var again []int
+		for k, i := range todo {
+			counts, cerr := cmds[k].Int64Slice()
+			if cerr == nil && len(counts) != 1 {
+				cerr = fmt.Errorf("rate limit flush: %d answers for one key", len(counts))
+			}
+			batch[i].err = cerr
+			if cerr == nil {
+				batch[i].count = counts[0]
+			} else if redis.HasErrorPrefix(cerr, "NOSCRIPT") {
+				again = append(again, i)
+			}
+		}
+		if len(again) == 0 || try > 0 {
+			return err
+		}
+		if lerr := loadEverywhere(ctx, l.rdb.(*redis.ClusterClient)); lerr != nil {
+			return err
+		}
+		todo = again
+	}
+}
+
+func loadEverywhere(ctx context.Context, c *redis.ClusterClient) error {
+	return c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+		return countScript.Load(ctx, n).Err()
+	})
 }
 
 // FlushOnce sends every key's pending count in one pipeline and drops the entries of
@@ -101,14 +178,7 @@ func (l *Limiter) FlushOnce(ctx context.Context) (int, error) {
 
 	ctx, cancel := context.WithTimeout(ctx, flushTimeout)
 	defer cancel()
-	_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i := range batch {
-			it := &batch[i]
-			it.incr = p.IncrBy(ctx, it.key, int64(it.n))
-			p.PExpire(ctx, it.key, time.Duration(it.e.window)*time.Millisecond+expiryMargin)
-		}
-		return nil
-	})
+	err := l.send(ctx, batch)
 
 	// A cluster client may have sent some slots and not others: judge each key by its own
 	// answer. A count lower than what was added means the command never ran.
@@ -124,8 +194,8 @@ func (l *Limiter) FlushOnce(ctx context.Context) (int, error) {
 			l.shards[locked].mu.Lock()
 		}
 		it.e.sending -= it.n
-		if it.incr.Err() == nil && it.incr.Val() >= int64(it.n) {
-			it.e.synced = max(it.e.synced, it.incr.Val())
+		if it.err == nil && it.count >= int64(it.n) {
+			it.e.synced = max(it.e.synced, it.count)
 			sent++
 		} else if !it.gone {
 			it.e.pending += it.n

@@ -42,6 +42,7 @@ type env struct {
 	// store-only twins take the service's settings from it).
 	serverCfg server.Config
 	queries   *queryCounter // nil with --url
+	redisCmds *redisCounter // the in-process jobapi's Redis commands; nil with --url
 	serverPID int
 	http      *http.Client
 	flagWait  time.Duration
@@ -225,6 +226,8 @@ func (e *env) startServer(prefix string) error {
 	if err != nil {
 		return fmt.Errorf("start jobapi: %w", err)
 	}
+	e.redisCmds = &redisCounter{}
+	e.srv.Redis.AddHook(e.redisCmds)
 	e.cleanups = append(e.cleanups, func() {
 		if err := e.srv.Close(); err != nil {
 			e.logf("jobapi stopped: %v", err)

@@ -36,6 +36,10 @@ func (e *env) cycle(ctx context.Context, rs []*runner, baseline float64) (*Resul
 	checksum := fmt.Sprintf("crc32:%08x", crc32.ChecksumIEEE(traceData))
 	sctx, cancel := context.WithTimeout(ctx, cfg.ScenarioTimeout)
 	defer cancel()
+	var redisBefore redisCounts
+	if e.redisCmds != nil {
+		redisBefore = e.redisCmds.snapshot()
+	}
 	w := e.startWindow("cycle", true)
 	loadgen(sctx, len(clients), func(ctx context.Context, i int) {
 		c := clients[i]
@@ -93,6 +97,14 @@ func (e *env) cycle(ctx context.Context, rs []*runner, baseline float64) (*Resul
 		"request_204": {"request", http.StatusNoContent}, "ack": {"ack", 0}, "trace": {"trace", 0}, "finish": {"finish", 0}})
 	if r.Count > 0 && e.queries != nil {
 		r.Extra["pg_queries_per_job"] = round3(float64(res.queries.requestQueries()) / float64(r.Count))
+	}
+	if r.Count > 0 && e.redisCmds != nil {
+		// Counted until the counts the rate limiter decided locally went out (its flush
+		// follows the window by up to a SyncInterval).
+		time.Sleep(250 * time.Millisecond)
+		after := e.redisCmds.snapshot()
+		r.Extra["redis_commands_per_job"] = round3(float64(after.total-redisBefore.total) / float64(r.Count))
+		r.Extra["redis_rate_limit_commands_per_job"] = round3(float64(after.rateLimit-redisBefore.rateLimit) / float64(r.Count))
 	}
 	costPer(r, res, "job", r.Count)
 	var twoPhase, succeeded int
