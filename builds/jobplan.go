@@ -462,3 +462,59 @@ func WaitedFor(jobs []PlanJob) []int {
 	}
 	return out
 }
+
+// PlanNeeders is the part of PlanJobs that the end of one job can change in a pipeline that
+// was settled before it: the created DAG jobs that need that job (cands), decided from the
+// latest attempts of what they need (needs, by name). Every other created job waits for
+// the same jobs as before, as long as the caller checked that a job of the ended one's
+// stage or an earlier one is still unfinished (a job without needs after it keeps waiting)
+// and that no build was left behind. Moves index cands.
+//
+// ok is false when a move would in turn decide other jobs (a skip, or an optional manual
+// job, which its DAG needers see as skipped): the caller then plans the whole pipeline
+// with PlanJobs. A release to pending, to a blocking manual job or to scheduled leaves the
+// job unfinished, as created was, so nothing after it changes.
+func PlanNeeders(cands []PlanJob, needs map[string]PlanJob) (moves []JobMove, ok bool) {
+	for i, c := range cands {
+		if c.Status != StatusCreated || !c.NeedsDeclared {
+			continue
+		}
+		var o outcome
+		for _, name := range c.Needs {
+			if n, found := needs[name]; found && name != c.Name {
+				o.add(n)
+			}
+		}
+		to, decided := decide(c.When, o.verdict(true), true)
+		if !decided {
+			continue
+		}
+		if to == StatusSkipped || (to == StatusManual && c.AllowFailure) {
+			return nil, false
+		}
+		moves = append(moves, JobMove{Index: i, To: to})
+	}
+	return moves, true
+}
+
+// NeededBy maps each job of a plan to the jobs that declare a need on it, by name: what a
+// build stores so that its end reads only its needers (PlanNeeders). A job nobody needs
+// gets an empty list.
+func NeededBy(jobs []PlanJob) [][]string {
+	byName := make(map[string]int, len(jobs))
+	for i, j := range jobs {
+		byName[j.Name] = i
+	}
+	out := make([][]string, len(jobs))
+	for i := range out {
+		out[i] = []string{}
+	}
+	for _, j := range jobs {
+		for _, n := range j.Needs {
+			if k, ok := byName[n]; ok && n != j.Name && !slices.Contains(out[k], j.Name) {
+				out[k] = append(out[k], j.Name)
+			}
+		}
+	}
+	return out
+}

@@ -51,17 +51,17 @@ WITH b AS (
 )
 SELECT ` + buildCols + ` FROM b` + buildJoins
 
-// pipelineOfBuild is the pipeline of build $1: lockPipelineOfBuild and pipelineShapeOfBuild
-// select by it, so that Finish can send them with the build's own change.
+// pipelineOfBuild is the pipeline of build $1: lockPipelineOfBuild selects by it, so that
+// Finish can send it with the build's own change.
 const pipelineOfBuild = `(SELECT pipeline_id FROM builds WHERE id = $1)`
 
 // Finish moves a build to an end state, retries it if the policy allows, and advances its
 // pipeline, all in one transaction. ErrConflict when the build is not in f.From.
 //
 // Two round trips: BEGIN, the build's change, the pipeline's lock and the read of its
-// stages go together (each statement still starts after the one before it ends, so the
-// read sees what the previous lock holder committed); the pipeline's new status, when it
-// has one, goes with the COMMIT.
+// stages (and, planned per job, of the build's needers) go together (each statement still
+// starts after the one before it ends, so the read sees what the previous lock holder
+// committed); the pipeline's new status, when it has one, goes with the COMMIT.
 func (s *Store) Finish(ctx context.Context, f builds.Finish) (builds.Finished, error) {
 	var res builds.Finished
 	if err := f.Check(); err != nil {
@@ -71,15 +71,19 @@ func (s *Store) Finish(ctx context.Context, f builds.Finish) (builds.Finished, e
 		batch := &pgx.Batch{}
 		batch.Queue(finishBuild, finishArgs(f)...)
 		batch.Queue(lockPipelineOfBuild, f.BuildID)
-		batch.Queue(pipelineShapeOfBuild, f.BuildID)
+		batch.Queue(shapeAndNeedersOfBuild, f.BuildID)
 		br := tx.SendBatch(ctx, batch)
 		b, err := scanBuild(br.QueryRow())
 		if errors.Is(err, pgx.ErrNoRows) {
 			err = builds.ErrConflict
 		}
 		var p lockedPipeline
+		var n needers
 		if err == nil {
-			p, err = readLocked(br)
+			p, err = readLockRow(br)
+		}
+		if err == nil {
+			p.stages, p.leftBehind, n, err = readShapeAndNeeders(br.Query())
 		}
 		if cerr := br.Close(); err == nil {
 			err = cerr
@@ -96,6 +100,14 @@ func (s *Store) Finish(ctx context.Context, f builds.Finish) (builds.Finished, e
 		if res.Retry != nil && !p.perJob {
 			// The retry joined the stage: the shape read with the lock is out of date.
 			if p.stages, err = shape(ctx, tx, b.PipelineID); err != nil {
+				return err
+			}
+		}
+		if p.perJob && res.Retry == nil {
+			// The job ended for good: only its needers can change (advanceNeeders).
+			queued, ok, err := advanceNeeders(ctx, tx, b.PipelineID, f.Now, p, n)
+			if err != nil || ok {
+				res.Queued = res.Queued || queued
 				return err
 			}
 		}
@@ -203,13 +215,13 @@ WITH r AS (
     SELECT id FROM builds WHERE id = $1 AND status IN ('success', 'failed', 'canceled')
 ), n AS (
     INSERT INTO builds (project_id, pipeline_id, stage, stage_idx, name, status, tags, payload,
-                        timeout_seconds, allow_failure, run_when, needs, attempt, retry_of, queued_at, created_at, updated_at,
+                        timeout_seconds, allow_failure, run_when, needs, needed_by, attempt, retry_of, queued_at, created_at, updated_at,
                         resource_group_id, bridge, protected)
     SELECT project_id, pipeline_id, stage, stage_idx, name, `
 	retryQueuedAt = `, tags, payload, timeout_seconds,
            CASE WHEN payload ? 'allow_failure_exit_codes' THEN COALESCE((payload ->> 'allow_failure')::boolean, false)
                 ELSE allow_failure END,
-           run_when, needs, attempt + 1, id, `
+           run_when, needs, needed_by, attempt + 1, id, `
 	retryBody = `, $2, $2, resource_group_id, bridge, protected
     FROM builds WHERE id = (SELECT id FROM r)
     RETURNING *
@@ -291,20 +303,21 @@ func (s *Store) RetryBuild(ctx context.Context, id int64, now time.Time, actor s
 
 // pipelineShape counts a pipeline's latest attempts by stage and state; lockPipeline locks
 // the pipeline row and reads what advance needs. Each has a twin that finds the pipeline
-// from build $1 instead (see Finish).
+// from build $1 instead (see Finish): lockPipelineOfBuild, and shapeAndNeedersOfBuild,
+// which counts a pipeline planned per job too (a finish there derives the status from it
+// and decides only the ended job's needers, advanceNeeders).
 const (
-	pipelineShape        = pipelineShapeHead + `$1` + pipelineShapeTail + `$1` + pipelineShapeEnd
-	pipelineShapeOfBuild = pipelineShapeHead + pipelineOfBuild + pipelineShapeTail + pipelineOfBuild + pipelineShapeEnd
-	lockPipeline         = lockPipelineHead + `$1` + forUpdate
-	lockPipelineOfBuild  = lockPipelineHead + pipelineOfBuild + forUpdate
+	pipelineShape       = pipelineShapeHead + `$1` + pipelineShapeTail + `$1` + pipelineShapeEnd
+	lockPipeline        = lockPipelineHead + `$1` + forUpdate
+	lockPipelineOfBuild = lockPipelineHead + pipelineOfBuild + forUpdate
 )
 
 const (
 	pipelineShapeHead = `
-SELECT stage_idx, status, allow_failure, count(*)::int FROM builds
+SELECT stage_idx, status, allow_failure, count(*)::int, bool_or(left_behind) FROM builds
 WHERE pipeline_id = `
-	// A pipeline planned per job reads its builds itself (advanceJobs): the count, sent
-	// with the lock before per_job is known, is skipped for it (a one-time filter).
+	// A pipeline planned per job reads its builds itself (advanceJobs): the count by id,
+	// sent with the lock before per_job is known, is skipped for it (a one-time filter).
 	pipelineShapeTail = ` AND retried_by IS NULL
   AND NOT (SELECT per_job FROM pipelines WHERE id = `
 	pipelineShapeEnd = `)
@@ -377,6 +390,8 @@ type lockedPipeline struct {
 	// assigns its groups (assignPipelineGroups).
 	resourceGroups bool
 	stages         []builds.StageTally
+	// leftBehind: some latest attempt counted in stages was left behind by the stuck check.
+	leftBehind bool
 	// parentBuild: the bridge that created this child pipeline (0: none); its end is the
 	// bridge's (followDownstream).
 	parentBuild int64
@@ -384,14 +399,19 @@ type lockedPipeline struct {
 	cancelOnFailure bool
 }
 
-// readLocked reads the answers of lockPipeline and pipelineShape (or their OfBuild forms),
-// the next two of br.
+// readLocked reads the answers of lockPipeline and pipelineShape, the next two of br.
 func readLocked(br pgx.BatchResults) (lockedPipeline, error) {
+	p, err := readLockRow(br)
+	if err == nil {
+		p.stages, p.leftBehind, err = readShapeLeft(br.Query())
+	}
+	return p, err
+}
+
+// readLockRow reads the answer of lockPipeline (or lockPipelineOfBuild), the next of br.
+func readLockRow(br pgx.BatchResults) (lockedPipeline, error) {
 	var p lockedPipeline
 	err := br.QueryRow().Scan(&p.status, &p.advancedPast, &p.progressedAt, &p.perJob, &p.resourceGroups, &p.parentBuild, &p.cancelOnFailure)
-	if err == nil {
-		p.stages, err = readShape(br.Query())
-	}
 	return p, err
 }
 
@@ -460,27 +480,29 @@ func storeStatus(ctx context.Context, tx querier, pipelineID int64, now time.Tim
 }
 
 func shape(ctx context.Context, tx querier, pipelineID int64) ([]builds.StageTally, error) {
-	return readShape(tx.Query(ctx, pipelineShape, pipelineID))
+	stages, _, err := readShapeLeft(tx.Query(ctx, pipelineShape, pipelineID))
+	return stages, err
 }
 
-// readShape reads pipelineShape's rows (in stage order) into one tally per stage.
-func readShape(rows pgx.Rows, err error) ([]builds.StageTally, error) {
+// readShapeLeft reads pipelineShape's rows (in stage order) into one tally per stage, and
+// whether any of them was left behind.
+func readShapeLeft(rows pgx.Rows, err error) (stages []builds.StageTally, leftBehind bool, _ error) {
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer rows.Close()
-	var stages []builds.StageTally
 	for rows.Next() {
 		var idx, n int
 		var status string
-		var allowFailure bool
-		if err := rows.Scan(&idx, &status, &allowFailure, &n); err != nil {
-			return nil, err
+		var allowFailure, left bool
+		if err := rows.Scan(&idx, &status, &allowFailure, &n, &left); err != nil {
+			return nil, false, err
 		}
 		if len(stages) == 0 || stages[len(stages)-1].Idx != idx {
 			stages = append(stages, builds.StageTally{Idx: idx})
 		}
 		stages[len(stages)-1].Add(builds.Status(status), allowFailure, n)
+		leftBehind = leftBehind || left
 	}
-	return stages, rows.Err()
+	return stages, leftBehind, rows.Err()
 }

@@ -10,14 +10,16 @@ import (
 	"github.com/jobapi/jobapi/testenv"
 )
 
-// TestOfBuildQueriesFindThePipeline: the OfBuild statements are composed from the same
-// fragments as lockPipeline and pipelineShape, with the pipeline looked up from the build;
-// a fragment that kept its own "$1" would read a build id as a pipeline id.
+// TestOfBuildQueriesFindThePipeline: lockPipelineOfBuild is composed from the same
+// fragments as lockPipeline, with the pipeline looked up from the build; a fragment that
+// kept its own "$1" would read a build id as a pipeline id. shapeAndNeedersOfBuild names
+// $1 once, as the build's id.
 func TestOfBuildQueriesFindThePipeline(t *testing.T) {
-	for name, q := range map[string]string{"lockPipelineOfBuild": lockPipelineOfBuild, "pipelineShapeOfBuild": pipelineShapeOfBuild} {
-		if !strings.Contains(q, pipelineOfBuild) || strings.Count(q, "$1") != strings.Count(q, pipelineOfBuild) {
-			t.Errorf("%s does not look the pipeline up from the build: %s", name, q)
-		}
+	if q := lockPipelineOfBuild; !strings.Contains(q, pipelineOfBuild) || strings.Count(q, "$1") != strings.Count(q, pipelineOfBuild) {
+		t.Errorf("lockPipelineOfBuild does not look the pipeline up from the build: %s", q)
+	}
+	if q := shapeAndNeedersOfBuild; strings.Count(q, "$1") != 1 || !strings.Contains(q, "FROM builds WHERE id = $1") {
+		t.Errorf("shapeAndNeedersOfBuild does not look the pipeline up from the build: %s", q)
 	}
 }
 

@@ -179,3 +179,135 @@ func reopenAfter(ctx context.Context, tx querier, id, pipelineID int64, stageIdx
 	_, err = tx.Exec(ctx, reopenJobs, ids, now)
 	return err
 }
+
+// A finish reads, with the lock, the pipeline's stage tally (pipelineShape's rows, for both
+// kinds of pipeline) and, in a pipeline planned per job, what the job that ended can decide
+// (see builds.PlanNeeders) instead of every latest attempt: the created jobs that need it
+// and the latest attempts of what those need, through builds_pipeline_dag_idx. One
+// statement, ordered by kind:
+//
+//	0  the tally: stage_idx, status, allow_failure, n (the count), left_behind (any)
+//	1  the ended build (per job only): its stage_idx, its name, n = 1 when its needers are
+//	   recorded (needed_by is NULL on builds created before the column)
+//	2  a created needer: stage_idx, status, allow_failure, left_behind, id, name, run_when, needs, bridge
+//	3  a job a needer needs: the same columns
+const shapeAndNeedersOfBuild = `
+WITH o AS (
+    SELECT pipeline_id, name, stage_idx, needed_by FROM builds WHERE id = $1
+), x AS (
+    SELECT o.* FROM o JOIN pipelines p ON p.id = o.pipeline_id WHERE p.per_job
+), c AS (
+    SELECT b.id, b.name, b.stage_idx, b.status, b.allow_failure, b.run_when, b.needs, b.left_behind, b.bridge
+    FROM builds b JOIN x ON b.pipeline_id = x.pipeline_id
+    WHERE b.name = ANY(x.needed_by) AND b.retried_by IS NULL AND b.needs IS NOT NULL AND b.status = 'created'
+)
+SELECT 0, stage_idx, status, allow_failure, count(*)::int, bool_or(left_behind), 0::bigint, '', '', NULL::text[], false
+FROM builds WHERE pipeline_id = (SELECT pipeline_id FROM o) AND retried_by IS NULL
+GROUP BY stage_idx, status, allow_failure
+UNION ALL
+SELECT 1, x.stage_idx, '', false, (x.needed_by IS NOT NULL)::int, false, 0, x.name, '', NULL, false FROM x
+UNION ALL
+SELECT 2, c.stage_idx, c.status, c.allow_failure, 0, c.left_behind, c.id, c.name, c.run_when, c.needs, c.bridge FROM c
+UNION ALL
+SELECT 3, b.stage_idx, b.status, b.allow_failure, 0, b.left_behind, b.id, b.name, b.run_when, b.needs, b.bridge
+FROM builds b JOIN x ON b.pipeline_id = x.pipeline_id
+WHERE b.name = ANY(ARRAY(SELECT unnest(c.needs) FROM c)) AND b.retried_by IS NULL AND cardinality(b.needed_by) > 0
+ORDER BY 1, 2`
+
+// needers is what shapeAndNeedersOfBuild reads of the ended build's needers.
+type needers struct {
+	// known: the pipeline is planned per job and the ended build's needers are recorded.
+	known bool
+	stage int
+	cands []builds.PlanJob
+	needs map[string]builds.PlanJob
+}
+
+// readShapeAndNeeders reads shapeAndNeedersOfBuild's rows: the stage tally in stage order
+// (as readShapeLeft), whether a build was left behind, and the needers.
+func readShapeAndNeeders(rows pgx.Rows, err error) (stages []builds.StageTally, leftBehind bool, n needers, _ error) {
+	n.needs = map[string]builds.PlanJob{}
+	if err != nil {
+		return nil, false, n, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kind, count int
+		var j builds.PlanJob
+		var status string
+		if err := rows.Scan(&kind, &j.StageIdx, &status, &j.AllowFailure, &count, &j.LeftBehind, &j.ID, &j.Name, &j.When, &j.Needs, &j.Bridge); err != nil {
+			return nil, false, n, err
+		}
+		j.Status, j.NeedsDeclared = builds.Status(status), j.Needs != nil
+		switch kind {
+		case 0:
+			if len(stages) == 0 || stages[len(stages)-1].Idx != j.StageIdx {
+				stages = append(stages, builds.StageTally{Idx: j.StageIdx})
+			}
+			stages[len(stages)-1].Add(j.Status, j.AllowFailure, count)
+			leftBehind = leftBehind || j.LeftBehind
+		case 1:
+			n.stage, n.known = j.StageIdx, count == 1
+		case 2:
+			n.cands = append(n.cands, j)
+		default:
+			n.needs[j.Name] = j
+		}
+	}
+	return stages, leftBehind, n, rows.Err()
+}
+
+// earlierUnfinished reports whether a job of stage idx or an earlier one is unfinished (an
+// optional manual job counts as finished, as it does in the plan): then every job without
+// needs after stage idx keeps waiting.
+func earlierUnfinished(tally []builds.StageTally, idx int) bool {
+	for _, t := range tally {
+		if t.Idx <= idx && t.Created+t.Active+t.Manual+t.Scheduled > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// advanceNeeders is advanceJobs for a finish whose needers were read (readShapeAndNeeders): it
+// decides only them (builds.PlanNeeders) and derives the status from the tally; ok is false
+// when the whole plan must decide instead (needers unknown, a build left behind, the ended
+// job's stage and the earlier ones all finished, or a move that decides further jobs).
+func advanceNeeders(ctx context.Context, tx querier, pipelineID int64, now time.Time, p lockedPipeline, n needers) (queued, ok bool, err error) {
+	if !n.known || p.leftBehind || !earlierUnfinished(p.stages, n.stage) {
+		return false, false, nil
+	}
+	moves, ok := builds.PlanNeeders(n.cands, n.needs)
+	if !ok {
+		return false, false, nil
+	}
+	var moved builds.StageTally // the moves' changes to the tally, which PipelineStatus adds up
+	if len(moves) > 0 {
+		ids := map[builds.Status][]int64{}
+		for _, m := range moves {
+			c := n.cands[m.Index]
+			ids[m.To] = append(ids[m.To], c.ID)
+			moved.Add(builds.StatusCreated, c.AllowFailure, -1)
+			moved.Add(m.To, c.AllowFailure, 1)
+		}
+		batch := &pgx.Batch{}
+		for _, to := range []builds.Status{builds.StatusPending, builds.StatusManual, builds.StatusScheduled} {
+			if len(ids[to]) > 0 {
+				batch.Queue(moveStatements[to], ids[to], now)
+			}
+		}
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return false, false, err
+		}
+		queued = len(ids[builds.StatusPending]) > 0
+	}
+	if p.resourceGroups {
+		assigned, err := assignPipelineGroups(ctx, tx, pipelineID, now)
+		if err != nil {
+			return false, false, err
+		}
+		queued = queued || assigned
+	}
+	upstream, err := storeStatus(ctx, tx, pipelineID, now, p, builds.PipelineStatus(append(p.stages, moved)), len(moves) > 0)
+	return queued || upstream, true, err
+}

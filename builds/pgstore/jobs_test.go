@@ -1,14 +1,22 @@
 package pgstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobapi/jobapi/builds"
@@ -485,58 +493,192 @@ func TestStuckCheckInDAGPipelines(t *testing.T) {
 	}
 }
 
-// BenchmarkFinishInLargePipeline: a claim and a final update in a 2,000-job pipeline (10
-// stages of 200), planned by stage (every job on_success without needs) or per job (half
-// of them with needs). Each finish locks the pipeline and advances it: the stage tally
-// counts by group, the job plan reads every latest attempt.
+// BenchmarkFinishInLargePipeline: a claim and a final update in a pipeline of 200 or 2,000
+// jobs (10 stages of 20 or 200), planned by stage (every job on_success without needs) or
+// per job (half of them with needs). Each finish locks the pipeline and advances it: the
+// stage tally counts by group; per job, the same count and the ended job's needers
+// (advanceNeeders), the whole plan only when a stage's last job ends.
 func BenchmarkFinishInLargePipeline(b *testing.B) {
-	for _, perJob := range []bool{false, true} {
-		b.Run(map[bool]string{false: "stages", true: "per_job"}[perJob], func(b *testing.B) {
-			ctx := b.Context()
-			s := New(testenv.Pool(b))
-			r, err := s.CreateRunner(ctx, builds.Runner{RunUntagged: true}, builds.HashToken(builds.NewToken("glrt-")))
-			if err != nil {
-				b.Fatal(err)
-			}
-			m, err := s.UpsertManager(ctx, r.ID, "s_bench", builds.ManagerInfo{}, time.Now(), 0)
-			if err != nil {
-				b.Fatal(err)
-			}
-			create := func() {
-				d := builds.PipelineDefinition{ProjectID: 1}
-				for st := 0; st < 10; st++ {
-					d.Stages = append(d.Stages, fmt.Sprintf("s%d", st))
-					for k := 0; k < 200; k++ {
-						j := builds.JobDefinition{Name: fmt.Sprintf("s%dj%d", st, k), Stage: d.Stages[st], Script: []string{"x"}}
-						if perJob && st > 0 && k%2 == 0 {
-							j.NeedsDeclared, j.Needs = true, dag(fmt.Sprintf("s%dj%d", st-1, k), fmt.Sprintf("s%dj%d", st-1, k+1))
-						}
-						d.Jobs = append(d.Jobs, j)
-					}
+	for _, size := range []int{200, 2000} {
+		for _, perJob := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/%d", map[bool]string{false: "stages", true: "per_job"}[perJob], size), func(b *testing.B) {
+				finishInLargePipeline(b, perJob, size/10)
+			})
+		}
+	}
+}
+
+func finishInLargePipeline(b *testing.B, perJob bool, perStage int) {
+	ctx := b.Context()
+	pool := testenv.Pool(b)
+	s := New(pool)
+	r, err := s.CreateRunner(ctx, builds.Runner{RunUntagged: true}, builds.HashToken(builds.NewToken("glrt-")))
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := s.UpsertManager(ctx, r.ID, "s_bench", builds.ManagerInfo{}, time.Now(), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	create := func() {
+		d := builds.PipelineDefinition{ProjectID: 1}
+		for st := 0; st < 10; st++ {
+			d.Stages = append(d.Stages, fmt.Sprintf("s%d", st))
+			for k := 0; k < perStage; k++ {
+				j := builds.JobDefinition{Name: fmt.Sprintf("s%dj%d", st, k), Stage: d.Stages[st], Script: []string{"x"}}
+				if perJob && st > 0 && k%2 == 0 {
+					j.NeedsDeclared, j.Needs = true, dag(fmt.Sprintf("s%dj%d", st-1, k), fmt.Sprintf("s%dj%d", st-1, k+1))
 				}
-				if err := d.Normalize(); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := s.CreatePipeline(ctx, d, time.Now()); err != nil {
-					b.Fatal(err)
-				}
+				d.Jobs = append(d.Jobs, j)
 			}
+		}
+		if err := d.Normalize(); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.CreatePipeline(ctx, d, time.Now()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	create()
+	cpu := func() (goCPU, pgCPU time.Duration) { return processCPU(b), backendsCPU(b, pool) }
+	go0, pg0 := cpu()
+	for b.Loop() {
+		bl, err := s.Claim(ctx, builds.Claim{Runner: r, ManagerID: m.ID, SystemID: "s_bench",
+			TokenHash: builds.HashToken(builds.NewToken("glcbt-")), Now: time.Now()})
+		if errors.Is(err, builds.ErrNoBuild) {
 			create()
-			for b.Loop() {
-				bl, err := s.Claim(ctx, builds.Claim{Runner: r, ManagerID: m.ID, SystemID: "s_bench",
-					TokenHash: builds.HashToken(builds.NewToken("glcbt-")), Now: time.Now()})
-				if errors.Is(err, builds.ErrNoBuild) {
-					create()
-					continue
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := s.Finish(ctx, builds.Finish{BuildID: bl.ID, From: []builds.Status{sRunning}, To: sSuccess,
-					Event: builds.EventFinished, Now: time.Now()}); err != nil {
-					b.Fatal(err)
-				}
+			continue
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Finish(ctx, builds.Finish{BuildID: bl.ID, From: []builds.Status{sRunning}, To: sSuccess,
+			Event: builds.EventFinished, Now: time.Now()}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// CPU rather than time: on a shared, loaded machine the wall clock mostly measures
+	// the others.
+	go1, pg1 := cpu()
+	b.ReportMetric(float64((go1-go0).Microseconds())/float64(b.N), "go-cpu-µs/op")
+	b.ReportMetric(float64((pg1-pg0).Microseconds())/float64(b.N), "pg-cpu-µs/op")
+}
+
+// processCPU is this process's CPU time (user and system).
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// backendsCPU is the CPU time of the Postgres backends serving pool's database, from
+// /proc (Postgres on this machine, as testenv runs it).
+func backendsCPU(b *testing.B, pool *pgxpool.Pool) time.Duration {
+	rows, err := pool.Query(b.Context(), `SELECT pid FROM pg_stat_activity WHERE datname = current_database()`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		b.Fatal(err)
+	}
+	var ticks int64
+	for _, pid := range pids {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			b.Skipf("Postgres backends' CPU unreadable: %v", err)
+		}
+		// Fields after the command's closing parenthesis; utime and stime are the 14th
+		// and 15th of the line.
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
+		for _, k := range []int{11, 12} {
+			n, err := strconv.ParseInt(f[k], 10, 64)
+			if err != nil {
+				b.Fatal(err)
 			}
-		})
+			ticks += n
+		}
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
+}
+
+// TestFinishLeavesTheWholePlanNothingToDo: a finish in a pipeline planned per job decides
+// only the ended job's needers (advanceNeeders), or the whole plan when it must; either
+// way, after every finish the whole plan over every latest attempt finds nothing to move,
+// and the stored status is the one derived from them. Random DAGs of every when, allowed
+// failures and failures, finished in a random order; and the same for builds without
+// needed_by (created before the column), which take the whole plan every time.
+func TestFinishLeavesTheWholePlanNothingToDo(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(4) {
+		for _, unknown := range []bool{false, true} {
+			t.Run(fmt.Sprintf("seed%d/needers_unknown=%t", seed, unknown), func(t *testing.T) {
+				t.Parallel()
+				finishRandomDAG(t, seed, unknown)
+			})
+		}
+	}
+}
+
+func finishRandomDAG(t *testing.T, seed uint64, unknown bool) {
+	f := newDAGFixture(t)
+	rng := rand.New(rand.NewPCG(seed, 30))
+	stages := []string{"s0", "s1", "s2", "s3", "s4"}
+	whens := []string{"", "", "", "", builds.WhenAlways, builds.WhenOnFailure, builds.WhenManual}
+	var jobs []builds.JobDefinition
+	for i := range 40 {
+		st := min(i/8, 4)
+		j := builds.JobDefinition{Name: fmt.Sprintf("j%d", i), Stage: stages[st], When: whens[rng.IntN(len(whens))],
+			AllowFailure: rng.IntN(4) == 0}
+		if i >= 4 && rng.IntN(3) > 0 {
+			j.NeedsDeclared = true
+			for range 1 + rng.IntN(3) {
+				j.Needs = append(j.Needs, dag(fmt.Sprintf("j%d", rng.IntN(min(i, (st+1)*8))))...)
+			}
+			j.Needs = slices.CompactFunc(j.Needs, func(a, b builds.Need) bool { return a.Job == b.Job })
+			j.Needs = slices.DeleteFunc(j.Needs, func(n builds.Need) bool { return n.Job == j.Name })
+		}
+		jobs = append(jobs, j)
+	}
+	p := f.create("", stages, jobs...)
+	if unknown {
+		if _, err := f.pool.Exec(f.ctx, `UPDATE builds SET needed_by = NULL WHERE pipeline_id = $1`, p.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for step := 0; ; step++ {
+		var pending []string
+		rows, err := f.pool.Query(f.ctx, `SELECT name FROM builds WHERE pipeline_id = $1 AND status = 'pending' ORDER BY id`, p.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pending, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			t.Fatal(err)
+		}
+		if len(pending) == 0 {
+			break
+		}
+		to := []builds.Status{sSuccess, sSuccess, sSuccess, sFailed}[rng.IntN(4)]
+		f.finish(f.run(pending[rng.IntN(len(pending))]), to)
+
+		var all []builds.PlanJob
+		var stored string
+		if err := pgx.BeginFunc(f.ctx, f.pool, func(tx pgx.Tx) error {
+			var err error
+			if all, err = readJobs(f.ctx, tx, p.ID); err != nil {
+				return err
+			}
+			return tx.QueryRow(f.ctx, `SELECT status FROM pipelines WHERE id = $1`, p.ID).Scan(&stored)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if moves := builds.PlanJobs(all); len(moves) > 0 {
+			t.Fatalf("step %d: the whole plan still moves %v of %+v", step, moves, all)
+		}
+		if want := builds.PipelineStatus(builds.TallyJobs(all)); stored != want {
+			t.Fatalf("step %d: pipeline %s, want %s from its jobs", step, stored, want)
+		}
 	}
 }

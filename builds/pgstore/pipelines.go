@@ -93,6 +93,10 @@ func insertPipelineTx(ctx context.Context, tx pgx.Tx, d builds.PipelineDefinitio
 	if err != nil {
 		return 0, err
 	}
+	var neededBy [][]string // each job's needers (builds.NeededBy); none in a stage pipeline
+	if perJob {
+		neededBy = builds.NeededBy(planned)
+	}
 	rows := make([][]any, len(d.Jobs))
 	for i, j := range d.Jobs {
 		status := statuses[i]
@@ -118,17 +122,21 @@ func insertPipelineTx(ctx context.Context, tx pgx.Tx, d builds.PipelineDefinitio
 		if perJob && j.NeedsDeclared {
 			needs = planned[i].Needs
 		}
+		needed := []string{}
+		if perJob {
+			needed = neededBy[i]
+		}
 		payload := builds.PayloadOf(j)
 		var group *int64 // NULL without a resource_group
 		if gid, ok := groups[j.ResourceGroup]; ok {
 			group = &gid
 		}
 		rows[i] = []any{d.ProjectID, id, j.Stage, d.StageIndex(j.Stage), j.Name, string(status), tags, payload,
-			j.TimeoutSeconds, j.AllowFailure, when, needs, queuedAt, scheduledAt, finishedAt, now, now, group, j.IsBridge(), protected}
+			j.TimeoutSeconds, j.AllowFailure, when, needs, needed, queuedAt, scheduledAt, finishedAt, now, now, group, j.IsBridge(), protected}
 	}
 	_, err = tx.CopyFrom(ctx, pgx.Identifier{"builds"},
 		[]string{"project_id", "pipeline_id", "stage", "stage_idx", "name", "status", "tags", "payload",
-			"timeout_seconds", "allow_failure", "run_when", "needs", "queued_at", "scheduled_at", "finished_at",
+			"timeout_seconds", "allow_failure", "run_when", "needs", "needed_by", "queued_at", "scheduled_at", "finished_at",
 			"created_at", "updated_at", "resource_group_id", "bridge", "protected"},
 		pgx.CopyFromRows(rows))
 	if err != nil {

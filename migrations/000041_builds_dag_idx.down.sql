@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY IF EXISTS builds_pipeline_dag_idx;
