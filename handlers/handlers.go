@@ -25,6 +25,7 @@ import (
 	"github.com/jobapi/jobapi/builds/pushes"
 	"github.com/jobapi/jobapi/builds/resourcegroups"
 	"github.com/jobapi/jobapi/builds/schedules"
+	"github.com/jobapi/jobapi/builds/tokenguard"
 	"github.com/jobapi/jobapi/builds/triggers"
 	"github.com/jobapi/jobapi/builds/users"
 	"github.com/jobapi/jobapi/cisource"
@@ -58,7 +59,7 @@ type Deps struct {
 	ResourceGroups *resourcegroups.Service
 	AdminToken     string
 	// AdminGuard checks AdminToken and throttles guessing (nil: checked without throttling).
-	AdminGuard *builds.AdminGuard
+	AdminGuard *tokenguard.AdminGuard
 	// RegistrationToken lets gitlab-runner register with POST /runners ("": off, 403).
 	RegistrationToken string
 	Logger            *slog.Logger
@@ -104,7 +105,7 @@ type Handler struct {
 	prj    *projects.Service
 	groups *resourcegroups.Service
 	lists  *listings.Service
-	admin  *builds.AdminGuard
+	admin  *tokenguard.AdminGuard
 	// registrationHash is the registration token's hash (nil: registration is off).
 	registrationHash []byte
 	log              *slog.Logger
@@ -172,7 +173,7 @@ func New(d Deps) http.Handler {
 	}
 	h.admin = d.AdminGuard
 	if h.admin == nil {
-		h.admin = builds.NewAdminGuard(d.AdminToken, nil)
+		h.admin = tokenguard.NewAdminGuard(d.AdminToken, nil)
 	}
 	if d.RegistrationToken != "" {
 		h.registrationHash = builds.HashToken(d.RegistrationToken)

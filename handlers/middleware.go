@@ -12,7 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/tokenguard"
 )
 
 type ctxKey int
@@ -152,7 +152,7 @@ func (h *Handler) isAdmin(r *http.Request) bool {
 		return false
 	}
 	check, _ := h.admin.Check(r.Context(), clientAddr(r), token)
-	return check == builds.AdminOK
+	return check == tokenguard.AdminOK
 }
 
 func (h *Handler) liveness(w http.ResponseWriter, r *http.Request) {

@@ -52,7 +52,7 @@ type Config struct {
 	// RateLimitJobTokenFailures: PUTs and trace PATCHes with a wrong job token, per client address.
 	RateLimitJobTokenFailures int
 	// RateLimitAdminTokenFailures: wrong admin tokens (PRIVATE-TOKEN, web sign-in) per
-	// client address; the global backstop is builds.DefaultAdminFailuresGlobal.
+	// client address; the global backstop is tokenguard.DefaultAdminFailuresGlobal.
 	RateLimitAdminTokenFailures int
 	// RateLimitTokenFailuresPerUser: refused personal access tokens of one user (revoked,
 	// expired, the user blocked) per minute, from anywhere.

@@ -35,6 +35,7 @@ import (
 	"github.com/jobapi/jobapi/builds/redisstore"
 	"github.com/jobapi/jobapi/builds/resourcegroups"
 	"github.com/jobapi/jobapi/builds/schedules"
+	"github.com/jobapi/jobapi/builds/tokenguard"
 	"github.com/jobapi/jobapi/builds/users"
 	"github.com/jobapi/jobapi/builds/views"
 	"github.com/jobapi/jobapi/cipipeline"
@@ -225,13 +226,13 @@ func prepare(cfg Config) error {
 	if cfg.AdminToken == "" {
 		return errors.New("JOBAPI_ADMIN_TOKEN: required (operators authenticate with it)")
 	}
-	if n := len(cfg.AdminToken); n < builds.MinAdminTokenLength {
+	if n := len(cfg.AdminToken); n < tokenguard.MinAdminTokenLength {
 		return fmt.Errorf("JOBAPI_ADMIN_TOKEN: at least %d characters, got %d (it is the bootstrap credential: use a long random one, e.g. openssl rand -hex 24)",
-			builds.MinAdminTokenLength, n)
+			tokenguard.MinAdminTokenLength, n)
 	}
-	if n := len(cfg.RunnerRegistrationToken); n > 0 && n < builds.MinAdminTokenLength {
+	if n := len(cfg.RunnerRegistrationToken); n > 0 && n < tokenguard.MinAdminTokenLength {
 		return fmt.Errorf("JOBAPI_RUNNER_REGISTRATION_TOKEN: at least %d characters when set, got %d (unset it to turn registration tokens off)",
-			builds.MinAdminTokenLength, n)
+			tokenguard.MinAdminTokenLength, n)
 	}
 	if cfg.AutoMigrate {
 		if err := migrations.Up(cfg.DatabaseURL); err != nil {
@@ -489,7 +490,7 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 	hub *webui.Hub, idTokens *idtoken.Keyring, log *slog.Logger) (*http.Server, net.Listener, error) {
 	// One guard for the API's PRIVATE-TOKEN and the web sign-in: a guesser's failures count
 	// against one budget whichever door it knocks on.
-	guard := builds.NewAdminGuard(cfg.AdminToken, failureLimiter{rl})
+	guard := tokenguard.NewAdminGuard(cfg.AdminToken, failureLimiter{rl})
 	guard.PerClient = cfg.RateLimitAdminTokenFailures
 	guard.PerUser = cfg.RateLimitTokenFailuresPerUser
 	people := users.New(users.Deps{Store: d.store, Builds: d.svc, Now: opts.Now, MaxTokenLifetimeDays: cfg.MaxTokenLifetimeDays})
@@ -619,7 +620,7 @@ func (l limiter) Allow(ctx context.Context, scope, key string, requests int, win
 	return handlers.RateDecision{Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining, Reset: d.Reset, RetryAfter: d.RetryAfter}, err
 }
 
-// failureLimiter adapts ratelimit.Limiter to builds.FailureLimiter (the admin guard).
+// failureLimiter adapts ratelimit.Limiter to tokenguard.FailureLimiter (the admin guard).
 type failureLimiter struct{ l *ratelimit.Limiter }
 
 func (f failureLimiter) Exceeded(scope, key string, limit int, window time.Duration) (bool, time.Duration) {

@@ -34,6 +34,7 @@ import (
 	"github.com/jobapi/jobapi/builds/joblogs"
 	"github.com/jobapi/jobapi/builds/projects"
 	"github.com/jobapi/jobapi/builds/schedules"
+	"github.com/jobapi/jobapi/builds/tokenguard"
 	"github.com/jobapi/jobapi/builds/triggers"
 	"github.com/jobapi/jobapi/builds/users"
 	"github.com/jobapi/jobapi/builds/views"
@@ -85,7 +86,7 @@ type Deps struct {
 	AdminToken string
 	// AdminGuard checks the sign-in token and throttles guessing (nil: AdminToken checked
 	// without throttling).
-	AdminGuard *builds.AdminGuard
+	AdminGuard *tokenguard.AdminGuard
 	// Users signs people in with their personal access tokens and checks a session's user
 	// on each request (nil: only the admin token signs in).
 	Users *users.Service
@@ -128,7 +129,7 @@ type UI struct {
 	views      *views.Service
 	flags      Flags
 	sessions   *sessions
-	admin      *builds.AdminGuard
+	admin      *tokenguard.AdminGuard
 	users      *users.Service
 	oidc       *oidclogin.RP
 	hub        *Hub
@@ -162,7 +163,7 @@ func New(d Deps) *UI {
 		u.oidc = nil // single sign-in makes users: without them it stays off
 	}
 	if u.admin == nil {
-		u.admin = builds.NewAdminGuard(d.AdminToken, nil)
+		u.admin = tokenguard.NewAdminGuard(d.AdminToken, nil)
 	}
 	cop := http.NewCrossOriginProtection()
 	if ext, err := url.Parse(d.ExternalURL); err == nil && ext.Scheme != "" && ext.Host != "" {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/tokenguard"
 )
 
 // ThrottledError: the client (or the user whose token it presented) has spent its budget
@@ -29,7 +30,7 @@ func (e *ThrottledError) Error() string {
 // tokens of any kind spend the guard's budgets, so guessing is throttled whichever kind of
 // token is guessed and whichever door it is tried at.
 type Authenticator struct {
-	Guard *builds.AdminGuard
+	Guard *tokenguard.AdminGuard
 	// Users nil: only the admin token authenticates.
 	Users *Service
 }

@@ -3,7 +3,7 @@
 // that permission checks and the audit log name.
 //
 // The admin token (JOBAPI_ADMIN_TOKEN) stays outside this package: it is the bootstrap
-// credential that creates the first users, and it is checked by builds.AdminGuard.
+// credential that creates the first users, and it is checked by tokenguard.AdminGuard.
 package users
 
 import (

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/api"
-	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/tokenguard"
 	"github.com/jobapi/jobapi/e2e/jobapitest"
 	"github.com/jobapi/jobapi/server"
 )
@@ -220,7 +220,7 @@ func TestRefusedTokensAreThrottled(t *testing.T) {
 	url := inst.URL + "/api/v4/user"
 
 	guesser, other := fromAddress("127.0.0.12"), fromAddress("127.0.0.13")
-	for i := range builds.DefaultAdminFailuresPerClient {
+	for i := range tokenguard.DefaultAdminFailuresPerClient {
 		if resp := get(t, guesser, url, "glpat-guess"+strconv.Itoa(i)); resp.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("guess %d: %d, want 401", i, resp.StatusCode)
 		}
@@ -240,11 +240,11 @@ func TestRefusedTokensAreThrottled(t *testing.T) {
 	old := createToken(t, inst, alice.ID, map[string]any{"name": "old", "scopes": []string{"api"}})
 	inst.MustDo(t, http.StatusNoContent, "DELETE", fmt.Sprintf("/api/v4/personal_access_tokens/%d", old.ID), nil, nil)
 	statuses := map[int]int{}
-	for i := range builds.DefaultTokenFailuresPerUser + 1 {
+	for i := range tokenguard.DefaultTokenFailuresPerUser + 1 {
 		statuses[get(t, fromAddress(fmt.Sprintf("127.0.1.%d", 10+i)), url, old.Token).StatusCode]++
 	}
-	if statuses[http.StatusUnauthorized] != builds.DefaultTokenFailuresPerUser || statuses[http.StatusTooManyRequests] != 1 {
-		t.Fatalf("revoked token from %d addresses: %v, want %d×401 then 429", builds.DefaultTokenFailuresPerUser+1, statuses, builds.DefaultTokenFailuresPerUser)
+	if statuses[http.StatusUnauthorized] != tokenguard.DefaultTokenFailuresPerUser || statuses[http.StatusTooManyRequests] != 1 {
+		t.Fatalf("revoked token from %d addresses: %v, want %d×401 then 429", tokenguard.DefaultTokenFailuresPerUser+1, statuses, tokenguard.DefaultTokenFailuresPerUser)
 	}
 	if resp := get(t, fromAddress("127.0.1.200"), url, good.Token); resp.StatusCode != http.StatusOK {
 		t.Fatalf("alice's valid token while her refused ones are throttled: %d, want 200", resp.StatusCode)

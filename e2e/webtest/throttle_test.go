@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/tokenguard"
 	"github.com/jobapi/jobapi/e2e/jobapitest"
 )
 
@@ -36,13 +36,13 @@ func TestAdminTokenGuessingIsThrottled(t *testing.T) {
 	operator := fromAddress(t, inst.URL, "127.0.0.3")
 
 	// The right token from the guesser's address, before any failure: never counted.
-	for range 3 * builds.DefaultAdminFailuresPerClient {
+	for range 3 * tokenguard.DefaultAdminFailuresPerClient {
 		if resp, body := guesser.do("GET", "/api/v4/runners", nil, "PRIVATE-TOKEN", jobapitest.AdminToken); resp.StatusCode != http.StatusOK {
 			t.Fatalf("right token: %d %s", resp.StatusCode, body)
 		}
 	}
 	// Half the budget on the API, half on the sign-in form: one budget.
-	for i := range builds.DefaultAdminFailuresPerClient {
+	for i := range tokenguard.DefaultAdminFailuresPerClient {
 		if i%2 == 0 {
 			if resp, body := guesser.do("GET", "/api/v4/runners", nil, "PRIVATE-TOKEN", "guess-"+strconv.Itoa(i)); resp.StatusCode != http.StatusUnauthorized {
 				t.Fatalf("guess %d on the API: %d %s, want 401", i, resp.StatusCode, body)

@@ -1,4 +1,9 @@
-package builds
+// Package tokenguard checks the admin token in constant time and throttles the guessing of
+// every token the API and the web sign-in take (the admin token and personal access tokens
+// count against budgets of failures per client address, per user and for everyone). It
+// knows nothing of builds: handlers, the web UI and builds/users share the one guard that
+// server wires to the rate limiter.
+package tokenguard
 
 import (
 	"context"
