@@ -86,7 +86,7 @@ type config struct {
 	ArchiveJobs int
 }
 
-var allScenarios = []string{"baseline", "floor", "cycle", "ack", "idle", "pickup", "overload", "sweep", "artifacts", "yaml", "trace", "archive", "scale"}
+var allScenarios = []string{"baseline", "floor", "cycle", "ack", "idle", "pickup", "overload", "memory", "sweep", "artifacts", "yaml", "trace", "archive", "scale"}
 
 type intList []int
 

@@ -40,6 +40,7 @@ type fleetSpec struct {
 type fleetRunner struct {
 	Token    string `json:"token"`
 	SystemID string `json:"system_id"`
+	ID       int64  `json:"-"`
 }
 
 type fleetResult struct {

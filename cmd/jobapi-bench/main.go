@@ -136,6 +136,11 @@ func runScenarios(ctx context.Context, cfg config, stdout, stderr io.Writer) err
 			if fleet, err = e.newFleet(ctx, cfg.PickupRunners); err == nil {
 				r, err = e.overload(ctx, fleet)
 			}
+		case "memory":
+			var fleet []fleetRunner
+			if fleet, err = e.newFleetRunners(ctx, cfg.PickupRunners); err == nil {
+				r, err = e.memory(ctx, fleet)
+			}
 		case "sweep":
 			r, err = e.sweep(ctx)
 		case "artifacts":

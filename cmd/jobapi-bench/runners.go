@@ -116,8 +116,20 @@ func closeIdle(rs []*runner) {
 // minutes on a loaded 2-core machine (20,000 requests). They have no manager row yet: the
 // fleet's warm-up request, which every runner sends before the clock starts, records it.
 func (e *env) newFleet(ctx context.Context, n int) ([]*runner, error) {
+	fleet, err := e.newFleetRunners(ctx, n)
+	out := make([]*runner, len(fleet))
+	for i, f := range fleet {
+		out[i] = &runner{Client: runnerclient.New(e.baseURL, f.Token, f.SystemID), ID: f.ID}
+	}
+	return out, err
+}
+
+// newFleetRunners is newFleet without a client per runner (which holds an HTTP transport
+// of its own): what the fleet process needs, for scenarios that measure this process's
+// memory.
+func (e *env) newFleetRunners(ctx context.Context, n int) ([]fleetRunner, error) {
 	store := pgstore.New(e.db)
-	out := make([]*runner, n)
+	out := make([]fleetRunner, n)
 	var next atomic.Int64
 	var mu sync.Mutex
 	var firstErr error
@@ -136,7 +148,7 @@ func (e *env) newFleet(ctx context.Context, n int) ([]*runner, error) {
 				mu.Unlock()
 				return
 			}
-			out[i] = &runner{Client: runnerclient.New(e.baseURL, token, "s_"+randHex(6)), ID: r.ID}
+			out[i] = fleetRunner{Token: token, SystemID: "s_" + randHex(6), ID: r.ID}
 		}
 	})
 	if firstErr == nil && ctx.Err() != nil {

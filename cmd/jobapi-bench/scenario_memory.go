@@ -1,0 +1,250 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jobapi/jobapi/server"
+)
+
+// memory: what a replica holds while --pickup-runners runners long-poll it
+// (JOBAPI_LONG_POLL=--pickup-long-poll, each request held until it ends, then asked again
+// at once) with --idle-backlog builds pending for other runners: the peak RSS from the
+// fleet's first request on (the warm-up, when every runner's first poll goes to Postgres,
+// included), the RSS while every request is held, what the Go runtime says it holds (heap,
+// goroutine stacks, goroutines) and the process's CPU meanwhile. With --profile-dir it
+// keeps the replica's heap and goroutine profiles taken while the fleet is held.
+//
+// The fleet is a child process; the bench process holds the replica under test, the first
+// (idle) replica and the bench itself, measured before the replica starts (base).
+func (e *env) memory(ctx context.Context, fleet []fleetRunner) (*Result, error) {
+	cfg := e.cfg
+	if e.srv == nil {
+		return nil, errors.New("memory needs the in-process jobapi (it starts the long-poll replica)")
+	}
+	if err := e.truncate(ctx); err != nil {
+		return nil, err
+	}
+	if cfg.IdleBacklog > 0 {
+		// Tagged for runners that are not polling: pending, but nobody here may take them.
+		if _, err := e.seed(ctx, seedSpec{N: cfg.IdleBacklog, PerPipeline: cfg.PerPipeline, Status: "pending",
+			Tags: []string{"bench-backlog"}}); err != nil {
+			return nil, err
+		}
+		if err := e.analyze(ctx); err != nil {
+			return nil, err
+		}
+	}
+	pid := osGetpid()
+	runtimeReset()
+	baseMB := rssMB(pid)
+	resetPeakRSS(pid)
+	load0 := loadAvg()
+	srv, err := e.startReplica(func(c *server.Config) { c.LongPoll = cfg.PickupLongPoll }, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := srv.Close(); err != nil {
+			e.logf("long-poll jobapi stopped: %v", err)
+		}
+	}()
+	sctx, cancel := context.WithTimeout(ctx, cfg.ScenarioTimeout)
+	defer cancel()
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(sctx, exe)
+	cmd.Env = append(os.Environ(), fleetEnv+"=1")
+	cmd.Stderr = e.log
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdoutPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	out := bufio.NewReader(stdoutPipe)
+	send := func(line string) error { _, err := io.WriteString(stdin, line+"\n"); return err }
+	m := memoryStats{Runners: len(fleet), Backlog: cfg.IdleBacklog, LongPollS: cfg.PickupLongPoll.Seconds(), BaseRSSMB: baseMB,
+		LoadStart: load0}
+	var rec *recorder
+	res, runErr := func() (pickupFleetResult, error) {
+		var res pickupFleetResult
+		warmStart := time.Now()
+		spec := fleetSpec{BaseURL: srv.URL, Runners: fleet, Interval: cfg.PickupInterval, Pickup: true, LongPoll: true}
+		if err := json.NewEncoder(stdin).Encode(spec); err != nil {
+			return res, err
+		}
+		if line, err := out.ReadString('\n'); err != nil || line != "warm\n" {
+			return res, fmt.Errorf("fleet process: want warm, got %q: %v", line, err)
+		}
+		m.WarmupS = round3(time.Since(warmStart).Seconds())
+		if err := send("go"); err != nil {
+			return res, err
+		}
+		// Every runner asks again within an interval and is then held.
+		sleepCtx(sctx, cfg.PickupInterval+time.Second)
+		tested := e.snapshotTested(sctx)
+		start := time.Now()
+		var samples []float64
+		for time.Since(start) < cfg.IdleDuration && sctx.Err() == nil {
+			sleepCtx(sctx, time.Second)
+			samples = append(samples, rssMB(pid))
+		}
+		wall := time.Since(start).Seconds()
+		if t := e.testedSince(sctx, tested); t != nil {
+			m.HeldTested, m.HeldProcessCores = t, round3(t.Process/wall)
+		}
+		m.Held = srvHeld(srv)
+		m.PeakRSSMB = round3(peakRSSMB(pid))
+		if len(samples) > 0 {
+			slices.Sort(samples)
+			m.HeldRSSMB = round3(samples[len(samples)/2])
+			m.HeldRSSMaxMB = round3(samples[len(samples)-1])
+		}
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		mb := func(b uint64) float64 { return round3(float64(b) / (1 << 20)) }
+		m.GoHeapMB, m.GoStackMB, m.GoSysMB, m.Goroutines = mb(ms.HeapInuse), mb(ms.StackInuse), mb(ms.Sys), runtime.NumGoroutine()
+		m.GCCycles = ms.NumGC
+		if m.Held > 0 {
+			m.KBPerHeld = round3((m.HeldRSSMB - baseMB) * 1024 / float64(m.Held))
+		}
+		for _, p := range []string{"heap", "goroutine"} {
+			var b bytes.Buffer
+			if err := pprof.Lookup(p).WriteTo(&b, 0); err == nil {
+				if path := e.saveFile("memory."+p+".pprof", b.Bytes()); path != "" {
+					e.logf("  memory: %s profile in %s", p, path)
+				}
+			}
+		}
+		if err := send("stop"); err != nil {
+			return res, err
+		}
+		err := json.NewDecoder(out).Decode(&res)
+		return res, err
+	}()
+	_ = stdin.Close()
+	waitErr := cmd.Wait()
+	if err := errors.Join(runErr, waitErr); err != nil {
+		return nil, fmt.Errorf("fleet process: %w", err)
+	}
+	m.LoadEnd = loadAvg()
+	m.Answers = res.Answers
+	rec = newRecorder()
+	r := e.result("memory", Resources{PeakRSSMB: m.PeakRSSMB, GoHeapMB: m.GoHeapMB, GoStackMB: m.GoStackMB, GoSysMB: m.GoSysMB,
+		Goroutines: m.Goroutines, LoadAvg: m.LoadEnd, Tested: m.HeldTested}, rec)
+	r.Unit = "held requests"
+	r.Count = m.Held
+	r.Params = map[string]any{"runners": len(fleet), "pending_backlog": cfg.IdleBacklog, "long_poll_s": cfg.PickupLongPoll.Seconds(),
+		"interval_s": cfg.PickupInterval.Seconds(), "duration_s": cfg.IdleDuration.Seconds()}
+	r.Extra["memory"] = m
+	r.Targets = append(r.Targets, Target{
+		Name: fmt.Sprintf("peak RSS, %d pending and %d long-polling runners (bench process: jobapi's two replicas)", cfg.IdleBacklog, len(fleet)),
+		Want: "≤ 300 MB", Got: m.PeakRSSMB, Unit: "MB", Met: m.PeakRSSMB > 0 && m.PeakRSSMB <= 300})
+	e.logf("  memory: %d runners, %d held, %d pending (load %.1f → %.1f): RSS base %s, held %s (max %s), peak %s MB; "+
+		"Go heap %s, stacks %s, sys %s MB, %d goroutines; %s KB per held request; jobapi %s cores; answers %v",
+		len(fleet), m.Held, cfg.IdleBacklog, m.LoadStart, m.LoadEnd, fmtF(baseMB), fmtF(m.HeldRSSMB), fmtF(m.HeldRSSMaxMB),
+		fmtF(m.PeakRSSMB), fmtF(m.GoHeapMB), fmtF(m.GoStackMB), fmtF(m.GoSysMB), m.Goroutines, fmtF(m.KBPerHeld),
+		fmtF(m.HeldProcessCores), m.Answers)
+	var problems []string
+	for what, n := range res.Errors {
+		problems = append(problems, fmt.Sprintf("%d fleet %s calls failed (last: %s)", n, what, res.LastErr[what]))
+	}
+	if len(res.Pickups) > 0 {
+		problems = append(problems, fmt.Sprintf("%d runners got a job meant for other runners", len(res.Pickups)))
+	}
+	if len(problems) > 0 {
+		slices.Sort(problems)
+		return r, errors.New(strings.Join(problems, "; "))
+	}
+	return r, nil
+}
+
+// memoryStats is the memory scenario's result.
+type memoryStats struct {
+	Runners   int     `json:"runners"`
+	Backlog   int     `json:"pending_backlog"`
+	LongPollS float64 `json:"long_poll_s"`
+	WarmupS   float64 `json:"warmup_s"`
+	// Held: requests the replica held at the end (jobapi_long_poll_waiters).
+	Held int `json:"held_requests"`
+	// BaseRSSMB: the bench process before the replica started; PeakRSSMB: VmHWM from then
+	// on (warm-up included); HeldRSSMB and HeldRSSMaxMB: the median and the largest of the
+	// per-second RSS samples while the fleet was held; KBPerHeld: (held − base) ÷ held.
+	BaseRSSMB    float64 `json:"base_rss_mb"`
+	PeakRSSMB    float64 `json:"peak_rss_mb"`
+	HeldRSSMB    float64 `json:"held_rss_mb"`
+	HeldRSSMaxMB float64 `json:"held_rss_max_mb"`
+	KBPerHeld    float64 `json:"kb_per_held_request"`
+	// The Go runtime at the end of the held phase (the whole bench process).
+	GoHeapMB   float64 `json:"go_heap_inuse_mb"`
+	GoStackMB  float64 `json:"go_stack_inuse_mb"`
+	GoSysMB    float64 `json:"go_sys_mb"`
+	Goroutines int     `json:"goroutines"`
+	GCCycles   uint32  `json:"gc_cycles"`
+	// HeldProcessCores: the bench process's CPU (jobapi) ÷ wall time while held.
+	HeldProcessCores float64        `json:"held_process_cores"`
+	HeldTested       *testedCPU     `json:"held_tested"`
+	LoadStart        float64        `json:"load_avg_start"`
+	LoadEnd          float64        `json:"load_avg_end"`
+	Answers          map[string]int `json:"answers,omitempty"`
+}
+
+// rssMB is the process's resident set now (VmRSS).
+func rssMB(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	return round3(statusKB(string(b), "VmRSS:") / 1024)
+}
+
+// srvHeld reads how many requests the replica holds from its /metrics.
+func srvHeld(srv *server.Server) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v, _ := metricValue(ctx, srv.URL, "jobapi_long_poll_waiters")
+	return int(v)
+}
+
+// metricValue reads one unlabelled sample from a replica's /metrics.
+func metricValue(ctx context.Context, baseURL, name string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("%s not in /metrics", name)
+}
