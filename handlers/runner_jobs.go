@@ -64,10 +64,20 @@ func (h *Handler) requestJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// No X-GitLab-Last-Update on a 201 (GitLab sends it only with 204): gitlab-runner keeps
-	// the header from any answer and echoes it, so the next poll would get the cached 204
-	// while other builds are still pending, until something bumps the queue.
-	job, err := h.jobPayload(r, a, signer)
+	return h.writeAssigned(w, r, a, signer)
+}
+
+// writeAssigned answers 201 with the job a hands out. No X-GitLab-Last-Update on a 201 (GitLab
+// sends it only with 204): gitlab-runner keeps the header from any answer and echoes it, so
+// the next poll would get the cached 204 while other builds are still pending, until
+// something bumps the queue.
+//
+// Never inlined into requestJob: the payload (api.Job, some 4 KB) would then sit in
+// requestJob's frame, on the stack of every request the long poll holds.
+//
+//go:noinline
+func (h *Handler) writeAssigned(w http.ResponseWriter, r *http.Request, a *builds.Assignment, signer IDTokenSigner) error {
+	job, err := h.jobPayload(r, *a, signer)
 	if err != nil {
 		return err
 	}
