@@ -126,6 +126,9 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("pickup %s: jobs %v, requests per job %v; want all 3 jobs picked up", m["mode"], m["jobs"], m["requests_per_job"])
 		}
 	}
+	if m, _ := results["memory"].Extra["memory"].(map[string]any); m["peak_rss_mb"].(float64) <= 0 || m["goroutines"].(float64) <= 0 {
+		t.Errorf("memory: %v, want the peak RSS and the runtime's figures", m)
+	}
 	if i16 := results["efficiency"]; len(i16.Targets) < 6 {
 		t.Errorf("efficiency: targets %v, want the ratio, idle and pickup targets", i16.Targets)
 	}

@@ -127,9 +127,7 @@ func (e *env) memory(ctx context.Context, fleet []fleetRunner) (*Result, error) 
 		mb := func(b uint64) float64 { return round3(float64(b) / (1 << 20)) }
 		m.GoHeapMB, m.GoStackMB, m.GoSysMB, m.Goroutines = mb(ms.HeapInuse), mb(ms.StackInuse), mb(ms.Sys), runtime.NumGoroutine()
 		m.GCCycles = ms.NumGC
-		if m.Held > 0 {
-			m.KBPerHeld = round3((m.HeldRSSMB - baseMB) * 1024 / float64(m.Held))
-		}
+		m.KBPerRunner = round3((m.HeldRSSMB - baseMB) * 1024 / float64(len(fleet)))
 		for _, p := range []string{"heap", "goroutine"} {
 			var b bytes.Buffer
 			if err := pprof.Lookup(p).WriteTo(&b, 0); err == nil {
@@ -154,18 +152,19 @@ func (e *env) memory(ctx context.Context, fleet []fleetRunner) (*Result, error) 
 	rec = newRecorder()
 	r := e.result("memory", Resources{PeakRSSMB: m.PeakRSSMB, GoHeapMB: m.GoHeapMB, GoStackMB: m.GoStackMB, GoSysMB: m.GoSysMB,
 		Goroutines: m.Goroutines, LoadAvg: m.LoadEnd, Tested: m.HeldTested}, rec)
-	r.Unit = "held requests"
-	r.Count = m.Held
+	// Not a rate: the runners held, which every figure here is for.
+	r.Unit = "runners"
+	r.Count, r.Throughput = len(fleet), float64(len(fleet))
 	r.Params = map[string]any{"runners": len(fleet), "pending_backlog": cfg.IdleBacklog, "long_poll_s": cfg.PickupLongPoll.Seconds(),
 		"interval_s": cfg.PickupInterval.Seconds(), "duration_s": cfg.IdleDuration.Seconds()}
 	r.Extra["memory"] = m
 	r.Targets = append(r.Targets, Target{
 		Name: fmt.Sprintf("peak RSS, %d pending and %d long-polling runners (bench process: jobapi's two replicas)", cfg.IdleBacklog, len(fleet)),
 		Want: "≤ 300 MB", Got: m.PeakRSSMB, Unit: "MB", Met: m.PeakRSSMB > 0 && m.PeakRSSMB <= 300})
-	e.logf("  memory: %d runners, %d held, %d pending (load %.1f → %.1f): RSS base %s, held %s (max %s), peak %s MB; "+
-		"Go heap %s, stacks %s, sys %s MB, %d goroutines; %s KB per held request; jobapi %s cores; answers %v",
+	e.logf("  memory: %d runners (%d in the long poll's hub), %d pending (load %.1f → %.1f): RSS base %s, held %s (max %s), peak %s MB; "+
+		"Go heap %s, stacks %s, sys %s MB, %d goroutines; %s KB per runner; jobapi %s cores; answers %v",
 		len(fleet), m.Held, cfg.IdleBacklog, m.LoadStart, m.LoadEnd, fmtF(baseMB), fmtF(m.HeldRSSMB), fmtF(m.HeldRSSMaxMB),
-		fmtF(m.PeakRSSMB), fmtF(m.GoHeapMB), fmtF(m.GoStackMB), fmtF(m.GoSysMB), m.Goroutines, fmtF(m.KBPerHeld),
+		fmtF(m.PeakRSSMB), fmtF(m.GoHeapMB), fmtF(m.GoStackMB), fmtF(m.GoSysMB), m.Goroutines, fmtF(m.KBPerRunner),
 		fmtF(m.HeldProcessCores), m.Answers)
 	var problems []string
 	for what, n := range res.Errors {
@@ -187,16 +186,17 @@ type memoryStats struct {
 	Backlog   int     `json:"pending_backlog"`
 	LongPollS float64 `json:"long_poll_s"`
 	WarmupS   float64 `json:"warmup_s"`
-	// Held: requests the replica held at the end (jobapi_long_poll_waiters).
-	Held int `json:"held_requests"`
+	// Held: requests the long poll held at the end (jobapi_long_poll_waiters); requests
+	// whose queue version read failed are held by the fallback instead and not counted.
+	Held int `json:"long_poll_waiters"`
 	// BaseRSSMB: the bench process before the replica started; PeakRSSMB: VmHWM from then
 	// on (warm-up included); HeldRSSMB and HeldRSSMaxMB: the median and the largest of the
-	// per-second RSS samples while the fleet was held; KBPerHeld: (held − base) ÷ held.
+	// per-second RSS samples while the fleet was held; KBPerRunner: (held − base) ÷ runners.
 	BaseRSSMB    float64 `json:"base_rss_mb"`
 	PeakRSSMB    float64 `json:"peak_rss_mb"`
 	HeldRSSMB    float64 `json:"held_rss_mb"`
 	HeldRSSMaxMB float64 `json:"held_rss_max_mb"`
-	KBPerHeld    float64 `json:"kb_per_held_request"`
+	KBPerRunner  float64 `json:"kb_per_runner"`
 	// The Go runtime at the end of the held phase (the whole bench process).
 	GoHeapMB   float64 `json:"go_heap_inuse_mb"`
 	GoStackMB  float64 `json:"go_stack_inuse_mb"`
