@@ -52,6 +52,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return err
 		}
 		log := newLogger(stderr, cfg.LogLevel)
+		if limit := containerMemoryLimit(getenv, cgroupMemoryMax); limit > 0 {
+			log.Info("Go memory limit set from the container's", "bytes", limit, "share", memoryLimitShare)
+		}
 		srv, err := server.Start(ctx, cfg, log, server.Options{})
 		if err != nil {
 			return err
