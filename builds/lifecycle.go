@@ -7,9 +7,10 @@ import (
 )
 
 // A runner's life as gitlab-runner drives it (unregister, unregister one manager, reset its
-// token) and as an operator does (delete, reset). Each forgets what this replica cached about
-// the runner and bumps the queue version, so that no idle poll is answered from an entry
-// older than the change; other replicas stop accepting an old token within RunnerCacheTTL.
+// token) and as an operator deletes it (the rest of the operator's side is package
+// builds/runners). Each forgets what this replica cached about the runner and bumps the
+// queue version, so that no idle poll is answered from an entry older than the change;
+// other replicas stop accepting an old token within RunnerCacheTTL.
 
 // UnregisterRunner deletes the runner whose token is presented (gitlab-runner unregister
 // of a runner registered with a registration token: DELETE /runners).
@@ -80,7 +81,7 @@ func (s *Service) ResetRunnerToken(ctx context.Context, token string) (RunnerTok
 		return RunnerToken{}, err
 	}
 	now := s.now()
-	issued := s.newRunnerToken(r)
+	issued := s.NewRunnerToken(r)
 	rot := TokenRotation{RunnerID: r.ID, Presented: HashToken(token), New: HashToken(issued.Token),
 		ExpiresAt: issued.ExpiresAt, Now: now}
 	if s.cfg.RunnerTokenRotationGrace > 0 {
@@ -98,25 +99,9 @@ func (s *Service) ResetRunnerToken(ctx context.Context, token string) (RunnerTok
 	return issued, nil
 }
 
-// ResetRunnerTokenByID gives runner id a new token for actor (an operator, or gitlab-runner
-// reset-token --pat). It revokes: every earlier token stops working at once.
-func (s *Service) ResetRunnerTokenByID(ctx context.Context, id int64) (RunnerToken, error) {
-	r, _, err := s.store.Runner(ctx, id, Page{Page: 1, PerPage: 1})
-	if err != nil {
-		return RunnerToken{}, err
-	}
-	issued := s.newRunnerToken(r)
-	if err := s.store.SetRunnerToken(ctx, id, HashToken(issued.Token), issued.ExpiresAt); err != nil {
-		return RunnerToken{}, err
-	}
-	s.tokenChanged(ctx, id, issued, nil)
-	return issued, nil
-}
-
 // tokenChanged forgets the runner's cached tokens, bumps the queue version and audits.
 func (s *Service) tokenChanged(ctx context.Context, id int64, issued RunnerToken, previousUntil *time.Time) {
-	s.runners.forgetRunner(id)
-	s.bumpRunner(ctx, id)
+	s.RunnerChanged(ctx, id)
 	detail := map[string]any{}
 	if issued.ExpiresAt != nil {
 		detail["token_expires_at"] = issued.ExpiresAt.Format(time.RFC3339)

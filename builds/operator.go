@@ -347,17 +347,6 @@ func unplayable(b Build) error {
 	return invalid("Unplayable Job: job %d is %s; only a manual job can be played", b.ID, b.Status)
 }
 
-// Runners lists runners; Runner returns one with its managers.
-func (s *Service) Runners(ctx context.Context, p Page) ([]Runner, int, error) {
-	return s.store.Runners(ctx, p)
-}
-
-// Runner returns one runner with a page of its managers, and how many it has: a token used
-// from many machines has many.
-func (s *Service) Runner(ctx context.Context, id int64, managers Page) (Runner, int, error) {
-	return s.store.Runner(ctx, id, managers)
-}
-
 // Ready reports whether Postgres answers.
 func (s *Service) Ready(ctx context.Context) error { return s.store.Ping(ctx) }
 
@@ -383,8 +372,8 @@ func (s *Service) audit(ctx context.Context, action, target string, detail map[s
 func runnerTarget(id int64) string { return "runner:" + strconv.FormatInt(id, 10) }
 func jobTarget(id int64) string    { return "job:" + strconv.FormatInt(id, 10) }
 
-// runnerDetail is what the audit log keeps of a runner's settings.
-func runnerDetail(r Runner) map[string]any {
+// RunnerAuditDetail is what the audit log keeps of a runner's settings.
+func RunnerAuditDetail(r Runner) map[string]any {
 	return map[string]any{"tag_list": r.Tags, "run_untagged": r.RunUntagged, "paused": r.Paused, "access_level": r.AccessLevel}
 }
 

@@ -39,9 +39,9 @@ func (r Runner) tokenPrefix() string {
 	return RunnerTokenPrefix
 }
 
-// newRunnerToken issues a token for r with the configured lifetime. Expiries are whole
+// NewRunnerToken issues a token for r with the configured lifetime. Expiries are whole
 // seconds: they travel as RFC 3339 without a fraction.
-func (s *Service) newRunnerToken(r Runner) RunnerToken {
+func (s *Service) NewRunnerToken(r Runner) RunnerToken {
 	t := RunnerToken{Token: NewToken(r.tokenPrefix())}
 	if s.cfg.RunnerTokenExpiresIn > 0 {
 		at := s.now().Add(s.cfg.RunnerTokenExpiresIn).UTC().Truncate(time.Second)

@@ -81,7 +81,7 @@ func TestNewRunnerToken(t *testing.T) {
 		d := unitDeps(&tokenStore{})
 		d.Now, d.Config = func() time.Time { return now }, Config{RunnerTokenExpiresIn: tc.expiresIn}
 		svc := NewService(d)
-		got := svc.newRunnerToken(Runner{RegistrationToken: tc.registration})
+		got := svc.NewRunnerToken(Runner{RegistrationToken: tc.registration})
 		if !strings.HasPrefix(got.Token, tc.prefix) || len(got.Token) != len(tc.prefix)+32 {
 			t.Errorf("token %q, want %s and 32 characters", got.Token, tc.prefix)
 		}

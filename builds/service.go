@@ -249,27 +249,23 @@ func (s *Service) Config() Config { return s.cfg }
 // runner's TokenExpiresAt says when the token expires. r.RegistrationToken chooses the
 // token's prefix.
 func (s *Service) RegisterRunner(ctx context.Context, r Runner) (Runner, string, error) {
-	token := s.newRunnerToken(r)
+	token := s.NewRunnerToken(r)
 	r.TokenExpiresAt = token.ExpiresAt
 	created, err := s.store.CreateRunner(ctx, r, HashToken(token.Token))
 	if err != nil {
 		return Runner{}, "", err
 	}
-	s.audit(ctx, "runner_created", runnerTarget(created.ID), runnerDetail(created))
+	s.audit(ctx, "runner_created", runnerTarget(created.ID), RunnerAuditDetail(created))
 	return created, token.Token, nil
 }
 
-// UpdateRunner changes a runner's settings for actor and makes every runner poll Postgres
-// again, so an unpaused or retagged runner sees its builds at its next request.
-func (s *Service) UpdateRunner(ctx context.Context, id int64, u RunnerUpdate) (Runner, error) {
-	r, err := s.store.UpdateRunner(ctx, id, u)
-	if err != nil {
-		return Runner{}, err
-	}
+// RunnerChanged forgets what this replica cached of runner id and bumps the queue version
+// naming it: an operator changed its settings or token (package builds/runners), so no
+// idle poll may be answered from an entry older than the change, and its held requests
+// wake.
+func (s *Service) RunnerChanged(ctx context.Context, id int64) {
 	s.runners.forgetRunner(id)
 	s.bumpRunner(ctx, id)
-	s.audit(ctx, "runner_updated", runnerTarget(id), runnerDetail(r))
-	return r, nil
 }
 
 // authenticateRunner resolves a runner token, from memory when recently seen. An idle poll

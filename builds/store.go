@@ -154,10 +154,6 @@ type Store interface {
 	// RunnerByTokenHash finds the runner of a current or previous token; TokenExpiresAt is
 	// that token's. ErrNotFound when no runner has it.
 	RunnerByTokenHash(ctx context.Context, hash []byte) (Runner, error)
-	// Runner returns a runner with one page of its managers (oldest first) and their total.
-	Runner(ctx context.Context, id int64, managers Page) (Runner, int, error)
-	Runners(ctx context.Context, p Page) ([]Runner, int, error)
-	UpdateRunner(ctx context.Context, id int64, u RunnerUpdate) (Runner, error)
 	// UpsertManager records a manager's latest contact. A new system_id is refused with
 	// ErrTooManyManagers when the runner has maxManagers others already (0: no cap);
 	// concurrent first contacts may overshoot the cap by their number.
@@ -172,10 +168,6 @@ type Store interface {
 	// DeleteStaleManagers removes up to limit managers last seen before the given time and
 	// returns how many it removed. Safe on every replica at once (SKIP LOCKED).
 	DeleteStaleManagers(ctx context.Context, before time.Time, limit int) (int, error)
-	// SetRunnerToken replaces a runner's token (an operator's reset): every earlier token,
-	// a previous one in its grace included, stops working. ErrNotFound when there is no
-	// such runner.
-	SetRunnerToken(ctx context.Context, id int64, tokenHash []byte, expiresAt *time.Time) error
 	// RotateRunnerToken applies a runner's reset of its own token (see TokenRotation), a
 	// compare-and-set on the presented token. ErrNotFound when that token is no longer
 	// valid (replaced, expired, or the runner is gone).

@@ -24,6 +24,7 @@ import (
 	"github.com/jobapi/jobapi/builds/projects"
 	"github.com/jobapi/jobapi/builds/pushes"
 	"github.com/jobapi/jobapi/builds/resourcegroups"
+	"github.com/jobapi/jobapi/builds/runners"
 	"github.com/jobapi/jobapi/builds/schedules"
 	"github.com/jobapi/jobapi/builds/tokenguard"
 	"github.com/jobapi/jobapi/builds/triggers"
@@ -53,6 +54,8 @@ type Deps struct {
 	Logs *joblogs.Service
 	// Projects keeps projects, their variables, protected refs and environments.
 	Projects *projects.Service
+	// Runners administers runners for operators: list, settings, token reset, deletion.
+	Runners *runners.Service
 	// Listings serve GitLab's filtered job, commit status and runner lists.
 	Listings *listings.Service
 	// ResourceGroups serves the resource groups API.
@@ -105,7 +108,9 @@ type Handler struct {
 	prj    *projects.Service
 	groups *resourcegroups.Service
 	lists  *listings.Service
-	admin  *tokenguard.AdminGuard
+	// runners administers runners for operators (builds/runners).
+	runners *runners.Service
+	admin   *tokenguard.AdminGuard
 	// registrationHash is the registration token's hash (nil: registration is off).
 	registrationHash []byte
 	log              *slog.Logger
@@ -148,6 +153,7 @@ func New(d Deps) http.Handler {
 		prj:           d.Projects,
 		groups:        d.ResourceGroups,
 		lists:         d.Listings,
+		runners:       d.Runners,
 		log:           d.Logger,
 		faults:        builds.NewFaultTally(d.Logger, "requests degraded: a backend did not answer in time", 0),
 		flags:         d.Flags,

@@ -21,7 +21,7 @@ func (h *Handler) deleteRunner(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := h.svc.DeleteRunner(r.Context(), id); err != nil {
+	if err := h.runners.Delete(r.Context(), id); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -36,7 +36,7 @@ func (h *Handler) resetRunnerTokenByID(w http.ResponseWriter, r *http.Request) e
 	if err != nil {
 		return err
 	}
-	token, err := h.svc.ResetRunnerTokenByID(r.Context(), id)
+	token, err := h.runners.ResetToken(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -237,7 +237,7 @@ func (h *Handler) listRunners(w http.ResponseWriter, r *http.Request) error {
 	if hasRunnerFilter(r.URL.Query()) {
 		return h.listFilteredRunners(w, r, p)
 	}
-	list, total, err := h.svc.Runners(r.Context(), p)
+	list, total, err := h.runners.List(r.Context(), p)
 	if err != nil {
 		return err
 	}
@@ -258,7 +258,7 @@ func (h *Handler) getRunner(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rn, managers, err := h.svc.Runner(r.Context(), id, p)
+	rn, managers, err := h.runners.Get(r.Context(), id, p)
 	if err != nil {
 		return err
 	}
@@ -280,7 +280,7 @@ func (h *Handler) updateRunner(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rn, err := h.svc.UpdateRunner(r.Context(), id, u)
+	rn, err := h.runners.Update(r.Context(), id, u)
 	if err != nil {
 		return err
 	}

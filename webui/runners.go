@@ -40,7 +40,7 @@ type managerRow struct {
 
 func (u *UI) runnersData(r *http.Request) (runnersData, error) {
 	d := runnersData{Page: int(max(queryInt(r, "page", 1), 1))}
-	list, total, err := u.svc.Runners(r.Context(), builds.Page{Page: d.Page, PerPage: runnersPerPage})
+	list, total, err := u.runners.List(r.Context(), builds.Page{Page: d.Page, PerPage: runnersPerPage})
 	if err != nil {
 		return d, err
 	}
@@ -79,7 +79,7 @@ func (u *UI) runnerPause(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	paused := strings.HasSuffix(r.URL.Path, "/pause")
-	if _, err := u.svc.UpdateRunner(r.Context(), id, builds.RunnerUpdate{Paused: &paused}); err != nil {
+	if _, err := u.runners.Update(r.Context(), id, builds.RunnerUpdate{Paused: &paused}); err != nil {
 		u.fail(w, r, err)
 		return
 	}
@@ -96,7 +96,7 @@ func (u *UI) runnerDelete(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
-	if err := u.svc.DeleteRunner(r.Context(), id); err != nil {
+	if err := u.runners.Delete(r.Context(), id); err != nil {
 		u.fail(w, r, err)
 		return
 	}
@@ -111,7 +111,7 @@ func (u *UI) runnerResetToken(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
-	tok, err := u.svc.ResetRunnerTokenByID(r.Context(), id)
+	tok, err := u.runners.ResetToken(r.Context(), id)
 	if err != nil {
 		u.fail(w, r, err)
 		return

@@ -33,6 +33,7 @@ import (
 	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/builds/joblogs"
 	"github.com/jobapi/jobapi/builds/projects"
+	"github.com/jobapi/jobapi/builds/runners"
 	"github.com/jobapi/jobapi/builds/schedules"
 	"github.com/jobapi/jobapi/builds/tokenguard"
 	"github.com/jobapi/jobapi/builds/triggers"
@@ -82,7 +83,9 @@ type Deps struct {
 	// Projects keeps projects and their environments.
 	Projects *projects.Service
 	// Views read the pipeline listing, recent events and ack latency across builds.
-	Views      *views.Service
+	Views *views.Service
+	// Runners administers runners (pause, token reset, deletion) and lists them.
+	Runners    *runners.Service
 	AdminToken string
 	// AdminGuard checks the sign-in token and throttles guessing (nil: AdminToken checked
 	// without throttling).
@@ -127,6 +130,7 @@ type UI struct {
 	logs       *joblogs.Service
 	prj        *projects.Service
 	views      *views.Service
+	runners    *runners.Service
 	flags      Flags
 	sessions   *sessions
 	admin      *tokenguard.AdminGuard
@@ -155,7 +159,7 @@ func New(d Deps) *UI {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	u := &UI{svc: d.Service, pipelines: d.Pipelines, arts: d.Artifacts, logs: d.Logs, prj: d.Projects, views: d.Views, flags: d.Flags, hub: d.Hub, traceWatch: d.TraceWatch, log: d.Log, now: d.Now,
+	u := &UI{svc: d.Service, pipelines: d.Pipelines, arts: d.Artifacts, logs: d.Logs, prj: d.Projects, views: d.Views, runners: d.Runners, flags: d.Flags, hub: d.Hub, traceWatch: d.TraceWatch, log: d.Log, now: d.Now,
 		sessions: newSessions(d.AdminToken, d.Revocations, d.Now), pages: mustParsePages(),
 		lines: newLineCounts(256), admin: d.AdminGuard, users: d.Users, oidc: d.OIDC, perms: d.Access,
 		triggers: d.Triggers, schedules: d.Schedules}

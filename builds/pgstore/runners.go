@@ -10,7 +10,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/runners"
 )
+
+var _ runners.Store = (*Store)(nil)
 
 // runnerCols ends with the runner's current token expiry; runnerByTokenHash puts the
 // presented token's in its place.
