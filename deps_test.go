@@ -29,7 +29,7 @@ type layerRule struct {
 
 var layerRules = []layerRule{
 	{pkgs: "./builds", allowed: []string{}, forbidden: []string{"net/http", "./builds/..."},
-		why: "the domain uses only the standard library, and no transport; the concerns beside it (builds/artifacts, builds/joblogs, builds/projects, builds/resourcegroups, builds/listings, builds/views, builds/runners, builds/triggers, builds/schedules) depend on it, never the reverse"},
+		why: "the domain uses only the standard library, and no transport; the concerns beside it (builds/artifacts, builds/joblogs, builds/projects, builds/resourcegroups, builds/listings, builds/views, builds/runners, builds/auditlog, builds/triggers, builds/schedules) depend on it, never the reverse"},
 	{pkgs: "./builds/artifacts", allowed: []string{"./builds", "./junit"}, forbidden: []string{"net/http"},
 		why: "job artifacts are a concern beside the domain: its types and calls, the JUnit reader and the standard library; stores reach it as interfaces, and no transport"},
 	{pkgs: "./builds/joblogs", allowed: []string{"./builds"}, forbidden: []string{"net/http"},
@@ -40,6 +40,8 @@ var layerRules = []layerRule{
 		why: "resource groups' API is a concern beside the domain: its types, clock, queue bump and audit log, its store as an interface; the store assigns groups, builds never imports this package"},
 	{pkgs: "./builds/listings", allowed: []string{"./builds"}, forbidden: []string{"net/http"},
 		why: "GitLab's filtered lists are a concern beside the domain: its types and clock, its store as an interface; builds never imports them"},
+	{pkgs: "./builds/auditlog", allowed: []string{"./builds"}, forbidden: []string{"net/http"},
+		why: "the audit log's reads are a concern beside the domain: its store as an interface, recording through the core's RecordAudit; builds never imports it"},
 	{pkgs: "./builds/runners", allowed: []string{"./builds"}, forbidden: []string{"net/http"},
 		why: "the operator's side of runners is a concern beside the domain: its store as an interface, the core's runner cache and queue bump, token issue, deletion and audit log through calls; builds never imports it"},
 	{pkgs: "./builds/views", allowed: []string{"./builds"}, forbidden: []string{"net/http"},
@@ -70,7 +72,7 @@ var layerRules = []layerRule{
 		why: "flag keys and getters know OpenFeature only; the Postgres provider is pgflags"},
 	{pkgs: "./handlers/...", forbidden: []string{"github.com/jackc/pgx/v5/...", "github.com/redis/go-redis/v9/..."},
 		why: "handlers speak HTTP and call builds; storage errors reach them as builds' sentinels"},
-	{pkgs: "./webui", allowed: []string{"./builds", "./builds/access", "./builds/artifacts", "./builds/joblogs", "./builds/projects", "./builds/users", "./builds/views", "./builds/runners", "./builds/triggers", "./builds/schedules", "./builds/tokenguard", "./oidclogin", "./cipipeline", "./ciconfig", "./junit", "./api", "github.com/go-chi/chi/v5/...", "github.com/buildkite/terminal-to-html/v3"},
+	{pkgs: "./webui", allowed: []string{"./builds", "./builds/access", "./builds/artifacts", "./builds/joblogs", "./builds/projects", "./builds/users", "./builds/views", "./builds/runners", "./builds/auditlog", "./builds/triggers", "./builds/schedules", "./builds/tokenguard", "./oidclogin", "./cipipeline", "./ciconfig", "./junit", "./api", "github.com/go-chi/chi/v5/...", "github.com/buildkite/terminal-to-html/v3"},
 		forbidden: []string{"github.com/jackc/pgx/v5/...", "github.com/redis/go-redis/v9/..."},
 		why:       "the web UI reads and acts through builds.Service, the services beside it (artifacts, joblogs) and cipipeline.Creator (a pipeline from a ref) like the API; storage stays behind them"},
 	{pkgs: "./ciconfig/...", allowed: []string{"./builds", "./ciconfig/...", "go.yaml.in/yaml/v3"}, forbidden: []string{"net/http", "database/sql"},

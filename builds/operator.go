@@ -350,17 +350,6 @@ func unplayable(b Build) error {
 // Ready reports whether Postgres answers.
 func (s *Service) Ready(ctx context.Context) error { return s.store.Ping(ctx) }
 
-// RecordFeatureSet records that actor changed a feature flag. The flags live in their own
-// backend, outside the service; the audit log of operator actions is the service's.
-func (s *Service) RecordFeatureSet(ctx context.Context, name string, detail map[string]any) {
-	s.audit(ctx, "feature_set", "feature:"+name, detail)
-}
-
-// RecordFeatureDeleted records that actor deleted a feature flag (see RecordFeatureSet).
-func (s *Service) RecordFeatureDeleted(ctx context.Context, name string) {
-	s.audit(ctx, "feature_deleted", "feature:"+name, nil)
-}
-
 // audit records an operator action that succeeded. A failure is logged, not returned: the
 // action itself already happened and must be answered.
 func (s *Service) audit(ctx context.Context, action, target string, detail map[string]any) {
@@ -375,15 +364,4 @@ func jobTarget(id int64) string    { return "job:" + strconv.FormatInt(id, 10) }
 // RunnerAuditDetail is what the audit log keeps of a runner's settings.
 func RunnerAuditDetail(r Runner) map[string]any {
 	return map[string]any{"tag_list": r.Tags, "run_untagged": r.RunUntagged, "paused": r.Paused, "access_level": r.AccessLevel}
-}
-
-// PipelineHistory lists the actions on a pipeline (created, canceled, retried, with who did
-// each), oldest first.
-func (s *Service) PipelineHistory(ctx context.Context, id int64, p Page) ([]AuditEvent, int, error) {
-	return s.audits.AuditOf(ctx, "pipeline:"+strconv.FormatInt(id, 10), p)
-}
-
-// AuditEvents lists operator actions, newest first.
-func (s *Service) AuditEvents(ctx context.Context, p Page) ([]AuditEvent, int, error) {
-	return s.audits.Audit(ctx, p)
 }

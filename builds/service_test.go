@@ -31,24 +31,6 @@ func (a *memAudit) AddAudit(_ context.Context, e AuditEvent) error {
 	return nil
 }
 
-func (a *memAudit) Audit(context.Context, Page) ([]AuditEvent, int, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]AuditEvent(nil), a.events...), len(a.events), nil
-}
-
-func (a *memAudit) AuditOf(_ context.Context, target string, _ Page) ([]AuditEvent, int, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var out []AuditEvent
-	for _, e := range a.events {
-		if e.Target == target {
-			out = append(out, e)
-		}
-	}
-	return out, len(out), nil
-}
-
 // implicitProjects has no project rows: every project is implicit.
 type implicitProjects struct{}
 

@@ -453,11 +453,7 @@ type AuditEvent struct {
 	Detail map[string]any `json:"detail"`
 }
 
-// AuditLog records operator actions (Postgres).
+// AuditLog records operator actions (Postgres); package builds/auditlog reads them.
 type AuditLog interface {
 	AddAudit(ctx context.Context, e AuditEvent) error
-	Audit(ctx context.Context, p Page) ([]AuditEvent, int, error)
-	// AuditOf lists the actions on one target ("pipeline:12"), oldest first: the history a
-	// page of that object shows.
-	AuditOf(ctx context.Context, target string, p Page) ([]AuditEvent, int, error)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/access"
 	"github.com/jobapi/jobapi/builds/artifacts"
+	"github.com/jobapi/jobapi/builds/auditlog"
 	"github.com/jobapi/jobapi/builds/hooks"
 	"github.com/jobapi/jobapi/builds/joblogs"
 	"github.com/jobapi/jobapi/builds/listings"
@@ -56,6 +57,8 @@ type Deps struct {
 	Projects *projects.Service
 	// Runners administers runners for operators: list, settings, token reset, deletion.
 	Runners *runners.Service
+	// Audit reads the audit log and records feature flag changes.
+	Audit *auditlog.Service
 	// Listings serve GitLab's filtered job, commit status and runner lists.
 	Listings *listings.Service
 	// ResourceGroups serves the resource groups API.
@@ -110,7 +113,9 @@ type Handler struct {
 	lists  *listings.Service
 	// runners administers runners for operators (builds/runners).
 	runners *runners.Service
-	admin   *tokenguard.AdminGuard
+	// audit reads the audit log and records feature flag changes (builds/auditlog).
+	audit *auditlog.Service
+	admin *tokenguard.AdminGuard
 	// registrationHash is the registration token's hash (nil: registration is off).
 	registrationHash []byte
 	log              *slog.Logger
@@ -154,6 +159,7 @@ func New(d Deps) http.Handler {
 		groups:        d.ResourceGroups,
 		lists:         d.Listings,
 		runners:       d.Runners,
+		audit:         d.Audit,
 		log:           d.Logger,
 		faults:        builds.NewFaultTally(d.Logger, "requests degraded: a backend did not answer in time", 0),
 		flags:         d.Flags,

@@ -14,7 +14,7 @@ func (h *Handler) listAuditEvents(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	events, total, err := h.svc.AuditEvents(r.Context(), p)
+	events, total, err := h.audit.Events(r.Context(), p)
 	if err != nil {
 		return err
 	}

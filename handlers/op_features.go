@@ -74,7 +74,7 @@ func (h *Handler) setFeature(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return h.mapFlagErr(err)
 	}
-	h.svc.RecordFeatureSet(r.Context(), chi.URLParam(r, "name"), change.detail())
+	h.audit.FeatureSet(r.Context(), chi.URLParam(r, "name"), change.detail())
 	writeJSON(w, http.StatusCreated, f)
 	return nil
 }
@@ -86,7 +86,7 @@ func (h *Handler) deleteFeature(w http.ResponseWriter, r *http.Request) error {
 	if err := h.flags.Delete(r, chi.URLParam(r, "name")); err != nil {
 		return h.mapFlagErr(err)
 	}
-	h.svc.RecordFeatureDeleted(r.Context(), chi.URLParam(r, "name"))
+	h.audit.FeatureDeleted(r.Context(), chi.URLParam(r, "name"))
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

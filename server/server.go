@@ -26,6 +26,7 @@ import (
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/access"
 	"github.com/jobapi/jobapi/builds/artifacts"
+	"github.com/jobapi/jobapi/builds/auditlog"
 	"github.com/jobapi/jobapi/builds/hooks"
 	"github.com/jobapi/jobapi/builds/joblogs"
 	"github.com/jobapi/jobapi/builds/listings"
@@ -379,6 +380,7 @@ type domain struct {
 	access  *access.Service // project members and the permission check
 	lists   *listings.Service
 	runners *runners.Service
+	audit   *auditlog.Service
 	sweeper *retry.Sweeper
 	reaper  *reaper.Reaper
 	stuck   *reaper.StuckStages
@@ -441,6 +443,7 @@ func newDomain(cfg Config, opts Options, be backends, fl flagBackend, m *metrics
 	d.groups = resourcegroups.New(resourcegroups.Deps{Builds: d.svc, Store: d.store})
 	d.lists = listings.New(listings.Deps{Builds: d.svc, Store: d.store})
 	d.runners = runners.New(runners.Deps{Builds: d.svc, Store: d.store})
+	d.audit = auditlog.New(auditlog.Deps{Builds: d.svc, Store: d.store})
 	d.hooks, d.hookWorker = newHooks(cfg, opts, d.store, log)
 	d.access = access.New(access.Deps{Builds: d.svc, Store: d.store, Refs: d.store})
 	policy := deps.Config.Policy
@@ -515,13 +518,13 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 		sso = oidclogin.New(oc)
 	}
 	d.starts = newStartsFromRepository(pipelines, cfg, opts, d, log)
-	ui := webui.New(webui.Deps{OIDC: sso, Access: d.access, Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, Views: views.New(views.Deps{Store: d.store}), Runners: d.runners, AdminToken: cfg.AdminToken, AdminGuard: guard, Users: people, Flags: fl.web, Revocations: d.rs,
+	ui := webui.New(webui.Deps{OIDC: sso, Access: d.access, Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, Views: views.New(views.Deps{Store: d.store}), Runners: d.runners, Audit: d.audit, AdminToken: cfg.AdminToken, AdminGuard: guard, Users: people, Flags: fl.web, Revocations: d.rs,
 		Hub: hub, TraceWatch: d.rs, ExternalURL: cfg.ExternalURL, Log: log, Now: opts.Now, Pipelines: pipelines,
 		Triggers: d.starts.triggers, Schedules: d.starts.schedules})
 	d.pushes = newPushes(d, sources, cfg, opts, log)
 	d.bridges = &downstream.Bridges{Service: d.svc, Artifacts: d.arts, Sources: sources, ServerURL: cfg.ExternalURL,
 		Namespace: handlers.ProjectNamespace, Interval: cfg.SweepInterval, Log: log, Now: opts.Now}
-	h := handlers.New(handlers.Deps{UI: ui, Access: d.access, Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, ResourceGroups: d.groups, Listings: d.lists, Runners: d.runners, Includes: sources, AdminToken: cfg.AdminToken, AdminGuard: guard, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
+	h := handlers.New(handlers.Deps{UI: ui, Access: d.access, Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, ResourceGroups: d.groups, Listings: d.lists, Runners: d.runners, Audit: d.audit, Includes: sources, AdminToken: cfg.AdminToken, AdminGuard: guard, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
 		Flags: fl.admin, Health: health{store: d.store, redis: d.rs}, Pushes: d.pushes,
 		Registry: reg, TraceWatch: d.rs, Limiter: limiter{rl}, ExternalURL: cfg.ExternalURL,
 		ArtifactUploadTimeout: cfg.ArtifactUploadTimeout, Triggers: d.starts.triggers, Schedules: d.starts.schedules, Hooks: d.hooks, Users: people,

@@ -114,7 +114,7 @@ func (u *UI) auditPage(w http.ResponseWriter, r *http.Request) {
 		}
 		page = n
 	}
-	events, total, err := u.svc.AuditEvents(r.Context(), builds.Page{Page: page, PerPage: auditPerPage})
+	events, total, err := u.audit.Events(r.Context(), builds.Page{Page: page, PerPage: auditPerPage})
 	if err != nil {
 		u.fail(w, r, err)
 		return

@@ -392,7 +392,7 @@ func (u *UI) hideRefused(r *http.Request, d *pipelineData) {
 // addHistory lists who did what to the pipeline; a store that fails costs the list, never
 // the page.
 func (u *UI) addHistory(r *http.Request, d pipelineData) pipelineData {
-	events, total, err := u.svc.PipelineHistory(r.Context(), d.ID, builds.Page{Page: 1, PerPage: 100})
+	events, total, err := u.audit.PipelineHistory(r.Context(), d.ID, builds.Page{Page: 1, PerPage: 100})
 	if err != nil {
 		u.log.WarnContext(r.Context(), "history not read for the pipeline page", "pipeline_id", d.ID, "error", err)
 		return d

@@ -139,7 +139,7 @@ func (u *UI) twoPhaseFlag(w http.ResponseWriter, r *http.Request) {
 		err = u.flags.Delete(ctx, twoPhaseFlag)
 		notice = "two_phase_deleted"
 		if err == nil {
-			u.svc.RecordFeatureDeleted(ctx, twoPhaseFlag)
+			u.audit.FeatureDeleted(ctx, twoPhaseFlag)
 		}
 	default:
 		u.flagRefused(w, r, "Unknown change.")
@@ -154,7 +154,7 @@ func (u *UI) twoPhaseFlag(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if op != "delete" {
-		u.svc.RecordFeatureSet(ctx, twoPhaseFlag, detail)
+		u.audit.FeatureSet(ctx, twoPhaseFlag, detail)
 	}
 	http.Redirect(w, r, withNotice("/two_phase", notice), http.StatusSeeOther)
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/access"
 	"github.com/jobapi/jobapi/builds/artifacts"
+	"github.com/jobapi/jobapi/builds/auditlog"
 	"github.com/jobapi/jobapi/builds/joblogs"
 	"github.com/jobapi/jobapi/builds/projects"
 	"github.com/jobapi/jobapi/builds/runners"
@@ -85,7 +86,9 @@ type Deps struct {
 	// Views read the pipeline listing, recent events and ack latency across builds.
 	Views *views.Service
 	// Runners administers runners (pause, token reset, deletion) and lists them.
-	Runners    *runners.Service
+	Runners *runners.Service
+	// Audit reads the audit log (history pages) and records the two-phase flag's changes.
+	Audit      *auditlog.Service
 	AdminToken string
 	// AdminGuard checks the sign-in token and throttles guessing (nil: AdminToken checked
 	// without throttling).
@@ -131,6 +134,7 @@ type UI struct {
 	prj        *projects.Service
 	views      *views.Service
 	runners    *runners.Service
+	audit      *auditlog.Service
 	flags      Flags
 	sessions   *sessions
 	admin      *tokenguard.AdminGuard
@@ -159,7 +163,7 @@ func New(d Deps) *UI {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	u := &UI{svc: d.Service, pipelines: d.Pipelines, arts: d.Artifacts, logs: d.Logs, prj: d.Projects, views: d.Views, runners: d.Runners, flags: d.Flags, hub: d.Hub, traceWatch: d.TraceWatch, log: d.Log, now: d.Now,
+	u := &UI{svc: d.Service, pipelines: d.Pipelines, arts: d.Artifacts, logs: d.Logs, prj: d.Projects, views: d.Views, runners: d.Runners, audit: d.Audit, flags: d.Flags, hub: d.Hub, traceWatch: d.TraceWatch, log: d.Log, now: d.Now,
 		sessions: newSessions(d.AdminToken, d.Revocations, d.Now), pages: mustParsePages(),
 		lines: newLineCounts(256), admin: d.AdminGuard, users: d.Users, oidc: d.OIDC, perms: d.Access,
 		triggers: d.Triggers, schedules: d.Schedules}

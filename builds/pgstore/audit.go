@@ -6,9 +6,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/auditlog"
 )
 
-var _ builds.AuditLog = (*Store)(nil)
+var (
+	_ builds.AuditLog = (*Store)(nil)
+	_ auditlog.Store  = (*Store)(nil)
+)
 
 const addAudit = `INSERT INTO operator_events (at, actor, action, target, detail) VALUES ($1, $2, $3, $4, $5)`
 
