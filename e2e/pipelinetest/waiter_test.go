@@ -54,9 +54,11 @@ func TestWaitLatency(t *testing.T) {
 	}
 	slices.Sort(lats)
 	t.Logf("final update sent → wait answer: min %v, median %v, max %v (safety poll %v)", lats[0], lats[len(lats)/2], lats[len(lats)-1], 2*time.Second)
-	// Without the event the waiter would answer at its 2 s poll, 1.7 s after the update.
-	if lats[len(lats)-1] > time.Second {
-		t.Errorf("slowest wake-up %v: events do not wake the waiter", lats[len(lats)-1])
+	// Without the event the waiter would answer at its 2 s poll, 1.7 s after the update, in
+	// every round; the median tells that apart from one round the loaded machine slowed (a
+	// clean-clone CI run saw max 1.01 s with median 290 ms).
+	if median := lats[len(lats)/2]; median > time.Second {
+		t.Errorf("median wake-up %v: events do not wake the waiter", median)
 	}
 }
 
