@@ -46,6 +46,9 @@ type S3Options struct {
 	PartSize uint64
 	// Transport replaces the HTTP transport (tests inject faults with it).
 	Transport http.RoundTripper
+	// ResumeWithin bounds how long a read whose stream broke tries to pick it up again
+	// (DefaultResumeWithin when 0; < 0: never).
+	ResumeWithin time.Duration
 }
 
 // s3OptionsFromURL reads s3://bucket?endpoint=http://host:port&region=…&use_path_style=….
@@ -95,9 +98,10 @@ func s3OptionsFromURL(u *url.URL) (S3Options, error) {
 
 // S3 is a store in an S3-compatible bucket.
 type S3 struct {
-	client   *minio.Client
-	bucket   string
-	partSize uint64
+	client       *minio.Client
+	bucket       string
+	partSize     uint64
+	resumeWithin time.Duration
 }
 
 var _ builds.ObjectStore = (*S3)(nil)
@@ -131,7 +135,11 @@ func OpenS3(ctx context.Context, o S3Options) (*S3, error) {
 	if part == 0 {
 		part = DefaultPartSize
 	}
-	return &S3{client: client, bucket: o.Bucket, partSize: part}, nil
+	resume := o.ResumeWithin
+	if resume == 0 {
+		resume = DefaultResumeWithin
+	}
+	return &S3{client: client, bucket: o.Bucket, partSize: part, resumeWithin: resume}, nil
 }
 
 // Put streams r as a multipart upload (one part in memory at a time). S3 shows the object
@@ -197,11 +205,128 @@ func (s *S3) Open(ctx context.Context, key string, offset, length int64) (io.Rea
 		return nil, s3Error("open", key, err)
 	}
 	// GetObject is lazy: Stat sends the request, so that a missing key fails here.
-	if _, err := obj.Stat(); err != nil {
+	info, err := obj.Stat()
+	if err != nil {
 		_ = obj.Close()
 		return nil, s3Error("open", key, err)
 	}
-	return obj, nil
+	end := int64(-1)
+	if length > 0 {
+		end = offset + length
+	}
+	return &resumingReader{ctx: ctx, s: s, key: key, etag: info.ETag, obj: obj, pos: offset, end: end,
+		resumeWithin: s.resumeWithin}, nil
+}
+
+// DefaultResumeWithin is how long a read whose stream broke mid-object (the store
+// restarted, a connection was cut) tries to pick it up again before it fails. Once a
+// download's first bytes are sent its status cannot become a 503 any more: a short body is
+// all the client would see, so the read waits out a restart of the store rather than
+// cutting the download.
+const DefaultResumeWithin = 30 * time.Second
+
+// resumingReader reads an object and, when its stream breaks, reopens it where it stopped
+// (a ranged GET pinned to the object's ETag, so that bytes of another version are never
+// joined to the first's), retrying with a backoff for up to resumeWithin.
+type resumingReader struct {
+	ctx          context.Context
+	s            *S3
+	key, etag    string
+	obj          *minio.Object
+	pos, end     int64 // where obj reads next; end of the range read (exclusive), -1: the object's end
+	resumeWithin time.Duration
+	broken       error // the failure of obj's stream, not resumed yet
+	err          error // the error that ended the reader
+}
+
+func (r *resumingReader) Read(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	if r.obj == nil {
+		return 0, errors.New("read of a closed object reader")
+	}
+	if r.end >= 0 && int64(len(p)) > r.end-r.pos {
+		p = p[:r.end-r.pos]
+		if len(p) == 0 {
+			return 0, io.EOF
+		}
+	}
+	if r.broken == nil {
+		n, err := r.obj.Read(p)
+		r.pos += int64(n)
+		if err == nil || err == io.EOF {
+			return n, err
+		}
+		r.broken = err
+		if n > 0 {
+			return n, nil // the next Read resumes
+		}
+	}
+	if err := r.resume(r.broken); err != nil {
+		r.err = err
+		return 0, err
+	}
+	r.broken = nil
+	return r.Read(p)
+}
+
+// resume reopens the object at r.pos after the stream failed with cause, or returns why
+// it cannot: the caller went away, the object changed or is gone, or the store stayed
+// unreachable for resumeWithin.
+func (r *resumingReader) resume(cause error) error {
+	if r.ctx.Err() != nil || r.resumeWithin <= 0 {
+		return s3Error("read", r.key, cause)
+	}
+	_ = r.obj.Close()
+	r.obj = nil
+	deadline := time.Now().Add(r.resumeWithin)
+	wait := 100 * time.Millisecond
+	for {
+		var opts minio.GetObjectOptions
+		err := opts.SetMatchETag(r.etag)
+		switch {
+		case err != nil:
+		case r.end >= 0:
+			err = opts.SetRange(r.pos, r.end-1)
+		case r.pos > 0:
+			err = opts.SetRange(r.pos, 0) // to the end
+		}
+		if err != nil {
+			return s3Error("read", r.key, errors.Join(cause, err))
+		}
+		obj, err := r.s.client.GetObject(r.ctx, r.s.bucket, r.key, opts)
+		if err == nil {
+			if _, err = obj.Stat(); err == nil {
+				r.obj = obj
+				return nil
+			}
+			_ = obj.Close()
+		}
+		switch code := minio.ToErrorResponse(err).Code; {
+		case r.ctx.Err() != nil:
+			return r.ctx.Err()
+		case code == "PreconditionFailed" || missing(err):
+			return fmt.Errorf("read object %s: it changed or went while read (%v) after: %w", r.key, err, cause)
+		case time.Now().After(deadline):
+			return s3Error("read", r.key, fmt.Errorf("%w (and resuming it for %v: %v)", cause, r.resumeWithin, err))
+		}
+		select {
+		case <-r.ctx.Done():
+			return r.ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+func (r *resumingReader) Close() error {
+	if r.obj == nil { // closed by a resume that failed
+		return nil
+	}
+	err := r.obj.Close()
+	r.obj = nil
+	return err
 }
 
 var _ builds.ObjectPresigner = (*S3)(nil)

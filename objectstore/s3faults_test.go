@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +112,79 @@ func TestS3RefusingAndRestartingStore(t *testing.T) {
 	}
 	if got := readAll(t, b.store, "k/stored", 0, -1); !bytes.Equal(got, stored) {
 		t.Error("an object stored before the crash differs after it")
+	}
+}
+
+// A read whose stream is cut mid-object (the proxy in front of the store cut and restored,
+// as a restart of the store does) picks the object up where it stopped: the reader sees
+// every byte once, in order, and no error. A store that stays away past ResumeWithin, or
+// an object replaced meanwhile, ends the read with an error instead of bytes of another
+// version joined to the first's.
+func TestS3ReadResumesAfterACut(t *testing.T) {
+	t.Parallel()
+	srv := testenv.S3(t)
+	ctx := context.Background()
+	open := func(resume time.Duration) *objectstore.S3 {
+		s, err := objectstore.OpenS3(ctx, objectstore.S3Options{Bucket: srv.Bucket,
+			Endpoint: strings.TrimPrefix(srv.Proxy.URL(srv.Endpoint), "http://"), Region: "us-east-1", PathStyle: true,
+			ResumeWithin: resume,
+			Credentials:  objectstore.Credentials{AccessKeyID: srv.AccessKeyID, SecretAccessKey: srv.SecretAccessKey}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open(0)
+	data := randomBytes(t, 24<<20)
+	if _, err := s.Put(ctx, "k/big", bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	// cutAfter reads 1 MB of [off, off+n), cuts the store off for away (and does between),
+	// and reads the rest.
+	cutAfter := func(s *objectstore.S3, off, n int64, away time.Duration, between func()) ([]byte, error) {
+		rc, err := s.Open(ctx, "k/big", off, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		head := make([]byte, 1<<20)
+		if _, err := io.ReadFull(rc, head); err != nil {
+			t.Fatal(err)
+		}
+		srv.Proxy.Stop()
+		if between != nil {
+			between()
+		}
+		go func() { time.Sleep(away); srv.Proxy.Start() }()
+		rest, err := io.ReadAll(rc)
+		return append(head, rest...), err
+	}
+	for _, c := range []struct {
+		name   string
+		off, n int64
+	}{{"whole", 0, -1}, {"from an offset", 3 << 20, -1}, {"a range", 2 << 20, 9 << 20}} {
+		got, err := cutAfter(s, c.off, c.n, 500*time.Millisecond, nil)
+		want := data[c.off:]
+		if c.n > 0 {
+			want = want[:c.n]
+		}
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: read across a cut: %d bytes (want %d), equal %v, %v", c.name, len(got), len(want), bytes.Equal(got, want), err)
+		}
+	}
+
+	if _, err := cutAfter(open(time.Second), 0, -1, 3*time.Second, nil); !errors.Is(err, builds.ErrUnavailable) {
+		t.Errorf("read with the store away past ResumeWithin: %v, want ErrUnavailable", err)
+	}
+	time.Sleep(3 * time.Second) // the proxy is back
+
+	other := randomBytes(t, len(data))
+	_, err := cutAfter(s, 0, -1, 200*time.Millisecond, func() {
+		if _, err := srv.Client(t).PutObject(ctx, srv.Bucket, "k/big", bytes.NewReader(other), int64(len(other)), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err == nil {
+		t.Error("a read across a cut joined the bytes of the object that replaced it")
 	}
 }
