@@ -116,9 +116,21 @@ type Content interface {
 	io.Closer
 }
 
-// ArtifactContent opens a for reading anywhere (http.ServeContent).
+// ArtifactContent opens a for reading anywhere (http.ServeContent). The object's stream is
+// opened here, at its start, before the caller answers: http.ServeContent sends its status
+// before its first read, so a store that is down or refusing must fail now (a 503 the
+// client retries) rather than under a 200 whose body breaks off at its first byte. A read
+// elsewhere (a Range) reopens it there.
 func (s *Service) ArtifactContent(ctx context.Context, a builds.Artifact) (Content, error) {
-	return newObjectReader(ctx, s.objects, a.ObjectKey, a.Size), nil
+	o := newObjectReader(ctx, s.objects, a.ObjectKey, a.Size)
+	if a.Size > 0 {
+		rc, err := s.objects.Open(ctx, a.ObjectKey, 0, -1)
+		if err != nil {
+			return nil, err
+		}
+		o.rc, o.rcOff = rc, 0
+	}
+	return o, nil
 }
 
 // ArchiveMember is one file read out of a job's archive.

@@ -38,6 +38,9 @@ func (s *Service) openTrace(ctx context.Context, id int64) (*TraceContent, error
 	}
 	if archive != nil {
 		r.archive, r.size = archive, archive.Size
+		if err := r.openArchive(); err != nil {
+			return nil, err
+		}
 		return &TraceContent{traceReader: r, Size: r.size, Archive: archive}, nil
 	}
 	_, size, err := s.builds.LiveTraceRange(ctx, id, 0, 0)
@@ -54,7 +57,26 @@ func (s *Service) openTrace(ctx context.Context, id int64) (*TraceContent, error
 			r.archive, r.size = archive, archive.Size
 		}
 	}
+	if err := r.openArchive(); err != nil {
+		return nil, err
+	}
 	return &TraceContent{traceReader: r, Size: r.size, Archive: r.archive}, nil
+}
+
+// openArchive opens an archived log's stream at its start before the caller answers: the
+// trace endpoint's http.ServeContent sends its status before its first read, so a store
+// that is down or refusing must fail here (a 503) rather than under a 200 whose body
+// breaks off. A read elsewhere (a Range) reopens it there.
+func (t *traceReader) openArchive() error {
+	if t.archive == nil || t.size == 0 {
+		return nil
+	}
+	rc, err := t.svc.objects.Open(t.ctx, t.archive.ObjectKey, 0, -1)
+	if err != nil {
+		return err
+	}
+	t.rc, t.rcOff = rc, 0
+	return nil
 }
 
 // liveReadWindow is what one read of a live log asks of Postgres and Redis at most.

@@ -167,6 +167,16 @@ func TestStoreRefusing(t *testing.T) {
 	if chunks := liveChunks(t, inst, logJob.ID); chunks != 0 {
 		t.Errorf("%d live chunks left after the archive", chunks)
 	}
+	// An archived log read with the store throttling is a 503 too, not a 200 cut short.
+	th.on.Store(true)
+	resp, body = inst.Do(t, "GET", fmt.Sprintf("/api/v4/projects/1/jobs/%d/trace", logJob.ID), nil)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("archived trace while throttled: %d Retry-After %q, want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	} else {
+		jobapitest.WantJSONError(t, resp, body, http.StatusServiceUnavailable)
+	}
+	th.on.Store(false)
+
 	clock.Store(int64(3 * time.Hour))
 	if _, err := inst.Artifacts.PassOnce(context.Background()); err != nil {
 		t.Fatal(err)
