@@ -117,9 +117,10 @@ func TestS3RefusingAndRestartingStore(t *testing.T) {
 
 // A read whose stream is cut mid-object (the proxy in front of the store cut and restored,
 // as a restart of the store does) picks the object up where it stopped: the reader sees
-// every byte once, in order, and no error. A store that stays away past ResumeWithin, or
-// an object replaced meanwhile, ends the read with an error instead of bytes of another
-// version joined to the first's.
+// every byte once, in order, and no error. The same cut without the resume (ResumeWithin
+// < 0) breaks the read, so the cut does land mid-stream. A store that stays away past
+// ResumeWithin, or an object replaced meanwhile, ends the read with an error instead of
+// bytes of another version joined to the first's.
 func TestS3ReadResumesAfterACut(t *testing.T) {
 	t.Parallel()
 	srv := testenv.S3(t)
@@ -140,8 +141,8 @@ func TestS3ReadResumesAfterACut(t *testing.T) {
 		t.Fatal(err)
 	}
 	// cutAfter reads 1 MB of [off, off+n), cuts the store off for away (and does between),
-	// and reads the rest.
-	cutAfter := func(s *objectstore.S3, off, n int64, away time.Duration, between func()) ([]byte, error) {
+	// reads the rest, and returns once the store is reachable again.
+	cutAfter := func(s *objectstore.S3, off, n int64, away time.Duration, between func()) ([]byte, time.Duration, error) {
 		rc, err := s.Open(ctx, "k/big", off, n)
 		if err != nil {
 			t.Fatal(err)
@@ -152,18 +153,30 @@ func TestS3ReadResumesAfterACut(t *testing.T) {
 			t.Fatal(err)
 		}
 		srv.Proxy.Stop()
+		began := time.Now()
 		if between != nil {
 			between()
 		}
-		go func() { time.Sleep(away); srv.Proxy.Start() }()
+		back := make(chan struct{})
+		go func() {
+			defer close(back)
+			time.Sleep(away)
+			srv.Proxy.Start()
+		}()
 		rest, err := io.ReadAll(rc)
-		return append(head, rest...), err
+		took := time.Since(began)
+		<-back
+		return append(head, rest...), took, err
+	}
+
+	if got, _, err := cutAfter(open(-1), 0, -1, 200*time.Millisecond, nil); !errors.Is(err, builds.ErrUnavailable) {
+		t.Fatalf("the cut without the resume: %d bytes, %v; want ErrUnavailable (the cut missed the stream)", len(got), err)
 	}
 	for _, c := range []struct {
 		name   string
 		off, n int64
 	}{{"whole", 0, -1}, {"from an offset", 3 << 20, -1}, {"a range", 2 << 20, 9 << 20}} {
-		got, err := cutAfter(s, c.off, c.n, 500*time.Millisecond, nil)
+		got, took, err := cutAfter(s, c.off, c.n, 500*time.Millisecond, nil)
 		want := data[c.off:]
 		if c.n > 0 {
 			want = want[:c.n]
@@ -171,15 +184,15 @@ func TestS3ReadResumesAfterACut(t *testing.T) {
 		if err != nil || !bytes.Equal(got, want) {
 			t.Errorf("%s: read across a cut: %d bytes (want %d), equal %v, %v", c.name, len(got), len(want), bytes.Equal(got, want), err)
 		}
+		t.Logf("%s: the rest read across a 500 ms cut in %v", c.name, took.Round(time.Millisecond))
 	}
 
-	if _, err := cutAfter(open(time.Second), 0, -1, 3*time.Second, nil); !errors.Is(err, builds.ErrUnavailable) {
+	if _, _, err := cutAfter(open(time.Second), 0, -1, 3*time.Second, nil); !errors.Is(err, builds.ErrUnavailable) {
 		t.Errorf("read with the store away past ResumeWithin: %v, want ErrUnavailable", err)
 	}
-	time.Sleep(3 * time.Second) // the proxy is back
 
 	other := randomBytes(t, len(data))
-	_, err := cutAfter(s, 0, -1, 200*time.Millisecond, func() {
+	_, _, err := cutAfter(s, 0, -1, 200*time.Millisecond, func() {
 		if _, err := srv.Client(t).PutObject(ctx, srv.Bucket, "k/big", bytes.NewReader(other), int64(len(other)), minio.PutObjectOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -187,4 +200,5 @@ func TestS3ReadResumesAfterACut(t *testing.T) {
 	if err == nil {
 		t.Error("a read across a cut joined the bytes of the object that replaced it")
 	}
+	t.Logf("a read across a cut, the object replaced meanwhile: %v", err)
 }

@@ -36,7 +36,7 @@ func (w *pausingWriter) Write(p []byte) (int, error) {
 	return w.hashWriter.Write(p)
 }
 
-// TestStoreRestartedMidDownload: the store restarts while a 64 MB archive streams out of
+// TestStoreRestartedMidDownload: the store crashes and restarts while a 64 MB archive streams out of
 // it, 4 MB into the client's read (the client stops reading until the store is down and
 // back). Through jobapi (the operator's download, and a dependent job's download without
 // direct_download) the stream must come out whole or fail visibly (never a short body taken
@@ -64,13 +64,14 @@ func TestStoreRestartedMidDownload(t *testing.T) {
 		}
 	}
 
-	// restartAt is a writer that restarts the store (down for a second) once 4 MB arrived.
+	// restartAt is a writer that crashes and restarts the store (down for a second) once
+	// 4 MB arrived.
 	restartAt := func(what string) (*pausingWriter, func()) {
 		var wg sync.WaitGroup
 		w := &pausingWriter{hashWriter: newHash(), at: 4 << 20, do: func() {
 			wg.Add(1)
 			defer wg.Done()
-			t.Logf("%s: store restarted 4 MB in, no answer for %v", what, restart(t, srv, time.Second, nil).Round(time.Millisecond))
+			t.Logf("%s: store crashed and restarted 4 MB in, no answer for %v", what, crashRestart(t, srv, time.Second).Round(time.Millisecond))
 		}}
 		return w, wg.Wait
 	}

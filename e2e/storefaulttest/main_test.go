@@ -71,6 +71,25 @@ func restart(t *testing.T, srv *testenv.S3Server, down time.Duration, whileDown 
 	return time.Since(began)
 }
 
+// crashRestart kills the test's own store (SIGKILL: every connection cut at once, no
+// request finished, as a crash of the store's host), keeps it down for down and starts it
+// again with its data; it returns how long the store answered nothing. A graceful stop
+// would wait for the requests in flight, which a stalled reader holds open.
+func crashRestart(t *testing.T, srv *testenv.S3Server, down time.Duration) time.Duration {
+	t.Helper()
+	began := time.Now()
+	if err := srv.Own.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(down)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := srv.Own.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return time.Since(began)
+}
+
 // archive is a zip on disk, as the runner's archiver writes it.
 type archive struct {
 	path string
