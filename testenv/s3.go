@@ -66,9 +66,12 @@ func OwnS3(t testing.TB) *S3Server {
 		t.Fatalf("testenv: own S3 server for this test: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := own.Stop(); err != nil {
-			t.Errorf("testenv: %v", err)
-		}
+		// The store is thrown away with the test: killed, not stopped. A graceful stop
+		// waits for weed's volume server to drain connections of its own (about 26 s at
+		// each cleanup in storefaulttest), past localserver's 30 s limit on a loaded
+		// machine, which failed tests for weed's sake. An error here is only that the
+		// test left it down (crashed, not started again).
+		_ = own.Crash()
 		if t.Failed() {
 			t.Logf("testenv: log of the test's own SeaweedFS:\n%s", log)
 		}
