@@ -72,6 +72,30 @@ func (r *realRunner) token() string {
 	return string(m[1])
 }
 
+// startRealRunner creates a runner named name in inst, registers the real gitlab-runner
+// with its token (shell executor) and runs it until the test ends; what it printed is
+// logged when the test fails or runs verbose, and out has it meanwhile.
+func startRealRunner(t *testing.T, inst *jobapitest.Instance, bin, name string) (created api.RunnerCreated, out *syncBuffer) {
+	t.Helper()
+	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/user/runners", map[string]any{"description": name}, &created)
+	r := newRealRunner(t, bin)
+	r.mustRun("register", "--non-interactive", "--url", inst.URL, "--token", created.Token, "--executor", "shell", "--name", name)
+	run := r.command("run", "--working-directory", r.dir)
+	out = &syncBuffer{}
+	run.Stdout, run.Stderr = out, out
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = run.Process.Kill()
+		_ = run.Wait()
+		if t.Failed() || testing.Verbose() {
+			t.Logf("gitlab-runner run:\n%s", out.String())
+		}
+	})
+	return created, out
+}
+
 // requests counts the requests a route has answered with code, from jobapi's metrics.
 func requests(t *testing.T, inst *jobapitest.Instance, method, route string, code int) float64 {
 	t.Helper()
@@ -213,23 +237,7 @@ func TestRealRunnerAbortsJobOfDeletedRunner(t *testing.T) {
 	}
 	t.Parallel()
 	inst := jobapitest.Start(t, jobapitest.Options{})
-	var created api.RunnerCreated
-	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/user/runners", map[string]any{"description": "doomed"}, &created)
-	r := newRealRunner(t, bin)
-	r.mustRun("register", "--non-interactive", "--url", inst.URL, "--token", created.Token, "--executor", "shell", "--name", "doomed")
-	run := r.command("run", "--working-directory", r.dir)
-	out := &syncBuffer{}
-	run.Stdout, run.Stderr = out, out
-	if err := run.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = run.Process.Kill()
-		_ = run.Wait()
-		if t.Failed() || testing.Verbose() {
-			t.Logf("gitlab-runner run:\n%s", out.String())
-		}
-	})
+	created, out := startRealRunner(t, inst, bin, "doomed")
 
 	p := inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "long", "stage": "test",
 		"script": []string{"for i in $(seq 1 120); do echo tick $i; sleep 1; done"}})

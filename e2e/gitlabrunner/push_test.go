@@ -98,23 +98,7 @@ func TestPushesRunOnRealRunner(t *testing.T) {
 	}})
 	forge := newStatusReceiver(t)
 
-	var created api.RunnerCreated
-	inst.MustDo(t, http.StatusCreated, "POST", "/api/v4/user/runners", map[string]any{"description": "pushes"}, &created)
-	r := newRealRunner(t, bin)
-	r.mustRun("register", "--non-interactive", "--url", inst.URL, "--token", created.Token, "--executor", "shell", "--name", "pushes")
-	run := r.command("run", "--working-directory", r.dir)
-	out := &syncBuffer{}
-	run.Stdout, run.Stderr = out, out
-	if err := run.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = run.Process.Kill()
-		_ = run.Wait()
-		if t.Failed() || testing.Verbose() {
-			t.Logf("gitlab-runner run:\n%s", out.String())
-		}
-	})
+	startRealRunner(t, inst, bin, "pushes") // it runs until the test ends
 
 	// project makes a repository with a first commit and a project on it that reports
 	// statuses to the forge as repository acme/<name>.
