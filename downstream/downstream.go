@@ -132,7 +132,8 @@ func creationFailure(err error) (string, bool) {
 // Definition compiles the child pipeline of pb: the trigger's include: entries read at the
 // parent's commit, on the parent's ref, with source parent_pipeline and the variables the
 // trigger forwards (the bridge's YAML variables, then the parent's pipeline variables,
-// a later one of a name winning) as its pipeline variables.
+// a later one of a name winning) as its pipeline variables. Its user is the parent's, as
+// GitLab's child pipelines have the user of the pipeline whose bridge made them.
 func (b *Bridges) Definition(ctx context.Context, pb builds.PendingBridge) (builds.PipelineDefinition, error) {
 	t := pb.Build.Payload.Trigger
 	if t == nil {
@@ -165,7 +166,7 @@ func (b *Bridges) Definition(ctx context.Context, pb builds.PendingBridge) (buil
 	}
 	return builds.PipelineDefinition{ProjectID: parent.ProjectID, Ref: parent.Ref, SHA: parent.SHA,
 		BeforeSHA: parent.BeforeSHA, Source: builds.SourceParentPipeline, Variables: vars,
-		Stages: res.Stages, Jobs: res.Jobs, AutoCancel: res.AutoCancel}, nil
+		Stages: res.Stages, Jobs: res.Jobs, AutoCancel: res.AutoCancel, CreatedBy: parent.CreatedBy}, nil
 }
 
 // forwarded is what trigger:forward passes to the child as pipeline variables: GitLab's

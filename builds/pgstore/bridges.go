@@ -14,7 +14,7 @@ import (
 // pendingBridges reads the bridge pass's queue through builds_bridges_idx. No lock: the
 // pass compiles outside any transaction, and CreateChild's compare-and-set decides.
 const pendingBridges = `
-SELECT ` + buildCols + `, p.project_id, p.iid, p.source, p.before_sha, p.variables, p.depth
+SELECT ` + buildCols + `, p.project_id, p.iid, p.source, p.before_sha, p.variables, p.depth, p.created_by
 FROM builds b` + buildJoins + `
 WHERE b.bridge AND b.status = 'pending'
 ORDER BY b.queued_at, b.id
@@ -30,7 +30,7 @@ func (s *Store) PendingBridges(ctx context.Context, limit int) ([]builds.Pending
 		var pb builds.PendingBridge
 		var status string
 		p := &pb.Pipeline
-		dests := append(buildDests(&pb.Build, &status), &p.ProjectID, &p.IID, &p.Source, &p.BeforeSHA, &p.Variables, &p.Depth)
+		dests := append(buildDests(&pb.Build, &status), &p.ProjectID, &p.IID, &p.Source, &p.BeforeSHA, &p.Variables, &p.Depth, &p.CreatedBy)
 		err := row.Scan(dests...)
 		pb.Build.Status = builds.Status(status)
 		p.ID, p.Ref, p.SHA = pb.Build.PipelineID, pb.Build.Ref, pb.Build.SHA

@@ -98,7 +98,7 @@ func getPipeline(t *testing.T, inst *jobapitest.Instance, projectID, id int64) a
 // TestChildPipelineWithDepend: a parent triggers two children from files of its commit; the
 // children's jobs run on a runner with source parent_pipeline and the forwarded
 // variables; the parent's next stage waits for the depend child, then runs; the bridges
-// list shows both children, and each child names its parent.
+// list shows both children, and each child names its parent and has its user.
 func TestChildPipelineWithDepend(t *testing.T) {
 	t.Parallel()
 	bare, sha := triggerRepo(t)
@@ -123,6 +123,10 @@ func TestChildPipelineWithDepend(t *testing.T) {
 	if child.ParentPipelineID == nil || *child.ParentPipelineID != parent.ID || child.ParentJobID == nil || *child.ParentJobID != apiB.ID ||
 		child.Source != "parent_pipeline" || child.Sha != sha {
 		t.Errorf("child %+v: want parent %d, bridge %d, source parent_pipeline, sha %s", child, parent.ID, apiB.ID, sha)
+	}
+	// The admin token created the parent; its child has the parent's user, as GitLab's.
+	if child.User == nil || child.User.ID != 1 || child.User.Username != "admin" {
+		t.Errorf("child's user %+v, want the parent's (admin, id 1)", child.User)
 	}
 	// The parent's jobs list leaves bridges to …/bridges, as GitLab's does.
 	var jobs []api.JobDetail
