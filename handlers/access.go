@@ -1,6 +1,7 @@
 package handlers
 
-// Who may act on a project: every project route declares its action (h.can(access.RetryJob))
+// Who may act on a project or the instance: every project and instance route declares its
+// action (h.can(access.RetryJob), h.can(access.ReadInstance))
 // and this one middleware asks builds/access for the decision, with the caller's membership
 // read from the store on this request, so that a removed member is refused at once on every
 // replica. A caller with no access to the project gets 404, as from GitLab, so that a
@@ -58,7 +59,12 @@ func (h *Handler) canBy(pick func(*http.Request, builds.Actor) access.Action) fu
 			if err != nil {
 				return err
 			}
-			if err := decisionError(d); err != nil {
+			if d == access.InsufficientScope {
+				// GitLab's body and header, naming the scopes the action's row accepts.
+				writeInsufficientScope(w, rule.TokenScopes())
+				return nil
+			}
+			if err := decisionError(d, rule); err != nil {
 				return err
 			}
 			ctx := context.WithValue(r.Context(), levelKey{}, level)
@@ -91,15 +97,16 @@ func (h *Handler) decide(ctx context.Context, a builds.Actor, pid int64, action 
 	return h.access.Check(ctx, a, pid, action)
 }
 
-// decisionError is how a refusal is answered.
-func decisionError(d access.Decision) error {
-	switch d {
-	case access.Allow:
+// decisionError is how a refusal other than a token's scope is answered; an instance action
+// refused says who may take it.
+func decisionError(d access.Decision, rule access.Rule) error {
+	switch {
+	case d == access.Allow:
 		return nil
-	case access.NotFound:
+	case d == access.NotFound:
 		return &httpError{code: http.StatusNotFound, msg: "404 Project Not Found"}
-	case access.InsufficientScope:
-		return &httpError{code: http.StatusForbidden, msg: "403 Forbidden - insufficient_scope: the token needs the api scope for this"}
+	case rule.AdminOnly:
+		return &httpError{code: http.StatusForbidden, msg: "403 Forbidden - this needs an administrator: the admin token, or an admin user's token with the admin_mode scope"}
 	}
 	return &httpError{code: http.StatusForbidden, msg: "403 Forbidden"}
 }

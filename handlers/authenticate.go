@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/access"
 	"github.com/jobapi/jobapi/builds/users"
 )
 
@@ -50,6 +51,16 @@ func (h *Handler) resolve(r *http.Request, token string) (builds.Actor, error) {
 // allows the request (scopesFor), else 403 insufficient_scope. A request whose actor is
 // resolved already passes on.
 func (h *Handler) authenticate(next http.Handler) http.Handler {
+	return h.identify(next, true)
+}
+
+// routeAccess authenticates the caller of a route that declares its action (h.can,
+// access.go): the action's row says which scopes suffice, so it is h.can that checks them.
+func (h *Handler) routeAccess(next http.Handler) http.Handler {
+	return h.identify(next, false)
+}
+
+func (h *Handler) identify(next http.Handler, checkScopes bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := builds.ActorFrom(r.Context()); ok {
 			next.ServeHTTP(w, r)
@@ -75,9 +86,11 @@ func (h *Handler) authenticate(next http.Handler) http.Handler {
 			h.fail(w, r, err)
 			return
 		}
-		if allowed := scopesFor(r); !scopeAllows(a, allowed) {
-			writeInsufficientScope(w, allowed)
-			return
+		if checkScopes {
+			if allowed := scopesFor(r); !scopeAllows(a, allowed) {
+				writeInsufficientScope(w, allowed)
+				return
+			}
 		}
 		next.ServeHTTP(w, r.WithContext(builds.WithActor(r.Context(), a)))
 	})
@@ -102,22 +115,11 @@ func writeRefused(w http.ResponseWriter, e *users.AuthError) {
 	}
 }
 
-// scopesFor lists the scopes of which a personal access token needs one for r, GitLab's:
-// api for everything, read_api for reads, and the runner scopes for the runner routes.
-// It is the one place that maps routes to scopes.
+// scopesFor lists the scopes of which a personal access token needs one for r, on a route
+// that declares no action (the caller's own): those of a read or a write in access.Table.
 func scopesFor(r *http.Request) []string {
-	allowed := []string{users.ScopeAPI}
-	if r.Method == http.MethodGet || r.Method == http.MethodHead {
-		allowed = append(allowed, users.ScopeReadAPI)
-	}
-	path := strings.TrimPrefix(r.URL.Path, "/api/v4")
-	switch {
-	case r.Method == http.MethodPost && path == "/user/runners":
-		allowed = append(allowed, users.ScopeCreateRunner)
-	case path == "/runners" || strings.HasPrefix(path, "/runners/"):
-		allowed = append(allowed, users.ScopeManageRunner)
-	}
-	return allowed
+	read := r.Method == http.MethodGet || r.Method == http.MethodHead
+	return access.Rule{Write: !read}.TokenScopes()
 }
 
 func scopeAllows(a builds.Actor, allowed []string) bool {
@@ -136,19 +138,6 @@ func writeInsufficientScope(w http.ResponseWriter, allowed []string) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="jobapi", error="insufficient_scope", error_description="`+desc+`", scope="`+scope+`"`)
 	writeJSON(w, http.StatusForbidden, api.ScopeError{Error: "insufficient_scope", ErrorDescription: desc, Scope: scope,
 		Message: "403 Forbidden - insufficient_scope: the token needs one of the scopes " + scope})
-}
-
-// requireAdmin lets administrators through: the admin token, or an admin user acting in
-// admin mode (a token with the admin_mode scope). It guards the instance-wide routes
-// (runners, users, features, the audit log, every job).
-func (h *Handler) requireAdmin(next http.Handler) http.Handler {
-	return h.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a, _ := builds.ActorFrom(r.Context()); !a.Admin {
-			writeError(w, http.StatusForbidden, "403 Forbidden - this needs an administrator: the admin token, or an admin user's token with the admin_mode scope")
-			return
-		}
-		next.ServeHTTP(w, r)
-	}))
 }
 
 // projectAccess authenticates the caller of a project's route; the route's own action

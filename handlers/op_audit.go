@@ -1,5 +1,6 @@
-// Operator API, the audit history: administrators only (requireAdmin in routes.go). Every
-// event names its actor (builds.ActorFrom), put in the request's context by authenticate.
+// Operator API, the audit history: administrators only (access.ReadInstance, h.can in
+// routes.go). Every event names its actor (builds.ActorFrom), put in the request's context
+// when the caller is authenticated.
 
 package handlers
 

@@ -1,5 +1,6 @@
 // Operator API, feature flags (GitLab's Features API): administrators only: the admin token, or
-// an admin user's token with the admin_mode scope (requireAdmin in routes.go).
+// an admin user's token with the admin_mode scope (access.ReadInstance to list,
+// ManageInstance to set or delete; h.can in routes.go).
 
 package handlers
 

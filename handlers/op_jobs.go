@@ -1,6 +1,6 @@
 // Operator API, jobs: a member's personal access token, or an administrator's (or the admin
 // token), in PRIVATE-TOKEN or Authorization: Bearer; each route's action (h.can in routes.go)
-// decides by the caller's role (builds/access). The instance's job list is administrators'.
+// decides by the caller's role (builds/access). The instance's job list is administrators' (access.ReadInstance).
 // What the runner calls on a job is in runner_jobs.go.
 
 package handlers

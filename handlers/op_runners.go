@@ -1,6 +1,7 @@
 // Operator API, runners: administrators only: the admin token, or an admin user's token with
-// the admin_mode scope (requireAdmin in routes.go); a user token also needs a runner scope
-// (create_runner, manage_runner) or api. What gitlab-runner itself calls is in
+// the admin_mode scope. Routes declare access.CreateRunner, ReadRunners or ManageRunners
+// (h.can in routes.go), whose rows let a token's runner scope (create_runner, manage_runner)
+// stand in for api. What gitlab-runner itself calls is in
 // runner_lifecycle.go.
 
 package handlers

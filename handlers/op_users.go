@@ -1,6 +1,7 @@
 package handlers
 
-// Users, GitLab's /users (administrators) and /user (the caller). jobapi keeps no
+// Users, GitLab's /users (administrators: access.ReadInstance to read, ManageInstance to
+// change; h.can in routes.go) and /user (the caller). jobapi keeps no
 // passwords: people sign in with personal access tokens (and the web UI's sign-in), so the
 // password fields of GitLab's create are refused, and the ones that only say what to do
 // with a password (reset_password, force_random_password, skip_confirmation) are accepted

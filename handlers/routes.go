@@ -63,30 +63,33 @@ func (h *Handler) routes(reg *prometheus.Registry) http.Handler {
 		r.Get("/jobs/{job_id}/artifacts", h.wrap(h.downloadArtifact))
 
 		// Operator API (op_*.go): a personal access token or the admin token, in PRIVATE-TOKEN
-		// or Authorization: Bearer (authenticate.go). Instance-wide routes are administrators';
-		// runners also take the runner scopes.
+		// or Authorization: Bearer (authenticate.go). Instance-wide routes declare their
+		// action like a project's (h.can, access.go): administrators'; the runners' rows also
+		// take the runner scopes.
 		r.Group(func(r chi.Router) {
-			r.Use(h.requireAdmin, limitBody(limitSmall))
-			r.Post("/user/runners", h.wrap(h.createRunner))
-			r.Get("/runners", h.wrap(h.listRunners))
-			r.Get("/runners/{runner_id}", h.wrap(h.getRunner))
-			r.Put("/runners/{runner_id}", h.wrap(h.updateRunner))
-			r.Delete("/runners/{runner_id}", h.wrap(h.deleteRunner))
-			r.Post("/runners/{runner_id}/reset_authentication_token", h.wrap(h.resetRunnerTokenByID))
-			r.Get("/runners/all", h.wrap(h.listAllRunners))
-			r.Get("/admin/jobs", h.wrap(h.listJobs))
-			r.Get("/admin/events", h.wrap(h.listAuditEvents))
-			r.Get("/features", h.wrap(h.listFeatures))
-			r.Post("/features/{name}", h.wrap(h.setFeature))
-			r.Delete("/features/{name}", h.wrap(h.deleteFeature))
-			r.Post("/users", h.wrap(h.needUsers(h.createUser)))
-			r.Get("/users", h.wrap(h.needUsers(h.listUsers)))
-			r.Get("/users/{user_id}", h.wrap(h.needUsers(h.getUserByID)))
-			r.Put("/users/{user_id}", h.wrap(h.needUsers(h.updateUser)))
-			r.Delete("/users/{user_id}", h.wrap(h.needUsers(h.deleteUser)))
-			r.Post("/users/{user_id}/block", h.wrap(h.needUsers(h.setUserState(users.StateBlocked))))
-			r.Post("/users/{user_id}/unblock", h.wrap(h.needUsers(h.setUserState(users.StateActive))))
-			r.Post("/users/{user_id}/personal_access_tokens", h.wrap(h.needUsers(h.createUserToken)))
+			r.Use(h.routeAccess, limitBody(limitSmall))
+			read, manage := r.With(h.can(access.ReadInstance)), r.With(h.can(access.ManageInstance))
+			readRunners, manageRunners := r.With(h.can(access.ReadRunners)), r.With(h.can(access.ManageRunners))
+			r.With(h.can(access.CreateRunner)).Post("/user/runners", h.wrap(h.createRunner))
+			readRunners.Get("/runners", h.wrap(h.listRunners))
+			readRunners.Get("/runners/{runner_id}", h.wrap(h.getRunner))
+			manageRunners.Put("/runners/{runner_id}", h.wrap(h.updateRunner))
+			manageRunners.Delete("/runners/{runner_id}", h.wrap(h.deleteRunner))
+			manageRunners.Post("/runners/{runner_id}/reset_authentication_token", h.wrap(h.resetRunnerTokenByID))
+			readRunners.Get("/runners/all", h.wrap(h.listAllRunners))
+			read.Get("/admin/jobs", h.wrap(h.listJobs))
+			read.Get("/admin/events", h.wrap(h.listAuditEvents))
+			read.Get("/features", h.wrap(h.listFeatures))
+			manage.Post("/features/{name}", h.wrap(h.setFeature))
+			manage.Delete("/features/{name}", h.wrap(h.deleteFeature))
+			manage.Post("/users", h.wrap(h.needUsers(h.createUser)))
+			read.Get("/users", h.wrap(h.needUsers(h.listUsers)))
+			read.Get("/users/{user_id}", h.wrap(h.needUsers(h.getUserByID)))
+			manage.Put("/users/{user_id}", h.wrap(h.needUsers(h.updateUser)))
+			manage.Delete("/users/{user_id}", h.wrap(h.needUsers(h.deleteUser)))
+			manage.Post("/users/{user_id}/block", h.wrap(h.needUsers(h.setUserState(users.StateBlocked))))
+			manage.Post("/users/{user_id}/unblock", h.wrap(h.needUsers(h.setUserState(users.StateActive))))
+			manage.Post("/users/{user_id}/personal_access_tokens", h.wrap(h.needUsers(h.createUserToken)))
 		})
 		// The caller's own: anyone authenticated.
 		r.Group(func(r chi.Router) {

@@ -35,18 +35,31 @@ func (d Decision) String() string {
 
 // GitLab's token scopes that the table reads (the users package issues them).
 const (
-	ScopeAPI     = "api"
-	ScopeReadAPI = "read_api"
+	ScopeAPI          = "api"
+	ScopeReadAPI      = "read_api"
+	ScopeCreateRunner = "create_runner"
+	ScopeManageRunner = "manage_runner"
 )
 
-// ScopeAllows reports whether the actor's scopes cover the action: api covers all, read_api
-// the reads; an actor without scopes (the admin token, a web session) is not limited.
-func ScopeAllows(a builds.Actor, action Action) bool {
-	r := RuleOf(action)
-	if a.HasScope(ScopeAPI) {
-		return true
+// TokenScopes lists the scopes of which a personal access token needs one for r: api, read_api
+// for a read, and the row's own Scopes. It is what an insufficient_scope answer names.
+func (r Rule) TokenScopes() []string {
+	s := []string{ScopeAPI}
+	if !r.Write {
+		s = append(s, ScopeReadAPI)
 	}
-	return !r.Write && a.HasScope(ScopeReadAPI)
+	return append(s, r.Scopes...)
+}
+
+// ScopeAllows reports whether the actor's scopes cover the action (one of its row's
+// TokenScopes); an actor without scopes (the admin token, a web session) is not limited.
+func ScopeAllows(a builds.Actor, action Action) bool {
+	for _, s := range RuleOf(action).TokenScopes() {
+		if a.HasScope(s) {
+			return true
+		}
+	}
+	return false
 }
 
 // Decide is the whole rule for one action: the scope first (a token that may not do this

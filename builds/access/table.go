@@ -48,6 +48,11 @@ const (
 	// feature flags, the audit log, every pipeline and job.
 	ReadInstance   Action = "read_instance"
 	ManageInstance Action = "manage_instance"
+	// The instance's runners are the instance's too, but GitLab lets a token with only a
+	// runner scope at them (create_runner, manage_runner): their rows name those scopes.
+	CreateRunner  Action = "create_runner"
+	ReadRunners   Action = "read_runners"
+	ManageRunners Action = "manage_runners"
 )
 
 // Rule is one row of the table: the least role an action needs, and what it covers.
@@ -60,6 +65,9 @@ type Rule struct {
 	// Write actions change something: a token needs the api scope for them; a read needs
 	// api or read_api (GitLab's scopes).
 	Write bool
+	// Scopes are token scopes that suffice for the action besides api (and read_api for a
+	// read): GitLab's runner scopes for the runner actions.
+	Scopes []string
 	// RefRule actions act on a ref: on a protected branch or tag they also need the ref's
 	// own permission (ProtectedRefAllows).
 	RefRule bool
@@ -111,8 +119,11 @@ var Table = []Rule{
 	{Action: ManageOwners, Min: Owner, Write: true, Covers: "add, change, remove owners"},
 	{Action: DeleteProject, Min: Owner, Write: true, Covers: "delete the project"},
 	{Action: ListProjects, Min: NoAccess, Covers: "list projects (a user sees its own)"},
-	{Action: ReadInstance, AdminOnly: true, Covers: "see every pipeline and job, the instance's runners, flags and audit log"},
-	{Action: ManageInstance, AdminOnly: true, Write: true, Covers: "create projects, manage the instance's runners and flags"},
+	{Action: ReadInstance, AdminOnly: true, Covers: "see every pipeline and job, users, flags and the audit log"},
+	{Action: ManageInstance, AdminOnly: true, Write: true, Covers: "create projects, manage users and flags"},
+	{Action: CreateRunner, AdminOnly: true, Write: true, Scopes: []string{ScopeCreateRunner}, Covers: "create instance runners"},
+	{Action: ReadRunners, AdminOnly: true, Scopes: []string{ScopeManageRunner}, Covers: "see the instance's runners"},
+	{Action: ManageRunners, AdminOnly: true, Write: true, Scopes: []string{ScopeManageRunner}, Covers: "change, delete, reset instance runners"},
 }
 
 var rules = func() map[Action]Rule {
@@ -148,6 +159,9 @@ func TableMarkdown() string {
 				c := r.Covers
 				if r.RefRule {
 					c += "¹"
+				}
+				if len(r.Scopes) > 0 {
+					c += " (a token may have the " + strings.Join(r.Scopes, " or ") + " scope instead of api)"
 				}
 				covers = append(covers, c)
 			}
