@@ -66,6 +66,8 @@ type Deps struct {
 	AdminToken     string
 	// AdminGuard checks AdminToken and throttles guessing (nil: checked without throttling).
 	AdminGuard *tokenguard.AdminGuard
+	// WebhookGuard throttles guessing of webhook secrets (nil: no throttling).
+	WebhookGuard *tokenguard.WebhookGuard
 	// RegistrationToken lets gitlab-runner register with POST /runners ("": off, 403).
 	RegistrationToken string
 	Logger            *slog.Logger
@@ -116,6 +118,10 @@ type Handler struct {
 	// audit reads the audit log and records feature flag changes (builds/auditlog).
 	audit *auditlog.Service
 	admin *tokenguard.AdminGuard
+	// webhooks throttles wrong webhook signatures; webhookRefusals logs the refusals once
+	// per interval (a guesser past its budget sends many).
+	webhooks        *tokenguard.WebhookGuard
+	webhookRefusals *builds.FaultTally
 	// registrationHash is the registration token's hash (nil: registration is off).
 	registrationHash []byte
 	log              *slog.Logger
@@ -184,6 +190,8 @@ func New(d Deps) http.Handler {
 		h.uploadTimeout = time.Hour
 	}
 	h.admin = d.AdminGuard
+	h.webhooks = d.WebhookGuard
+	h.webhookRefusals = builds.NewFaultTally(d.Logger, "inbound webhooks throttled: too many wrong signatures", 0)
 	if h.admin == nil {
 		h.admin = tokenguard.NewAdminGuard(d.AdminToken, nil)
 	}

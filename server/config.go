@@ -57,6 +57,10 @@ type Config struct {
 	// RateLimitTokenFailuresPerUser: refused personal access tokens of one user (revoked,
 	// expired, the user blocked) per minute, from anywhere.
 	RateLimitTokenFailuresPerUser int
+	// RateLimitWebhookSignatureFailures and …PerProject: inbound webhooks with a wrong or
+	// missing signature per client address and per project, per minute.
+	RateLimitWebhookSignatureFailures           int
+	RateLimitWebhookSignatureFailuresPerProject int
 	// MaxTokenLifetimeDays bounds personal access tokens' expires_at and is the lifetime of
 	// one created without it (0: no limit, such a token never expires).
 	MaxTokenLifetimeDays  int
@@ -241,6 +245,10 @@ var Settings = []Setting{
 		perMinute(func(c *Config) *int { return &c.RateLimitAdminTokenFailures })},
 	{"JOBAPI_RATE_LIMIT_TOKEN_FAILURES_PER_USER", "10", "refused personal access tokens of one user (revoked, expired, user blocked) per minute from any address (0: off); past it those get 429 + Retry-After, the user's valid tokens never",
 		perMinute(func(c *Config) *int { return &c.RateLimitTokenFailuresPerUser })},
+	{"JOBAPI_RATE_LIMIT_WEBHOOK_SIGNATURE_FAILURES", "10", "inbound webhooks with a wrong or missing signature, per client address per minute (0: off); past it: 429 + Retry-After for that address, a right signature too, and nothing created",
+		perMinute(func(c *Config) *int { return &c.RateLimitWebhookSignatureFailures })},
+	{"JOBAPI_RATE_LIMIT_WEBHOOK_SIGNATURE_FAILURES_PER_PROJECT", "60", "inbound webhooks with a wrong or missing signature, per project per minute from any address (0: off); past it: 429 + Retry-After for every delivery to the project until the minute ends",
+		perMinute(func(c *Config) *int { return &c.RateLimitWebhookSignatureFailuresPerProject })},
 	{"JOBAPI_MAX_TOKEN_LIFETIME_DAYS", "365", "longest lifetime of a personal access token, in days (GitLab's 365): a token created without expires_at expires that many days from today, a later expires_at is a 400 (0: no limit, and a token without expires_at never expires)",
 		func(c *Config, v string) error {
 			n, err := strconv.Atoi(v)

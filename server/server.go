@@ -499,6 +499,9 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 	guard := tokenguard.NewAdminGuard(cfg.AdminToken, failureLimiter{rl})
 	guard.PerClient = cfg.RateLimitAdminTokenFailures
 	guard.PerUser = cfg.RateLimitTokenFailuresPerUser
+	webhooks := tokenguard.NewWebhookGuard(failureLimiter{rl})
+	webhooks.PerClient = cfg.RateLimitWebhookSignatureFailures
+	webhooks.PerProject = cfg.RateLimitWebhookSignatureFailuresPerProject
 	people := users.New(users.Deps{Store: d.store, Builds: d.svc, Now: opts.Now, MaxTokenLifetimeDays: cfg.MaxTokenLifetimeDays})
 	// include: local fetches into a directory of this replica's own, removed once the
 	// replica stopped (Server.Wait); those of replicas killed before are removed here.
@@ -524,7 +527,7 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 	d.pushes = newPushes(d, sources, cfg, opts, log)
 	d.bridges = &downstream.Bridges{Service: d.svc, Artifacts: d.arts, Sources: sources, ServerURL: cfg.ExternalURL,
 		Namespace: handlers.ProjectNamespace, Interval: cfg.SweepInterval, Log: log, Now: opts.Now}
-	h := handlers.New(handlers.Deps{UI: ui, Access: d.access, Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, ResourceGroups: d.groups, Listings: d.lists, Runners: d.runners, Audit: d.audit, Includes: sources, AdminToken: cfg.AdminToken, AdminGuard: guard, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
+	h := handlers.New(handlers.Deps{UI: ui, Access: d.access, Service: d.svc, Artifacts: d.arts, Logs: d.logs, Projects: d.prj, ResourceGroups: d.groups, Listings: d.lists, Runners: d.runners, Audit: d.audit, Includes: sources, AdminToken: cfg.AdminToken, AdminGuard: guard, WebhookGuard: webhooks, RegistrationToken: cfg.RunnerRegistrationToken, Logger: log,
 		Flags: fl.admin, Health: health{store: d.store, redis: d.rs}, Pushes: d.pushes,
 		Registry: reg, TraceWatch: d.rs, Limiter: limiter{rl}, ExternalURL: cfg.ExternalURL,
 		ArtifactUploadTimeout: cfg.ArtifactUploadTimeout, Triggers: d.starts.triggers, Schedules: d.starts.schedules, Hooks: d.hooks, Users: people,
