@@ -30,7 +30,7 @@ type ProjectHook struct {
 	ReleasesEvents           bool      `json:"releases_events"`
 	EnableSSLVerification    bool      `json:"enable_ssl_verification"`
 	TokenPresent             bool      `json:"token_present"`
-	AlertStatus              string    `json:"alert_status"` // always executable: hooks are not disabled
+	AlertStatus              string    `json:"alert_status"` // executable, temporarily_disabled or disabled
 	DisabledUntil            *string   `json:"disabled_until"`
 	URLVariables             []any     `json:"url_variables"`
 	CustomHeaders            []any     `json:"custom_headers"`

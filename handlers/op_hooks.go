@@ -9,6 +9,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -19,10 +20,16 @@ import (
 )
 
 func hookView(hk hooks.Hook) api.ProjectHook {
+	status, until := hk.Alert(time.Now())
+	var disabledUntil *string
+	if until != nil {
+		v := until.UTC().Format(time.RFC3339Nano)
+		disabledUntil = &v
+	}
 	return api.ProjectHook{ID: hk.ID, URL: hk.URL, Name: hk.Name, Description: hk.Description, ProjectID: hk.ProjectID,
 		PushEvents: hk.PushEvents, PushEventsBranchFilter: hk.PushEventsBranchFilter, BranchFilterStrategy: hk.BranchFilterStrategy,
 		TagPushEvents: hk.TagPushEvents, PipelineEvents: hk.PipelineEvents, JobEvents: hk.JobEvents,
-		EnableSSLVerification: hk.EnableSSLVerification, TokenPresent: hk.TokenSet(), AlertStatus: "executable",
+		EnableSSLVerification: hk.EnableSSLVerification, TokenPresent: hk.TokenSet(), AlertStatus: status, DisabledUntil: disabledUntil,
 		URLVariables: []any{}, CustomHeaders: []any{}, CreatedAt: hk.CreatedAt}
 }
 

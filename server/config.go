@@ -103,6 +103,9 @@ type Config struct {
 	HooksMaxAttempts int
 	// HooksRetryBackoff is the wait after a delivery's first failure; it doubles after each.
 	HooksRetryBackoff time.Duration
+	// HooksDisableBackoff is how long a hook is disabled after its 4th failed delivery in a
+	// row (GitLab's auto-disabling); it doubles after each further one, up to a day.
+	HooksDisableBackoff time.Duration
 }
 
 // Setting describes one environment variable: the configuration table in docs/configuration.md is
@@ -366,6 +369,8 @@ var Settings = []Setting{
 	}},
 	{"JOBAPI_HOOKS_RETRY_BACKOFF", "10s", "wait after a delivery's first failure (transport error or non-2xx answer); it doubles after each further one, up to an hour",
 		duration(func(c *Config) *time.Duration { return &c.HooksRetryBackoff })},
+	{"JOBAPI_HOOKS_DISABLE_BACKOFF", "1m", "how long a project hook is temporarily disabled after its 4th failed delivery in a row (no deliveries meanwhile); it doubles after each further failure, up to a day; after 40 in a row the hook is disabled until edited or tested successfully",
+		duration(func(c *Config) *time.Duration { return &c.HooksDisableBackoff })},
 	{"JOBAPI_LOG_LEVEL", "info", "debug, info, warn or error", func(c *Config, v string) error {
 		switch v {
 		case "debug", "info", "warn", "error":
@@ -407,6 +412,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.HooksRetryBackoff < 10*time.Millisecond {
 		return Config{}, fmt.Errorf("JOBAPI_HOOKS_RETRY_BACKOFF: must be at least 10ms")
+	}
+	if c.HooksDisableBackoff < 10*time.Millisecond {
+		return Config{}, fmt.Errorf("JOBAPI_HOOKS_DISABLE_BACKOFF: must be at least 10ms")
 	}
 	c.ObjectStoreCredentials = objectstore.Credentials{AccessKeyID: getenv(ObjectStoreCredentialEnv[0]),
 		SecretAccessKey: getenv(ObjectStoreCredentialEnv[1]), SessionToken: getenv(ObjectStoreCredentialEnv[2])}

@@ -18,7 +18,7 @@ const hookPassInterval = time.Second
 func newHooks(cfg Config, opts Options, store *pgstore.Store, log *slog.Logger) (*hooks.Service, *hooks.Worker) {
 	site := hooks.Site{BaseURL: cfg.ExternalURL, Namespace: handlers.ProjectNamespace}
 	sender := &hooks.Sender{Outbox: store, Site: site, Timeout: cfg.HooksTimeout, MaxAttempts: cfg.HooksMaxAttempts,
-		Backoff: cfg.HooksRetryBackoff, AllowLocal: cfg.HooksAllowLocalNetwork, Now: opts.Now, Log: log}
+		Backoff: cfg.HooksRetryBackoff, DisableBackoff: cfg.HooksDisableBackoff, AllowLocal: cfg.HooksAllowLocalNetwork, Now: opts.Now, Log: log}
 	svc := hooks.NewService(hooks.Deps{Store: store, Log: store, Sender: sender, AllowLocal: cfg.HooksAllowLocalNetwork, Now: opts.Now})
 	w := &hooks.Worker{Events: &hooks.EventPass{Outbox: store, Site: site, Now: opts.Now}, Sender: sender,
 		Interval: hookPassInterval, Log: log}

@@ -44,6 +44,10 @@ type Hook struct {
 	EnableSSLVerification  bool
 	CreatedAt              time.Time
 	UpdatedAt              time.Time
+	// RecentFailures counts its failed deliveries in a row; DisabledUntil is set once they
+	// reach DisableAfter (see disable.go). Both are the sender's; an edit clears them.
+	RecentFailures int
+	DisabledUntil  *time.Time
 }
 
 // TokenSet says whether the hook has a secret token (GitLab's token_present).
@@ -241,7 +245,8 @@ func (s *Service) Get(ctx context.Context, projectID, id int64) (Hook, error) {
 	return s.store.Hook(ctx, projectID, id)
 }
 
-// Update changes a hook; the token stays unless c sets it ("" removes it).
+// Update changes a hook; the token stays unless c sets it ("" removes it). As in GitLab, an
+// edit re-enables a disabled hook: its failures count from zero again.
 func (s *Service) Update(ctx context.Context, projectID, id int64, c Change) (Hook, error) {
 	h, err := s.store.Hook(ctx, projectID, id)
 	if err != nil {

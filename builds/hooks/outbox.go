@@ -78,6 +78,10 @@ type Outbox interface {
 	// RecordHookAttempt logs an attempt and sets its delivery's state and next attempt, unless
 	// the delivery moved on meanwhile (its lease ended and another worker took it).
 	RecordHookAttempt(ctx context.Context, a Attempt, state string, next time.Time) error
+	// RecordHookResult counts a delivery's outcome for the hook (see disable.go): ok resets
+	// the count and re-enables it; a failure, unless the hook is already disabled at now,
+	// adds one and disables it for disableFor(failures) from now when that is not 0.
+	RecordHookResult(ctx context.Context, hookID int64, ok bool, now time.Time, disableFor func(failures int) time.Duration) error
 	// AddHookDelivery writes one delivery whatever its key (a test delivery) and returns it
 	// claimed, attempt 1 under way.
 	AddHookDelivery(ctx context.Context, d Delivery) (Claimed, error)

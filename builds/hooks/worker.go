@@ -43,6 +43,9 @@ type Sender struct {
 	Timeout     time.Duration
 	MaxAttempts int
 	Backoff     time.Duration
+	// DisableBackoff is how long a hook is disabled after its DisableAfter-th failure in a
+	// row; it doubles after each further one (see disable.go).
+	DisableBackoff time.Duration
 	// AllowLocal lets requests reach the local network (see netguard.go).
 	AllowLocal bool
 	Now        func() time.Time
@@ -62,6 +65,9 @@ func (s *Sender) init() {
 		}
 		if s.Backoff <= 0 {
 			s.Backoff = DefaultBackoff
+		}
+		if s.DisableBackoff <= 0 {
+			s.DisableBackoff = DefaultDisableBackoff
 		}
 		if s.Log == nil {
 			s.Log = slog.New(slog.DiscardHandler)
@@ -125,9 +131,27 @@ func (s *Sender) SendOnce(ctx context.Context) (int, error) {
 // error is the store's: a failed request is a logged attempt, not an error.
 func (s *Sender) deliver(ctx context.Context, c Claimed, once bool) (Attempt, error) {
 	s.init()
+	// Outcomes are recorded even when ctx ended (a replica stopping): the request was made.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if c.Hook != nil && !once {
+		if status, until := c.Hook.Alert(s.now()); status != AlertExecutable {
+			return s.skip(rctx, c, status, until)
+		}
+	}
 	a, token := s.attempt(ctx, c)
+	ok := a.StatusCode >= 200 && a.StatusCode <= 299
+	if c.Hook != nil && (ok || !once) {
+		// A test delivery that succeeds re-enables the hook; one that fails does not count,
+		// as the operator is trying the receiver out.
+		if err := s.Outbox.RecordHookResult(rctx, c.Hook.ID, ok, s.now(), func(failures int) time.Duration {
+			return disableBackoff(s.DisableBackoff, failures)
+		}); err != nil {
+			return a, err
+		}
+	}
 	state, next := StateDelivered, s.now()
-	if a.StatusCode < 200 || a.StatusCode > 299 {
+	if !ok {
 		switch {
 		case once || c.Attempts >= s.MaxAttempts:
 			state = StateFailed
@@ -138,10 +162,23 @@ func (s *Sender) deliver(ctx context.Context, c Claimed, once bool) (Attempt, er
 			"event", c.Event, "attempt", c.Attempts, "status_code", a.StatusCode, "error", forgestatus.Mask(a.Error, token),
 			"state", state, "next_attempt_at", next)
 	}
-	// Recorded even when ctx ended (a replica stopping): the request was made.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
 	return a, s.Outbox.RecordHookAttempt(rctx, a, state, next)
+}
+
+// skip gives up a delivery of a disabled hook without a request: GitLab does not send a
+// disabled hook's events, and keeping them would flood the receiver when it comes back. The
+// log shows the attempt that was not made and why.
+func (s *Sender) skip(ctx context.Context, c Claimed, status string, until *time.Time) (Attempt, error) {
+	now := s.now()
+	a := Attempt{DeliveryID: c.ID, Attempt: c.Attempts, URL: c.Hook.URL, StartedAt: now,
+		Error: "not sent: the hook is " + strings.ReplaceAll(status, "_", " ")}
+	if until != nil {
+		a.Error += " until " + until.UTC().Format(time.RFC3339)
+	}
+	a.Error += fmt.Sprintf(" after %d failed deliveries in a row", c.Hook.RecentFailures)
+	s.Log.InfoContext(ctx, "webhook delivery dropped: the hook is disabled", "delivery_id", c.ID, "project_id", c.ProjectID,
+		"hook_id", c.HookID, "event", c.Event, "alert_status", status)
+	return a, s.Outbox.RecordHookAttempt(ctx, a, StateFailed, now)
 }
 
 func decodeStatus(raw []byte) (forgestatus.Status, error) {

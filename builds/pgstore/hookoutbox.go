@@ -219,7 +219,7 @@ WITH due AS (
 )
 SELECT ` + claimedDeliveryCols + `, h.id IS NOT NULL, h.id, h.project_id, h.uuid, h.url, h.name, h.description, h.token,
     h.push_events, h.tag_push_events, h.pipeline_events, h.job_events, h.push_events_branch_filter,
-    h.branch_filter_strategy, h.enable_ssl_verification, h.created_at, h.updated_at,
+    h.branch_filter_strategy, h.enable_ssl_verification, h.created_at, h.updated_at, h.recent_failures, h.disabled_until,
     f.project_id IS NOT NULL, f.project_id, f.forge, f.api_url, f.repository, f.token, f.context, f.created_at, f.updated_at
 FROM c LEFT JOIN project_hooks h ON h.id = c.hook_id
 LEFT JOIN forge_status_settings f ON c.hook_id IS NULL AND f.project_id = c.project_id
@@ -258,11 +258,13 @@ type nullHook struct {
 	uuid, url, name, description, token, filter, strategy *string
 	push, tagPush, pipeline, job, ssl                     *bool
 	createdAt, updatedAt                                  *time.Time
+	failures                                              *int
+	disabledUntil                                         *time.Time
 }
 
 func (n *nullHook) dest() []any {
 	return []any{&n.id, &n.projectID, &n.uuid, &n.url, &n.name, &n.description, &n.token, &n.push, &n.tagPush,
-		&n.pipeline, &n.job, &n.filter, &n.strategy, &n.ssl, &n.createdAt, &n.updatedAt}
+		&n.pipeline, &n.job, &n.filter, &n.strategy, &n.ssl, &n.createdAt, &n.updatedAt, &n.failures, &n.disabledUntil}
 }
 
 func (n *nullHook) value() *hooks.Hook {
@@ -272,7 +274,8 @@ func (n *nullHook) value() *hooks.Hook {
 	return &hooks.Hook{ID: *n.id, ProjectID: *n.projectID, UUID: *n.uuid, URL: *n.url, Name: *n.name,
 		Description: *n.description, Token: *n.token, PushEvents: *n.push, TagPushEvents: *n.tagPush,
 		PipelineEvents: *n.pipeline, JobEvents: *n.job, PushEventsBranchFilter: *n.filter, BranchFilterStrategy: *n.strategy,
-		EnableSSLVerification: *n.ssl, CreatedAt: *n.createdAt, UpdatedAt: *n.updatedAt}
+		EnableSSLVerification: *n.ssl, CreatedAt: *n.createdAt, UpdatedAt: *n.updatedAt, RecentFailures: *n.failures,
+		DisabledUntil: n.disabledUntil}
 }
 
 type nullForge struct {

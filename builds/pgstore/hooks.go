@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -18,12 +19,12 @@ var (
 
 const hookCols = `id, project_id, uuid, url, name, description, token, push_events, tag_push_events,
     pipeline_events, job_events, push_events_branch_filter, branch_filter_strategy,
-    enable_ssl_verification, created_at, updated_at`
+    enable_ssl_verification, created_at, updated_at, recent_failures, disabled_until`
 
 func hookDest(h *hooks.Hook) []any {
 	return []any{&h.ID, &h.ProjectID, &h.UUID, &h.URL, &h.Name, &h.Description, &h.Token, &h.PushEvents,
 		&h.TagPushEvents, &h.PipelineEvents, &h.JobEvents, &h.PushEventsBranchFilter, &h.BranchFilterStrategy,
-		&h.EnableSSLVerification, &h.CreatedAt, &h.UpdatedAt}
+		&h.EnableSSLVerification, &h.CreatedAt, &h.UpdatedAt, &h.RecentFailures, &h.DisabledUntil}
 }
 
 func scanHook(row pgx.Row) (hooks.Hook, error) {
@@ -89,11 +90,12 @@ func (s *Store) Hook(ctx context.Context, projectID, id int64) (hooks.Hook, erro
 const updateHook = `
 UPDATE project_hooks SET url = $3, name = $4, description = $5, token = $6, push_events = $7,
     tag_push_events = $8, pipeline_events = $9, job_events = $10, push_events_branch_filter = $11,
-    branch_filter_strategy = $12, enable_ssl_verification = $13, updated_at = $14
+    branch_filter_strategy = $12, enable_ssl_verification = $13, updated_at = $14,
+    recent_failures = 0, disabled_until = NULL
 WHERE project_id = $1 AND id = $2
 RETURNING ` + hookCols
 
-// UpdateHook writes a hook's fields.
+// UpdateHook writes a hook's fields and re-enables it (GitLab: an edit does).
 func (s *Store) UpdateHook(ctx context.Context, h hooks.Hook) (hooks.Hook, error) {
 	updated, err := scanHook(s.pool.QueryRow(ctx, updateHook, h.ProjectID, h.ID, h.URL, h.Name, h.Description, h.Token,
 		h.PushEvents, h.TagPushEvents, h.PipelineEvents, h.JobEvents, h.PushEventsBranchFilter, h.BranchFilterStrategy,
@@ -164,4 +166,39 @@ func (s *Store) ForgeStatusAttempts(ctx context.Context, projectID int64, pg bui
 		return nil, 0, err
 	}
 	return s.attempts(ctx, projectID, hooks.ForgeStatusTarget, pg)
+}
+
+// RecordHookResult counts a delivery's outcome for the hook; the row is locked so that
+// replicas sending to the same hook at once count every failure once.
+func (s *Store) RecordHookResult(ctx context.Context, hookID int64, ok bool, now time.Time, disableFor func(int) time.Duration) error {
+	if ok {
+		_, err := s.pool.Exec(ctx, `UPDATE project_hooks SET recent_failures = 0, disabled_until = NULL
+WHERE id = $1 AND (recent_failures <> 0 OR disabled_until IS NOT NULL)`, hookID)
+		return err
+	}
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		var failures int
+		var until *time.Time
+		err := tx.QueryRow(ctx, `SELECT recent_failures, disabled_until FROM project_hooks WHERE id = $1 FOR UPDATE`, hookID).
+			Scan(&failures, &until)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // deleted meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		// A failure of a request sent before the hook was disabled does not count again.
+		if failures >= hooks.PermanentlyDisableAfter || (until != nil && now.Before(*until)) {
+			return nil
+		}
+		failures++
+		until = nil
+		if d := disableFor(failures); d > 0 && failures < hooks.PermanentlyDisableAfter {
+			t := now.Add(d)
+			until = &t
+		}
+		_, err = tx.Exec(ctx, `UPDATE project_hooks SET recent_failures = $2, disabled_until = $3 WHERE id = $1`,
+			hookID, failures, until)
+		return err
+	})
 }
