@@ -1,22 +1,14 @@
 package handlers
 
 import (
-	"errors"
 	"math"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
-
-	"github.com/jobapi/jobapi/builds"
 )
 
 const projectsPrefix = "/api/v4/projects/"
-
-// implicitProjectPath is the path of a project that has pipelines but no row (GitLab's
-// paths for it, CI_PROJECT_PATH, name it so): project-<id>.
-var implicitProjectPath = regexp.MustCompile(`^project-([1-9][0-9]{0,18})$`)
 
 // unknownProjectID stands for a path no project has: no project has this id, so the route
 // answers what it answers for any unknown id (401 without a token, 404 with one), and a
@@ -69,20 +61,11 @@ func (h *Handler) projectPaths(next http.Handler) http.Handler {
 	})
 }
 
-// projectIDByPath is the id of the project with path: its row's, an implicit project's
-// (project-<id>, which has none), or unknownProjectID.
+// projectIDByPath is the id of the project with path, or unknownProjectID.
 func (h *Handler) projectIDByPath(r *http.Request, path string) (int64, error) {
-	p, err := h.prj.ProjectByPath(r.Context(), path)
-	switch {
-	case err == nil:
-		return p.ID, nil
-	case !errors.Is(err, builds.ErrNotFound):
-		return 0, err
+	id, found, err := h.prj.IDByPath(r.Context(), path)
+	if err != nil || !found {
+		return unknownProjectID, err
 	}
-	if m := implicitProjectPath.FindStringSubmatch(path); m != nil {
-		if id, err := strconv.ParseInt(m[1], 10, 64); err == nil {
-			return id, nil
-		}
-	}
-	return unknownProjectID, nil
+	return id, nil
 }

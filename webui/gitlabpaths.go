@@ -1,21 +1,14 @@
 package webui
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
-	"strconv"
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/access"
 	"github.com/jobapi/jobapi/builds/projects"
 )
-
-// implicitProject is the path of a project that has pipelines but no row: project-<id>.
-var implicitProject = regexp.MustCompile(`^project-([1-9][0-9]{0,18})$`)
 
 // gitlabPaths answers the pages at GitLab's paths, which the API's web_url and
 // target_url, CI_PROJECT_URL, CI_JOB_URL and CI_PIPELINE_URL name as GitLab does
@@ -68,21 +61,11 @@ func (u *UI) gitlabRedirect(kind string) http.HandlerFunc {
 	}
 }
 
-// projectIDByPath is the project of a path: its row's id, an implicit project's, or 0.
+// projectIDByPath is the project of a path (projects.Service.IDByPath), or 0.
 func (u *UI) projectIDByPath(r *http.Request, path string) (int64, error) {
-	if u.prj != nil {
-		p, err := u.prj.ProjectByPath(r.Context(), path)
-		if err == nil {
-			return p.ID, nil
-		}
-		if !errors.Is(err, builds.ErrNotFound) {
-			return 0, err
-		}
+	if u.prj == nil {
+		return 0, nil
 	}
-	if m := implicitProject.FindStringSubmatch(path); m != nil {
-		if id, err := strconv.ParseInt(m[1], 10, 64); err == nil {
-			return id, nil
-		}
-	}
-	return 0, nil
+	id, _, err := u.prj.IDByPath(r.Context(), path)
+	return id, err
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -303,6 +304,29 @@ func (s *Service) Project(ctx context.Context, id int64) (builds.Project, error)
 // namespace), as scripts and links name a project.
 func (s *Service) ProjectByPath(ctx context.Context, path string) (builds.Project, error) {
 	return s.store.ProjectByPath(ctx, path)
+}
+
+// implicitPath is the path of a project that has pipelines but no row (CI_PROJECT_PATH
+// names it so): project-<id>.
+var implicitPath = regexp.MustCompile(`^project-([1-9][0-9]{0,18})$`)
+
+// IDByPath is the id of the project a path names, as GitLab's API paths and links name
+// projects: its row's, or an implicit project's (project-<id>, which has none); found is
+// false for a path no project has.
+func (s *Service) IDByPath(ctx context.Context, path string) (id int64, found bool, err error) {
+	p, err := s.store.ProjectByPath(ctx, path)
+	switch {
+	case err == nil:
+		return p.ID, true, nil
+	case !errors.Is(err, builds.ErrNotFound):
+		return 0, false, err
+	}
+	if m := implicitPath.FindStringSubmatch(path); m != nil {
+		if id, err := strconv.ParseInt(m[1], 10, 64); err == nil {
+			return id, true, nil
+		}
+	}
+	return 0, false, nil
 }
 
 // Projects lists projects by id.
