@@ -125,32 +125,55 @@ type fleetUsage struct {
 	PeakMB float64 `json:"peak_rss_mb"`
 }
 
-// runFleetProcess plays the fleet in a child process; between runs in this process after
-// the child's warm-up, before its measured phase.
-func (e *env) runFleetProcess(ctx context.Context, rs []*runner, rec *recorder, between func()) (fleetUsage, error) {
+// fleetProcess is the bench binary playing a fleet in a child process (fleetEnv): its
+// stdin takes the fleetSpec and then commands a line each, its stdout answers.
+type fleetProcess struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Reader
+}
+
+// startFleetProcess starts the child, its stderr going to the bench's log.
+func (e *env) startFleetProcess(ctx context.Context) (*fleetProcess, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return fleetUsage{}, err
-	}
-	spec := fleetSpec{BaseURL: e.baseURL, Interval: e.cfg.IdleInterval, Duration: e.cfg.IdleDuration}
-	for _, r := range rs {
-		spec.Runners = append(spec.Runners, fleetRunner{Token: r.Token, SystemID: r.SystemID})
+		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, exe)
 	cmd.Env = append(os.Environ(), fleetEnv+"=1")
 	cmd.Stderr = e.log
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return fleetUsage{}, err
+		return nil, err
 	}
 	stdoutPipe, err := cmd.StdoutPipe()
 	if err != nil {
-		return fleetUsage{}, err
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return &fleetProcess{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdoutPipe)}, nil
+}
+
+// send writes one command line.
+func (f *fleetProcess) send(line string) error {
+	_, err := io.WriteString(f.stdin, line+"\n")
+	return err
+}
+
+// runFleetProcess plays the fleet in a child process; between runs in this process after
+// the child's warm-up, before its measured phase.
+func (e *env) runFleetProcess(ctx context.Context, rs []*runner, rec *recorder, between func()) (fleetUsage, error) {
+	spec := fleetSpec{BaseURL: e.baseURL, Interval: e.cfg.IdleInterval, Duration: e.cfg.IdleDuration}
+	for _, r := range rs {
+		spec.Runners = append(spec.Runners, fleetRunner{Token: r.Token, SystemID: r.SystemID})
+	}
+	fp, err := e.startFleetProcess(ctx)
+	if err != nil {
 		return fleetUsage{}, err
 	}
-	out := bufio.NewReader(stdoutPipe)
+	cmd, stdin, out := fp.cmd, fp.stdin, fp.out
 	res, runErr := func() (fleetResult, error) {
 		if err := json.NewEncoder(stdin).Encode(spec); err != nil {
 			return fleetResult{}, err
@@ -159,7 +182,7 @@ func (e *env) runFleetProcess(ctx context.Context, rs []*runner, rec *recorder, 
 			return fleetResult{}, fmt.Errorf("fleet process: want warm, got %q: %v", line, err)
 		}
 		between()
-		if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		if err := fp.send("go"); err != nil {
 			return fleetResult{}, err
 		}
 		var res fleetResult

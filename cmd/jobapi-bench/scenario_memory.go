@@ -7,10 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -65,26 +63,11 @@ func (e *env) memory(ctx context.Context, fleet []fleetRunner) (*Result, error) 
 	}()
 	sctx, cancel := context.WithTimeout(ctx, cfg.ScenarioTimeout)
 	defer cancel()
-	exe, err := os.Executable()
+	fp, err := e.startFleetProcess(sctx)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(sctx, exe)
-	cmd.Env = append(os.Environ(), fleetEnv+"=1")
-	cmd.Stderr = e.log
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdoutPipe, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	out := bufio.NewReader(stdoutPipe)
-	send := func(line string) error { _, err := io.WriteString(stdin, line+"\n"); return err }
+	cmd, stdin, out, send := fp.cmd, fp.stdin, fp.out, fp.send
 	m := memoryStats{Runners: len(fleet), Backlog: cfg.IdleBacklog, LongPollS: cfg.PickupLongPoll.Seconds(), BaseRSSMB: baseMB,
 		LoadStart: load0}
 	var rec *recorder

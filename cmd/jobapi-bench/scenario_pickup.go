@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"strings"
 	"time"
 
@@ -132,32 +128,17 @@ func (e *env) pickupMode(ctx context.Context, rs []*runner, mode string, rec *re
 		}()
 		url = srv.URL
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return m, err
-	}
 	spec := fleetSpec{BaseURL: url, Interval: cfg.PickupInterval, Pickup: true, LongPoll: mode != "poll"}
 	for _, r := range rs {
 		spec.Runners = append(spec.Runners, fleetRunner{Token: r.Token, SystemID: r.SystemID})
 	}
 	sctx, cancel := context.WithTimeout(ctx, cfg.ScenarioTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(sctx, exe)
-	cmd.Env = append(os.Environ(), fleetEnv+"=1")
-	cmd.Stderr = e.log
-	stdin, err := cmd.StdinPipe()
+	fp, err := e.startFleetProcess(sctx)
 	if err != nil {
 		return m, err
 	}
-	stdoutPipe, err := cmd.StdoutPipe()
-	if err != nil {
-		return m, err
-	}
-	if err := cmd.Start(); err != nil {
-		return m, err
-	}
-	out := bufio.NewReader(stdoutPipe)
-	send := func(line string) error { _, err := io.WriteString(stdin, line+"\n"); return err }
+	cmd, stdin, out, send := fp.cmd, fp.stdin, fp.out, fp.send
 	count := func() (int64, error) {
 		if err := send("count"); err != nil {
 			return 0, err
