@@ -60,13 +60,19 @@ func restart(t *testing.T, srv *testenv.S3Server, down time.Duration, whileDown 
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := srv.Own.RestartAfter(ctx, func() {
+	wasDown := false
+	err := srv.Own.RestartAfter(ctx, func() {
+		wasDown = true
 		if whileDown != nil {
 			whileDown()
 		}
 		time.Sleep(down)
-	}); err != nil {
-		t.Fatal(err)
+	})
+	if !wasDown && whileDown != nil {
+		whileDown() // a caller waiting for the store to be down must not wait for ever
+	}
+	if err != nil {
+		t.Error(err) // not Fatal: tests restart the store from goroutines of their own
 	}
 	return time.Since(began)
 }
@@ -77,15 +83,27 @@ func restart(t *testing.T, srv *testenv.S3Server, down time.Duration, whileDown 
 // would wait for the requests in flight, which a stalled reader holds open.
 func crashRestart(t *testing.T, srv *testenv.S3Server, down time.Duration) time.Duration {
 	t.Helper()
+	return crashRestartWhile(t, srv, down, nil)
+}
+
+// crashRestartWhile is crashRestart calling whileDown once the store is killed (or failed
+// to be). A failure is t.Error, not Fatal: tests crash the store from goroutines of their
+// own, and one waiting in whileDown must not wait for ever.
+func crashRestartWhile(t *testing.T, srv *testenv.S3Server, down time.Duration, whileDown func()) time.Duration {
+	t.Helper()
 	began := time.Now()
-	if err := srv.Own.Crash(); err != nil {
-		t.Fatal(err)
+	err := srv.Own.Crash()
+	if whileDown != nil {
+		whileDown()
 	}
-	time.Sleep(down)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := srv.Own.Start(ctx); err != nil {
-		t.Fatal(err)
+	if err == nil {
+		time.Sleep(down)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		err = srv.Own.Start(ctx)
+		cancel()
+	}
+	if err != nil {
+		t.Error(err)
 	}
 	return time.Since(began)
 }

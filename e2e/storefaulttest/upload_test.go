@@ -52,7 +52,9 @@ func TestStoreRestartedMidUpload(t *testing.T) {
 			restarted.Add(1)
 			go func() {
 				defer restarted.Done()
-				downFor = restart(t, srv, time.Second, func() { close(down) })
+				// Killed, not stopped: a graceful stop waits for the part upload in flight,
+				// whose body this stalled read holds, until the stop's own time limit.
+				downFor = crashRestartWhile(t, srv, time.Second, func() { close(down) })
 			}()
 			<-down // the rest of the body goes to a replica whose store is gone
 		}}, nil
