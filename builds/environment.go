@@ -27,25 +27,6 @@ var EnvironmentActions = []string{"start", "prepare", "stop", "verify", "access"
 // EnvironmentTiers are `environment:deployment_tier`'s values.
 var EnvironmentTiers = []string{"production", "staging", "testing", "development", "other"}
 
-// RefSlug is GitLab's slug of a ref or name (CI_COMMIT_REF_SLUG, CI_JOB_NAME_SLUG,
-// CI_PROJECT_PATH_SLUG): lowercased, every other character a dash, at most 63, no dash at
-// either end.
-func RefSlug(s string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(s) {
-		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('-')
-		}
-	}
-	out := b.String()
-	if len(out) > 63 {
-		out = out[:63]
-	}
-	return strings.Trim(out, "-")
-}
-
 var dashes = regexp.MustCompile(`-+`)
 
 // EnvironmentSlug is CI_ENVIRONMENT_SLUG: lowercase letters, digits and dashes, starting

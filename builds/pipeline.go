@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"slices"
 	"time"
+
+	"github.com/jobapi/jobapi/gitref"
 )
 
 // Pipeline statuses.
@@ -166,10 +168,7 @@ const (
 	DefaultStage       = "test"
 )
 
-var (
-	variableKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,254}$`)
-	shaPattern  = regexp.MustCompile(`^[0-9a-f]{40}$`)
-)
+var variableKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,254}$`)
 
 // Normalize fills defaults and validates the definition. It returns a *ValidationError.
 func (d *PipelineDefinition) Normalize() error {
@@ -182,8 +181,8 @@ func (d *PipelineDefinition) Normalize() error {
 	if d.SHA == "" {
 		d.SHA = ZeroSHA
 	}
-	if err := CheckRevisions(d.Ref, d.SHA, d.BeforeSHA); err != nil {
-		return err
+	if err := gitref.CheckRevisions(d.Ref, d.SHA, d.BeforeSHA); err != nil {
+		return &ValidationError{Msg: err.Error()}
 	}
 	if err := d.normalizeOrigin(); err != nil {
 		return err

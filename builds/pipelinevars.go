@@ -3,6 +3,8 @@ package builds
 import (
 	"slices"
 	"time"
+
+	"github.com/jobapi/jobapi/gitref"
 )
 
 // Pipeline sources jobapi accepts (CI_PIPELINE_SOURCE, GitLab's names). A pipeline posted
@@ -56,8 +58,8 @@ func (d *PipelineDefinition) normalizeOrigin() error {
 	if d.BeforeSHA == "" {
 		d.BeforeSHA = ZeroSHA
 	}
-	if err := CheckSHA("before_sha", d.BeforeSHA); err != nil {
-		return err
+	if err := gitref.CheckSHA("before_sha", d.BeforeSHA); err != nil {
+		return &ValidationError{Msg: err.Error()}
 	}
 	if len(d.Variables) > MaxVariables {
 		return invalid("at most %d pipeline variables", MaxVariables)

@@ -34,10 +34,11 @@ func TestNormalizeOriginRejects(t *testing.T) {
 		edit func(*PipelineDefinition)
 		want string
 	}{
-		"unknown source":    {func(d *PipelineDefinition) { d.Source = "merge_request_event" }, "source"},
-		"short before_sha":  {func(d *PipelineDefinition) { d.BeforeSHA = "abc" }, "before_sha"},
-		"bad variable name": {func(d *PipelineDefinition) { d.Variables = []Variable{{Key: "1A"}} }, "pipeline variable name"},
-		"variable twice":    {func(d *PipelineDefinition) { d.Variables = []Variable{{Key: "A"}, {Key: "A"}} }, "twice"},
+		"unknown source":     {func(d *PipelineDefinition) { d.Source = "merge_request_event" }, "source"},
+		"short before_sha":   {func(d *PipelineDefinition) { d.BeforeSHA = "abc" }, "before_sha"},
+		"ref like an option": {func(d *PipelineDefinition) { d.Ref = "--upload-pack=x" }, "ref"},
+		"bad variable name":  {func(d *PipelineDefinition) { d.Variables = []Variable{{Key: "1A"}} }, "pipeline variable name"},
+		"variable twice":     {func(d *PipelineDefinition) { d.Variables = []Variable{{Key: "A"}, {Key: "A"}} }, "twice"},
 		"value too long": {func(d *PipelineDefinition) {
 			d.Variables = []Variable{{Key: "A", Value: strings.Repeat("x", MaxVariableValue+1)}}
 		}, "longer"},

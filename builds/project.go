@@ -3,8 +3,6 @@ package builds
 import (
 	"context"
 	"errors"
-	"net/url"
-	"strings"
 	"time"
 )
 
@@ -15,7 +13,7 @@ type Project struct {
 	Name string
 	Path string
 	// RepoURL is the git remote as the operator gave it, credentials included: only the job
-	// payload carries it so. Show RedactURL(RepoURL) anywhere else.
+	// payload carries it so. Show gitremote.Redact(RepoURL) anywhere else.
 	RepoURL       string
 	DefaultBranch string
 	// CIConfigPath is GitLab's ci_config_path: the file a pipeline from the repository
@@ -58,44 +56,6 @@ func (p JobProject) RefProtected(ref string) bool {
 		return RefProtected(ref, nil)
 	}
 	return RefProtected(ref, &p.Protected)
-}
-
-// RedactURL hides the credentials of a remote. An http(s) username is hidden too: it is
-// often the token itself (https://<token>@host/…). Other schemes keep the user (ssh://git@…)
-// and lose only a password.
-func RedactURL(s string) string {
-	if !strings.Contains(s, "://") {
-		// scp-like user:password@host:path: git takes "user:password" for the ssh user.
-		if at := strings.Index(s, "@"); at > 0 {
-			if user, _, ok := strings.Cut(s[:at], ":"); ok && !strings.Contains(s[:at], "/") {
-				return user + ":*****" + s[at:]
-			}
-		}
-		return s
-	}
-	u, err := url.Parse(s)
-	if err != nil {
-		// Unparseable yet stored (never, as validated): show nothing of it.
-		return "*****"
-	}
-	if u.User == nil {
-		return s
-	}
-	_, hasPassword := u.User.Password()
-	switch {
-	case u.Scheme == "https" || u.Scheme == "http":
-		if hasPassword {
-			u.User = url.UserPassword("*****", "*****")
-		} else {
-			u.User = url.User("*****")
-		}
-	case hasPassword:
-		u.User = url.UserPassword(u.User.Username(), "*****")
-	default:
-		return s
-	}
-	// url.String escapes the asterisks; put them back so the redaction reads plainly.
-	return strings.ReplaceAll(u.String(), "%2A", "*")
 }
 
 // ProjectReader reads what a job and a new pipeline need of a project (Postgres; package

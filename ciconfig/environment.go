@@ -7,6 +7,7 @@ import (
 
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/ciconfig/expr"
+	"github.com/jobapi/jobapi/gitref"
 )
 
 // envSpec is a job's `environment:` as the file writes it; the pipeline expands its name
@@ -183,12 +184,12 @@ func predefinedForEnvironment(vars expr.Lookup, jobName string) expr.Lookup {
 		switch name {
 		case "CI_COMMIT_REF_SLUG":
 			ref, ok := vars("CI_COMMIT_REF_NAME")
-			return builds.RefSlug(ref), ok
+			return gitref.Slug(ref), ok
 		case "CI_COMMIT_SHORT_SHA":
 			sha, ok := vars("CI_COMMIT_SHA")
 			return sha[:min(8, len(sha))], ok
 		case "CI_JOB_NAME_SLUG":
-			return builds.RefSlug(jobName), true
+			return gitref.Slug(jobName), true
 		}
 		return "", false
 	}

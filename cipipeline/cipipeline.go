@@ -23,6 +23,7 @@ import (
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/ciconfig"
 	"github.com/jobapi/jobapi/cisource"
+	"github.com/jobapi/jobapi/gitref"
 )
 
 // DefaultConfigPath is the file read when the project names none (GitLab's default).
@@ -96,7 +97,7 @@ func (c *Creator) Compile(ctx context.Context, req FromRef) (Compiled, error) {
 	if req.Ref == "" {
 		return Compiled{}, &ciconfig.Error{Message: "ref is missing: the branch or tag to run the pipeline for"}
 	}
-	if err := builds.CheckRevisions(req.Ref, req.SHA, req.BeforeSHA); err != nil {
+	if err := gitref.CheckRevisions(req.Ref, req.SHA, req.BeforeSHA); err != nil {
 		return Compiled{}, &ciconfig.Error{Message: err.Error()}
 	}
 	jp, err := c.Service.ProjectForPipeline(ctx, req.ProjectID)

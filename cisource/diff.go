@@ -10,8 +10,8 @@ import (
 	"os/exec"
 	"strings"
 
-	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/ciconfig"
+	"github.com/jobapi/jobapi/gitremote"
 )
 
 // emptyTree is git's empty tree: the base of a commit whose history shares nothing with
@@ -100,7 +100,7 @@ func (r *repo) fetchRevs(ctx context.Context, remote string, history bool, refsp
 		return ciconfig.ErrRevisionNotFound
 	case errors.As(err, &ee) || errors.Is(err, context.DeadlineExceeded):
 		return &ciconfig.IncludeError{Message: fmt.Sprintf("the project's repository %s could not be fetched: %v",
-			builds.RedactURL(remote), redact(err, remote)), Transient: true}
+			gitremote.Redact(remote), redact(err, remote)), Transient: true}
 	}
 	return err
 }

@@ -25,8 +25,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/ciconfig"
+	"github.com/jobapi/jobapi/gitremote"
 )
 
 // Bounds of the git cache: how many repositories it keeps, and how many commits one
@@ -287,7 +287,7 @@ func (r *repo) fetch(ctx context.Context, remote, rev string) error {
 			// A commit the remote does not have is the user's; anything else (the remote
 			// unreachable, slow, refusing) may pass: Transient, which a bridge waits out.
 			return &ciconfig.IncludeError{Message: fmt.Sprintf("the project's repository %s could not be fetched at %s: %v",
-				builds.RedactURL(remote), rev, redact(err, remote)), Transient: !missingRef(err.Error())}
+				gitremote.Redact(remote), rev, redact(err, remote)), Transient: !missingRef(err.Error())}
 		}
 		return err
 	}
@@ -340,7 +340,7 @@ func gitEnv(remote string) []string {
 func redact(err error, remote string) string {
 	msg := err.Error()
 	if remote != "" {
-		msg = strings.ReplaceAll(msg, remote, builds.RedactURL(remote))
+		msg = strings.ReplaceAll(msg, remote, gitremote.Redact(remote))
 		for _, secret := range remoteSecrets(remote) {
 			msg = strings.ReplaceAll(msg, secret, "*****")
 		}

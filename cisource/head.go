@@ -8,8 +8,8 @@ import (
 	"os/exec"
 	"strings"
 
-	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/ciconfig"
+	"github.com/jobapi/jobapi/gitremote"
 )
 
 // Head is a branch or tag of a repository and the commit at its tip.
@@ -26,7 +26,7 @@ func (h Head) PipelineRef() string { return strings.TrimPrefix(h.Ref, "refs/head
 // pipeline: a name is a branch or a tag (refs/heads/… or refs/tags/… choose one); a name
 // that is both is ambiguous. Its errors are *ciconfig.IncludeError, Transient when the
 // remote could not be read (the same call may succeed later), not when the ref is unknown
-// or ambiguous. The caller checks ref first (builds.CheckRefName).
+// or ambiguous. The caller checks ref first (gitref.CheckName).
 func (g *GitCache) Head(ctx context.Context, remote, ref string) (Head, error) {
 	if err := notAnOption("ref", ref); err != nil {
 		return Head{}, err
@@ -42,7 +42,7 @@ func (g *GitCache) Head(ctx context.Context, remote, ref string) (Head, error) {
 	switch len(found) {
 	case 0:
 		return Head{}, &ciconfig.IncludeError{Message: fmt.Sprintf("ref %.100q is neither a branch nor a tag of the project's repository %s",
-			ref, builds.RedactURL(remote))}
+			ref, gitremote.Redact(remote))}
 	case 1:
 	default:
 		return Head{}, &ciconfig.IncludeError{Message: fmt.Sprintf("ref %.100q is ambiguous: the project's repository has a branch and a tag of that name; "+
@@ -87,7 +87,7 @@ func (g *GitCache) lsRemote(ctx context.Context, remote string, refs []string) (
 			return nil, fmt.Errorf("git ls-remote: %w", err) // git itself could not run: the server's
 		}
 		return nil, &ciconfig.IncludeError{Message: fmt.Sprintf("the project's repository %s could not be read: %v",
-			builds.RedactURL(remote), redact(cause, remote)), Transient: true}
+			gitremote.Redact(remote), redact(cause, remote)), Transient: true}
 	}
 	have := map[string]bool{}
 	for _, line := range strings.Split(stdout.String(), "\n") {

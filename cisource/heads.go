@@ -8,7 +8,8 @@ import (
 	"os/exec"
 	"strings"
 
-	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/gitref"
+	"github.com/jobapi/jobapi/gitremote"
 )
 
 // maxHeads bounds the branches and tags read from one remote by ListHeads.
@@ -38,7 +39,7 @@ func ListHeads(ctx context.Context, remote string) ([]Head, error) {
 		default:
 			return nil, fmt.Errorf("git ls-remote: %w", err) // git itself could not run
 		}
-		return nil, fmt.Errorf("the project's repository %s could not be read: %s", builds.RedactURL(remote), redact(err, remote))
+		return nil, fmt.Errorf("the project's repository %s could not be read: %s", gitremote.Redact(remote), redact(err, remote))
 	}
 	var heads []Head
 	at := map[string]int{}
@@ -49,7 +50,7 @@ func ListHeads(ctx context.Context, remote string) ([]Head, error) {
 		}
 		peeled := strings.HasSuffix(ref, "^{}")
 		ref = strings.TrimSuffix(ref, "^{}")
-		if !strings.HasPrefix(ref, "refs/heads/") && !strings.HasPrefix(ref, "refs/tags/") || builds.CheckRefName("ref", ref) != nil {
+		if !strings.HasPrefix(ref, "refs/heads/") && !strings.HasPrefix(ref, "refs/tags/") || gitref.CheckName("ref", ref) != nil {
 			continue
 		}
 		if i, ok := at[ref]; ok {
@@ -59,7 +60,7 @@ func ListHeads(ctx context.Context, remote string) ([]Head, error) {
 			continue
 		}
 		if len(heads) == maxHeads {
-			return nil, fmt.Errorf("the project's repository %s has more than %d branches and tags", builds.RedactURL(remote), maxHeads)
+			return nil, fmt.Errorf("the project's repository %s has more than %d branches and tags", gitremote.Redact(remote), maxHeads)
 		}
 		at[ref] = len(heads)
 		heads = append(heads, Head{Ref: ref, SHA: sha})

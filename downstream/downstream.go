@@ -30,6 +30,7 @@ import (
 	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/ciconfig"
 	"github.com/jobapi/jobapi/cisource"
+	"github.com/jobapi/jobapi/gitref"
 	"github.com/jobapi/jobapi/periodic"
 )
 
@@ -142,7 +143,7 @@ func (b *Bridges) Definition(ctx context.Context, pb builds.PendingBridge) (buil
 	parent := pb.Pipeline
 	// The parent's ref and sha were checked at its creation; one stored before that check
 	// existed must not reach git either.
-	if err := builds.CheckRevisions(parent.Ref, parent.SHA, parent.BeforeSHA); err != nil {
+	if err := gitref.CheckRevisions(parent.Ref, parent.SHA, parent.BeforeSHA); err != nil {
 		return builds.PipelineDefinition{}, &ciconfig.Error{Job: pb.Build.Name, Key: "trigger", Message: "the parent pipeline's " + err.Error()}
 	}
 	jp, err := b.Service.ProjectForPipeline(ctx, parent.ProjectID)

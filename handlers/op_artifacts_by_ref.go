@@ -8,6 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/gitref"
 )
 
 // getRefArtifacts is GitLab's GET /projects/:id/jobs/artifacts/:ref_name/download?job=name:
@@ -62,7 +63,7 @@ func refArtifactParams(r *http.Request) (pid int64, ref, job string, err error) 
 	if ref, err = unescapedParam(r, "ref_name", "ref_name"); err != nil {
 		return 0, "", "", err
 	}
-	if err := builds.CheckRefName("ref_name", ref); err != nil {
+	if err := gitref.CheckName("ref_name", ref); err != nil {
 		return 0, "", "", err
 	}
 	job = r.URL.Query().Get("job")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/ciconfig"
+	"github.com/jobapi/jobapi/gitref"
 )
 
 // yamlMediaTypes are the Content-Types under which POST …/pipeline and …/ci/lint take the
@@ -82,7 +83,7 @@ func (h *Handler) compile(r *http.Request, pid int64, req ciRequest) (builds.Pip
 // ciContext gathers what the compiler's rules may test. The request's ref, sha and
 // before_sha are checked first: include: local and rules:changes/exists hand them to git.
 func (h *Handler) ciContext(r *http.Request, pid int64, req ciRequest) (ciconfig.Context, error) {
-	if err := builds.CheckRevisions(req.Ref, req.SHA, req.Origin.BeforeSha); err != nil {
+	if err := gitref.CheckRevisions(req.Ref, req.SHA, req.Origin.BeforeSha); err != nil {
 		return ciconfig.Context{}, err
 	}
 	jp, err := h.svc.ProjectForPipeline(r.Context(), pid)
@@ -169,7 +170,7 @@ func (h *Handler) lint(w http.ResponseWriter, r *http.Request) error {
 		// GitLab's static check reads the file at the default branch whatever ref says
 		// (ref only sets a dry run's context). A ref git would take for an option is still
 		// a 400, as for a dry run.
-		if err := builds.CheckRevisions(req.Ref, req.SHA, req.Origin.BeforeSha); err != nil {
+		if err := gitref.CheckRevisions(req.Ref, req.SHA, req.Origin.BeforeSha); err != nil {
 			return err
 		}
 		req.Ref, req.SHA, req.Origin = "", "", pipelineOrigin{}

@@ -7,8 +7,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/jobapi/jobapi/api"
-	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/listings"
+	"github.com/jobapi/jobapi/gitref"
 )
 
 // listCommitStatuses is GitLab's GET /projects/:id/repository/commits/:sha/statuses: one
@@ -24,7 +24,7 @@ func (h *Handler) listCommitStatuses(w http.ResponseWriter, r *http.Request) err
 	sha := chi.URLParam(r, "sha")
 	// Pipelines carry full commit ids; GitLab would also resolve a branch name or a short
 	// id here, from the repository jobapi does not keep.
-	if err := builds.CheckSHA("sha", sha); err != nil {
+	if err := gitref.CheckSHA("sha", sha); err != nil {
 		return err
 	}
 	q := r.URL.Query()

@@ -12,6 +12,7 @@ import (
 	"github.com/jobapi/jobapi/builds/listings"
 	"github.com/jobapi/jobapi/ciconfig"
 	"github.com/jobapi/jobapi/cisource"
+	"github.com/jobapi/jobapi/gitref"
 )
 
 // GitLab's read and control calls on a project's pipelines: the list with its filters, the
@@ -137,7 +138,7 @@ func (h *Handler) refHead(r *http.Request, pid int64, ref string) (cisource.Head
 	if ref == "" {
 		ref = jp.Project.DefaultBranch
 	}
-	if err := builds.CheckRevisions(ref, "", ""); err != nil {
+	if err := gitref.CheckRevisions(ref, "", ""); err != nil {
 		return cisource.Head{}, false, err
 	}
 	head, err := h.includes.Git.Head(r.Context(), jp.Project.RepoURL, ref)

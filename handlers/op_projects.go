@@ -11,6 +11,7 @@ import (
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/projects"
+	"github.com/jobapi/jobapi/gitremote"
 )
 
 // ProjectNamespace is the one namespace jobapi has: CI_PROJECT_PATH is jobapi/<path>.
@@ -34,7 +35,7 @@ func (f projectFields) change() projects.ProjectChange {
 
 func projectView(p builds.Project) api.Project {
 	return api.Project{ID: p.ID, Name: p.Name, Path: p.Path, PathWithNamespace: projectNamespace + "/" + p.Path,
-		RepoURL: builds.RedactURL(p.RepoURL), DefaultBranch: p.DefaultBranch, CIConfigPath: p.CIConfigPath, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+		RepoURL: gitremote.Redact(p.RepoURL), DefaultBranch: p.DefaultBranch, CIConfigPath: p.CIConfigPath, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
 }
 
 // projectError words the project sentinels for the client.

@@ -16,6 +16,7 @@ import (
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/builds/users"
+	"github.com/jobapi/jobapi/gitref"
 )
 
 // httpError is an error with the status and client message already decided.
@@ -45,6 +46,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var (
 		he       *httpError
 		verr     *builds.ValidationError
+		refErr   *gitref.Error
 		jf       *builds.JobForbiddenError
 		noJob    *builds.NoJobError
 		rangeErr *builds.TraceRangeError
@@ -101,6 +103,8 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusConflict, taken.Error())
 	case errors.As(err, &verr):
 		writeError(w, http.StatusBadRequest, verr.Msg)
+	case errors.As(err, &refErr):
+		writeError(w, http.StatusBadRequest, refErr.Msg)
 	case errors.As(err, &tooBig):
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", tooBig.Limit))
 	case errors.As(err, &tooLarge):

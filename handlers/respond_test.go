@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/gitref"
 )
 
 // TestFailMapsEndlessConflictsToRetryableUnavailable: a compare-and-set that lost every
@@ -104,5 +105,19 @@ func TestJobForbiddenWireText(t *testing.T) {
 	h.fail(w, httptest.NewRequest(http.MethodPost, "/api/v4/jobs/request", nil), builds.ErrRunnerForbidden)
 	if w.Code != http.StatusForbidden || w.Body.String() != `{"message":"403 Forbidden"}`+"\n" {
 		t.Errorf("unknown runner token: got %d %q; want 403 with message 403 Forbidden", w.Code, w.Body.String())
+	}
+}
+
+// TestFailAnswersRefusedRefsWith400: a ref or commit id gitref refuses is the client's 400
+// with gitref's words, as a builds.ValidationError is.
+func TestFailAnswersRefusedRefsWith400(t *testing.T) {
+	h := &Handler{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, err := range []error{gitref.CheckName("ref_name", "--upload-pack=x"), gitref.CheckSHA("sha", "HEAD")} {
+		w := httptest.NewRecorder()
+		h.fail(w, httptest.NewRequest(http.MethodGet, "/api/v4/projects/1/repository/commits/HEAD/statuses", nil), err)
+		var body struct{ Message string }
+		if jerr := json.Unmarshal(w.Body.Bytes(), &body); w.Code != http.StatusBadRequest || jerr != nil || body.Message != err.Error() {
+			t.Errorf("%v: got %d %q; want 400 with its message", err, w.Code, w.Body.String())
+		}
 	}
 }

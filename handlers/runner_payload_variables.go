@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/gitref"
 )
 
 // jobVariables layers the job's variables in GitLab's precedence ("CI/CD variable
@@ -43,7 +44,7 @@ func jobVariables(a builds.Assignment, base string, project jobProjectInfo, refN
 	vars.public("CI_PROJECT_ID", strconv.FormatInt(b.ProjectID, 10))
 	vars.public("CI_PROJECT_NAME", project.name)
 	vars.public("CI_PROJECT_PATH", project.fullPath)
-	vars.public("CI_PROJECT_PATH_SLUG", builds.RefSlug(project.fullPath))
+	vars.public("CI_PROJECT_PATH_SLUG", gitref.Slug(project.fullPath))
 	vars.public("CI_PROJECT_NAMESPACE", projectNamespace)
 	vars.public("CI_PROJECT_ROOT_NAMESPACE", projectNamespace)
 	vars.public("CI_PROJECT_URL", project.url)
@@ -57,7 +58,7 @@ func jobVariables(a builds.Assignment, base string, project jobProjectInfo, refN
 	vars.public("CI_PIPELINE_CREATED_AT", a.Pipeline.CreatedAt.UTC().Format(time.RFC3339))
 	vars.public("CI_JOB_ID", strconv.FormatInt(b.ID, 10))
 	vars.public("CI_JOB_NAME", b.Name)
-	vars.public("CI_JOB_NAME_SLUG", builds.RefSlug(b.Name))
+	vars.public("CI_JOB_NAME_SLUG", gitref.Slug(b.Name))
 	vars.public("CI_JOB_STAGE", b.Stage)
 	vars.public("CI_JOB_URL", fmt.Sprintf("%s/-/jobs/%d", project.url, b.ID))
 	vars.set(api.JobVariable{Key: "CI_JOB_TOKEN", Value: a.JobToken, Masked: true})
@@ -72,7 +73,7 @@ func jobVariables(a builds.Assignment, base string, project jobProjectInfo, refN
 	vars.public("CI_COMMIT_SHORT_SHA", shortSHA)
 	vars.public("CI_COMMIT_BEFORE_SHA", a.Pipeline.BeforeSHA)
 	vars.public("CI_COMMIT_REF_NAME", refName)
-	vars.public("CI_COMMIT_REF_SLUG", builds.RefSlug(refName))
+	vars.public("CI_COMMIT_REF_SLUG", gitref.Slug(refName))
 	vars.public("CI_COMMIT_REF_PROTECTED", strconv.FormatBool(protected))
 	switch {
 	case refType == "tag":

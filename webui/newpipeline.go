@@ -11,6 +11,7 @@ import (
 	"github.com/jobapi/jobapi/builds/access"
 	"github.com/jobapi/jobapi/ciconfig"
 	"github.com/jobapi/jobapi/cipipeline"
+	"github.com/jobapi/jobapi/gitremote"
 )
 
 // newPipelineVariableRows is how many variable rows the form has: the form works without
@@ -57,7 +58,7 @@ func (u *UI) newPipelineForm(w http.ResponseWriter, r *http.Request) (newPipelin
 	p, err := u.prj.Project(r.Context(), pid)
 	switch {
 	case err == nil:
-		d.Project = &projectRow{Project: p, Repo: builds.RedactURL(p.RepoURL)}
+		d.Project = &projectRow{Project: p, Repo: gitremote.Redact(p.RepoURL)}
 	case !errors.Is(err, builds.ErrNotFound):
 		u.fail(w, r, err)
 		return d, false

@@ -10,6 +10,7 @@ import (
 	"github.com/jobapi/jobapi/builds/access"
 	"github.com/jobapi/jobapi/builds/projects"
 	"github.com/jobapi/jobapi/builds/views"
+	"github.com/jobapi/jobapi/gitremote"
 )
 
 const projectsPerPage = 50
@@ -46,7 +47,7 @@ func (u *UI) projectsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Total = total
 	for _, p := range list {
-		d.Rows = append(d.Rows, projectRow{Project: p, Repo: builds.RedactURL(p.RepoURL)})
+		d.Rows = append(d.Rows, projectRow{Project: p, Repo: gitremote.Redact(p.RepoURL)})
 	}
 	if d.Page > 1 {
 		d.PrevURL = pageURL("/projects", r.URL.Query(), d.Page-1)
@@ -81,7 +82,7 @@ func (u *UI) projectPage(w http.ResponseWriter, r *http.Request) {
 	p, err := u.prj.Project(r.Context(), pid)
 	switch {
 	case err == nil:
-		d.Project = &projectRow{Project: p, Repo: builds.RedactURL(p.RepoURL)}
+		d.Project = &projectRow{Project: p, Repo: gitremote.Redact(p.RepoURL)}
 	case !errors.Is(err, builds.ErrNotFound):
 		u.fail(w, r, err)
 		return

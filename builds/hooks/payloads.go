@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/gitremote"
 )
 
 // The payloads below are GitLab's webhook events (docs: user/project/integrations/
@@ -81,7 +82,7 @@ type projectPayload struct {
 }
 
 func (s Site) project(p builds.Project) projectPayload {
-	remote := builds.RedactURL(p.RepoURL)
+	remote := gitremote.Redact(p.RepoURL)
 	return projectPayload{ID: p.ID, Name: p.Name, WebURL: s.projectURL(p), GitHTTPURL: remote, Namespace: s.Namespace,
 		PathWithNamespace: s.Namespace + "/" + p.Path, DefaultBranch: p.DefaultBranch, CIConfigPath: p.CIConfigPath,
 		Homepage: s.projectURL(p), URL: remote, HTTPURL: remote}
@@ -353,7 +354,7 @@ type repository struct {
 }
 
 func (s Site) repository(prj builds.Project) repository {
-	remote := builds.RedactURL(prj.RepoURL)
+	remote := gitremote.Redact(prj.RepoURL)
 	return repository{Name: prj.Name, URL: remote, Homepage: s.projectURL(prj), GitHTTPURL: remote}
 }
 

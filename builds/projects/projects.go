@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/gitref"
+	"github.com/jobapi/jobapi/gitremote"
 )
 
 // Namespace is the one namespace jobapi has: a project's GitLab path is jobapi/<path>
@@ -105,8 +107,8 @@ func applyProject(p *builds.Project, c ProjectChange) error {
 		p.RepoURL = u
 	}
 	if c.DefaultBranch != nil {
-		if err := builds.CheckRefName("default_branch", *c.DefaultBranch); err != nil {
-			return err
+		if err := gitref.CheckName("default_branch", *c.DefaultBranch); err != nil {
+			return &builds.ValidationError{Msg: err.Error()}
 		}
 		p.DefaultBranch = *c.DefaultBranch
 	}
@@ -417,7 +419,7 @@ func projectTarget(id int64) string { return fmt.Sprintf("project:%d", id) }
 
 // projectDetail is what the audit log keeps of a project: the remote redacted.
 func projectDetail(p builds.Project) map[string]any {
-	return map[string]any{"name": p.Name, "path": p.Path, "repo_url": builds.RedactURL(p.RepoURL), "default_branch": p.DefaultBranch,
+	return map[string]any{"name": p.Name, "path": p.Path, "repo_url": gitremote.Redact(p.RepoURL), "default_branch": p.DefaultBranch,
 		"ci_config_path": p.CIConfigPath}
 }
 

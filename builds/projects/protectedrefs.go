@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/gitref"
 )
 
 // Protected refs, as an operator sets them (GitLab's protected_branches and protected_tags):
@@ -62,10 +63,10 @@ func newProtectedRef(refType string, c ProtectedRefChange) (ProtectedRef, error)
 	if c.Name == nil || *c.Name == "" {
 		return p, &builds.ValidationError{Msg: "name is missing"}
 	}
-	// A pattern is a ref name with * in it: git's rules (CheckRefName's), * taken for a letter.
-	if name := *c.Name; builds.RefNameProblem(strings.ReplaceAll(name, "*", "x")) != "" {
+	// A pattern is a ref name with * in it: git's rules (gitref.CheckName's), * taken for a letter.
+	if name := *c.Name; gitref.NameProblem(strings.ReplaceAll(name, "*", "x")) != "" {
 		return p, &builds.ValidationError{Msg: fmt.Sprintf("name %.60q is not a valid %s name or pattern: %s",
-			name, refType, builds.RefNameProblem(strings.ReplaceAll(name, "*", "x")))}
+			name, refType, gitref.NameProblem(strings.ReplaceAll(name, "*", "x")))}
 	}
 	p.Name = *c.Name
 	for _, f := range []struct {

@@ -11,6 +11,7 @@ import (
 	gitlab "gitlab.com/gitlab-org/api/client-go/v2"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/gitref"
 )
 
 // Events are parsed by the forges' own Go clients: go-github for GitHub and for Gitea,
@@ -211,17 +212,17 @@ func pushEvent(ref, before, after, commit string, deleted bool) (event, error) {
 	if !strings.HasPrefix(ref, "refs/heads/") && !strings.HasPrefix(ref, "refs/tags/") {
 		return ignore("ref %.100q is neither a branch nor a tag: nothing to build", ref), nil
 	}
-	if strings.HasPrefix(ref, "refs/tags/") && builds.CheckSHA("commit", commit) == nil {
+	if strings.HasPrefix(ref, "refs/tags/") && gitref.CheckSHA("commit", commit) == nil {
 		after = commit
 	}
-	if err := builds.CheckRefName("ref", ref); err != nil {
-		return event{}, err
+	if err := gitref.CheckName("ref", ref); err != nil {
+		return event{}, &builds.ValidationError{Msg: err.Error()}
 	}
 	if before == "" {
 		before = builds.ZeroSHA
 	}
-	if err := builds.CheckRevisions("", after, before); err != nil {
-		return event{}, err
+	if err := gitref.CheckRevisions("", after, before); err != nil {
+		return event{}, &builds.ValidationError{Msg: err.Error()}
 	}
 	return event{kind: push, ref: ref, before: before, after: after}, nil
 }
@@ -231,14 +232,14 @@ func mergeRequestEvent(mr *mergeRequestFacts) (event, error) {
 		return ignore("merge request !%d comes from another repository (%s): jobapi builds only branches of the project's own repository",
 			mr.IID, mr.SourcePath), nil
 	}
-	if err := builds.CheckRefName("source branch", mr.SourceBranch); err != nil {
-		return event{}, err
+	if err := gitref.CheckName("source branch", mr.SourceBranch); err != nil {
+		return event{}, &builds.ValidationError{Msg: err.Error()}
 	}
-	if err := builds.CheckRefName("target branch", mr.TargetBranch); err != nil {
-		return event{}, err
+	if err := gitref.CheckName("target branch", mr.TargetBranch); err != nil {
+		return event{}, &builds.ValidationError{Msg: err.Error()}
 	}
-	if err := builds.CheckSHA("source sha", mr.SourceSHA); err != nil {
-		return event{}, err
+	if err := gitref.CheckSHA("source sha", mr.SourceSHA); err != nil {
+		return event{}, &builds.ValidationError{Msg: err.Error()}
 	}
 	return event{kind: mergeRequest, ref: "refs/heads/" + mr.SourceBranch, before: builds.ZeroSHA, after: mr.SourceSHA, mr: mr}, nil
 }

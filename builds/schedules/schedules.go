@@ -21,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/gitref"
 )
 
 // Schedule is a project's pipeline schedule.
@@ -190,8 +191,8 @@ func apply(s *Schedule, c Change) (retime bool, err error) {
 		if *c.Ref == "" {
 			return false, invalid("ref is missing")
 		}
-		if err := builds.CheckRevisions(*c.Ref, "", ""); err != nil {
-			return false, err
+		if err := gitref.CheckRevisions(*c.Ref, "", ""); err != nil {
+			return false, &builds.ValidationError{Msg: err.Error()}
 		}
 		s.Ref = *c.Ref
 	}
