@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/jobapi/jobapi/builds/claimpacing"
+	"github.com/jobapi/jobapi/builds/longpoll"
 )
 
 // JobRequest is a runner's POST /jobs/request.
@@ -37,11 +40,11 @@ type Assignment struct {
 //  1. pollOf: the queue version the runner echoes says how fresh its runner must be.
 //  2. activeRunner: the runner behind the token, 204 when it is paused.
 //  3. takeTurn, after a bump: a profile known to be empty at this version is answered 204,
-//     and claims of one profile go in flights (claimFlights).
+//     and claims of one profile go in flights (claimpacing.Flights).
 //  4. holdIdle, when nothing changed: the long poll holds the request until a change
 //     may have a build for this runner.
 //  5. fallback.enter, when the queue version could not be read: the claims of a profile are
-//     paced and answer the polls queued before them (fallbackClaims).
+//     paced and answer the polls queued before them (claimpacing.Fallback).
 //  6. prepareClaim: the manager, a new job token, the ack deadline, and decideTwoPhase.
 //  7. claim: the store's claim; nothingClaimed when it finds no build.
 //  8. handOut: the build's project, this replica's caches, the ack lease.
@@ -50,36 +53,40 @@ type Assignment struct {
 // ended when it returns.
 func (s *Service) RequestJob(ctx context.Context, req JobRequest) (_ *Assignment, err error) {
 	version, verr := s.queueVersion(ctx)
-	p := pollOf(version, verr, req.LastUpdate, s.wakes.feedLive)
+	p := pollOf(version, verr, req.LastUpdate, s.wakes.FeedLive)
 	r, err := s.activeRunner(ctx, req.Token, p.cachedRunner(), p.version)
 	if err != nil {
 		return nil, err
 	}
-	var slot *flightSlot
-	defer func() { slot.done(claimOutcome(ctx, err)) }()
+	var slot *claimpacing.FlightSlot
+	defer func() { slot.Done(claimOutcome(ctx, err)) }()
 	if p.takesTurn() {
 		if r, slot, err = s.takeTurn(ctx, req.Token, p, r); err != nil {
 			return nil, err
 		}
 	}
 	if p.idle {
-		var held heldRequest
+		var held longpoll.HeldRequest
 		r, p.version, held, err = s.holdIdle(ctx, req.Token, r, p.version)
 		// The hub learns whether the wake-up found its build (if not, it counts again).
-		defer func() { held.done(err == nil) }()
+		defer func() { held.Done(err == nil) }()
 		if err != nil {
 			return nil, err
 		}
 	}
 	if p.version == "" {
 		// The queue version could not be read: a claim of this profile answers the polls
-		// queued before it (fallbackClaims), so a slow Redis does not turn every poll
-		// into a claim.
-		var fb *fallbackSlot
-		if fb, err = s.fallback.enter(ctx, profileKey(r)); err != nil {
+		// queued before it (claimpacing.Fallback), so a slow Redis does not turn every poll
+		// into a claim; one that answers this poll answers 204 without a version.
+		var fb *claimpacing.FallbackSlot
+		var answered bool
+		if fb, answered, err = s.fallback.Enter(ctx, profileKey(r)); err != nil {
 			return nil, err
 		}
-		defer func() { fb.done(fallbackOutcomeOf(ctx, err)) }()
+		if answered {
+			return nil, &NoJobError{}
+		}
+		defer func() { fb.Done(fallbackOutcomeOf(ctx, err)) }()
 	}
 	return s.claimFor(ctx, &req, r, p.version, slot)
 }
@@ -94,7 +101,7 @@ func (s *Service) RequestJob(ctx context.Context, req JobRequest) (_ *Assignment
 // held runners then held 450 MB of stacks.
 //
 //go:noinline
-func (s *Service) claimFor(ctx context.Context, req *JobRequest, r Runner, version string, slot *flightSlot) (*Assignment, error) {
+func (s *Service) claimFor(ctx context.Context, req *JobRequest, r Runner, version string, slot *claimpacing.FlightSlot) (*Assignment, error) {
 	c, err := s.prepareClaim(ctx, *req, r)
 	if err != nil {
 		return nil, err
@@ -113,7 +120,7 @@ func (s *Service) claimFor(ctx context.Context, req *JobRequest, r Runner, versi
 // answers for must be.
 type poll struct {
 	// version is the queue's version now; "" when it could not be read, and then the
-	// request claims in Postgres, paced with the others that could not (fallbackClaims).
+	// request claims in Postgres, paced with the others that could not (claimpacing.Fallback).
 	version string
 	// idle: the runner echoes the current version. Its answer, 204, needs only a known
 	// token, and every runner change bumps the version, so it may use an older cached
@@ -121,7 +128,7 @@ type poll struct {
 	// per RunnerCacheTTL.
 	idle bool
 	// recorded: a poll after a bump may find its profile answered empty at this version
-	// already (emptyProfiles): that answer, too, may use an older cached runner while the
+	// already (claimpacing.EmptyProfiles): that answer, too, may use an older cached runner while the
 	// queue feed is live, as every replica drops a runner's copy when a change names it.
 	recorded bool
 }
@@ -157,16 +164,17 @@ func (s *Service) activeRunner(ctx context.Context, token string, cached bool, v
 }
 
 // takeTurn waits, after a bump, for r's profile's claim in flight at this version, if any
-// (claimFlights), unless the profile is known to be empty at this version (emptyProfiles):
+// (claimpacing.Flights), unless the profile is known to be empty at this version
+// (claimpacing.EmptyProfiles):
 // both answer 204 without a claim. It returns the runner to claim for, read afresh when
 // the poll took a cached one, and the slot through which the claim hands the turn on; the
 // caller reports on the slot, which is set even when an error comes with it.
-func (s *Service) takeTurn(ctx context.Context, token string, p poll, r Runner) (Runner, *flightSlot, error) {
+func (s *Service) takeTurn(ctx context.Context, token string, p poll, r Runner) (Runner, *claimpacing.FlightSlot, error) {
 	key := profileKey(r)
-	if p.recorded && s.empties.empty(key, p.version) {
+	if p.recorded && s.empties.Empty(key, p.version) {
 		return r, nil, p.noJob()
 	}
-	slot, empty, err := s.flights.enter(ctx, key, p.version)
+	slot, empty, err := s.flights.Enter(ctx, key, p.version)
 	if err != nil {
 		return r, slot, err
 	}
@@ -183,7 +191,7 @@ func (s *Service) takeTurn(ctx context.Context, token string, p poll, r Runner) 
 	}
 	if profileKey(fresh) != key {
 		// Retagged: its turn was for a profile it no longer has.
-		slot.done(flightAbandoned)
+		slot.Done(claimpacing.FlightAbandoned)
 		slot = nil
 	}
 	return fresh, slot, nil
@@ -194,13 +202,14 @@ func (s *Service) takeTurn(ctx context.Context, token string, p poll, r Runner) 
 // the long poll if one is configured. Woken by a change, it returns the runner read afresh
 // (what changed may be this runner: paused, retagged) and the version now ("" if it could
 // not be read), to claim; the caller tells held how the claim ended.
-func (s *Service) holdIdle(ctx context.Context, token string, r Runner, version string) (Runner, string, heldRequest, error) {
+func (s *Service) holdIdle(ctx context.Context, token string, r Runner, version string) (Runner, string, longpoll.HeldRequest, error) {
 	if s.cfg.LongPoll <= 0 {
-		return r, version, heldRequest{}, &NoJobError{LastUpdate: version}
+		return r, version, longpoll.HeldRequest{}, &NoJobError{LastUpdate: version}
 	}
-	woken, held := s.wakes.wait(ctx, r, version, s.cfg.LongPoll)
+	profile := longpoll.Profile{Key: profileKey(r), Tags: r.Tags, RunUntagged: r.RunUntagged, ProtectedOnly: r.ProtectedOnly()}
+	woken, held := s.wakes.Wait(ctx, r.ID, profile, version, s.cfg.LongPoll)
 	if !woken {
-		return r, version, heldRequest{}, &NoJobError{LastUpdate: version}
+		return r, version, longpoll.HeldRequest{}, &NoJobError{LastUpdate: version}
 	}
 	version, err := s.queueVersion(ctx)
 	if err != nil {
@@ -280,14 +289,48 @@ func (s *Service) claim(ctx context.Context, c pendingClaim) (Claimed, error) {
 // nothingClaimed is the 204 of a claim that found no build for r at version. The version
 // was read before the claim, and a build that became claimable since has bumped it, so
 // until the next bump r's profile is empty: the polls that come after at this version
-// (emptyProfiles) and those waiting for this claim (slot) get their 204 too.
-func (s *Service) nothingClaimed(r Runner, version string, slot *flightSlot) error {
+// (claimpacing.EmptyProfiles) and those waiting for this claim (slot) get their 204 too.
+func (s *Service) nothingClaimed(r Runner, version string, slot *claimpacing.FlightSlot) error {
 	if version != "" {
-		s.empties.record(profileKey(r), version)
-		slot.done(flightNothing)
+		s.empties.Record(profileKey(r), version)
+		slot.Done(claimpacing.FlightNothing)
 	}
 	return &NoJobError{LastUpdate: version}
 }
+
+// claimOutcome classifies how a request that held a slot ended, when it did not say so
+// itself (a claim that found nothing does, before it answers 204).
+func claimOutcome(ctx context.Context, err error) claimpacing.FlightOutcome {
+	var noJob *NoJobError
+	switch {
+	case err == nil:
+		return claimpacing.FlightFound
+	case ctx.Err() != nil, errors.As(err, &noJob):
+		// Its request ended, or a 204 that is not the claim's (the runner was paused).
+		return claimpacing.FlightAbandoned
+	default:
+		return claimpacing.FlightFailed
+	}
+}
+
+// fallbackOutcomeOf classifies how a request that held a fallback slot ended.
+func fallbackOutcomeOf(ctx context.Context, err error) claimpacing.FallbackOutcome {
+	var noJob *NoJobError
+	switch {
+	case err == nil:
+		return claimpacing.FallbackFound
+	case ctx.Err() != nil:
+		return claimpacing.FallbackAbandoned
+	case errors.As(err, &noJob):
+		return claimpacing.FallbackNothing
+	default:
+		return claimpacing.FallbackFailed
+	}
+}
+
+// FallbackStats returns the counts, since the replica started, of its job requests that
+// could not read the queue version.
+func (s *Service) FallbackStats() claimpacing.FallbackStats { return s.fallback.Stats() }
 
 // handOut completes a claim: the build's project, this replica's caches and the change
 // feed, and the ack key of a two-phase build.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/jobapi/jobapi/builds/claimpacing"
 )
 
 func TestPollOf(t *testing.T) {
@@ -157,11 +159,11 @@ func TestDecideTwoPhase(t *testing.T) {
 
 // TestNothingClaimedAnswersTheProfile: once a claim finds nothing at a version, its
 // profile's later polls at that version get 204 without a claim, those with a recorded
-// poll straight from emptyProfiles and the others from the claim flight, and another
+// poll straight from claimpacing.EmptyProfiles and the others from the claim flight, and another
 // profile or version still claims.
 func TestNothingClaimedAnswersTheProfile(t *testing.T) {
 	ctx := context.Background()
-	s := &Service{empties: newEmptyProfiles(), flights: newClaimFlights()}
+	s := &Service{empties: claimpacing.NewEmptyProfiles(), flights: claimpacing.NewFlights()}
 	docker := Runner{ID: 1, Tags: []string{"docker"}}
 	shell := Runner{ID: 2, Tags: []string{"shell"}}
 
@@ -187,7 +189,7 @@ func TestNothingClaimedAnswersTheProfile(t *testing.T) {
 	if err := s.nothingClaimed(docker, "", nil); !errors.As(err, &noJob) || noJob.LastUpdate != "" {
 		t.Errorf("without a queue version: %v, want a *NoJobError", err)
 	}
-	if s.empties.empty(profileKey(docker), "") {
+	if s.empties.Empty(profileKey(docker), "") {
 		t.Error("a claim without a queue version recorded its profile as empty")
 	}
 }

@@ -9,6 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jobapi/jobapi/builds/claimpacing"
+	"github.com/jobapi/jobapi/builds/longpoll"
 )
 
 // Config holds the service's tunables (SPEC §10).
@@ -37,8 +40,8 @@ type Config struct {
 	// runner PATCHes (0: DefaultLiveTraceCheck).
 	LiveTraceCheck time.Duration
 	// FallbackClaims paces the claims of job requests that cannot read the queue version
-	// (fallbackclaims.go).
-	FallbackClaims FallbackClaimsConfig
+	// (claimpacing.Fallback).
+	FallbackClaims claimpacing.FallbackConfig
 }
 
 // TwoPhaseFlag evaluates the allow_runner_job_acknowledgement flag (featureflags.Flags).
@@ -77,14 +80,14 @@ type Service struct {
 	runners   *runnerCache
 	touches   *recent[time.Time] // build id → the last liveness write; also "running, as far as this replica knows"
 	jobs      *jobCache
-	wakes     *wakeHub
-	empties   *emptyProfiles
-	flights   *claimFlights
+	wakes     *longpoll.Hub
+	empties   *claimpacing.EmptyProfiles
+	flights   *claimpacing.Flights
 	queueFeed QueueFeed
 	observer  Observer
 	events    PipelineEvents
 	audits    AuditLog
-	hub       *pipelineHub
+	hub       *longpoll.Watchers
 	projects  ProjectReader
 	// archiveRequests carries this replica's finishes to its log archive worker.
 	archiveRequests chan int64
@@ -97,7 +100,7 @@ type Service struct {
 	leaseArm LeaseArm
 	// fallback paces claims made without the queue version; faults logs the hot path's
 	// repeated faults once per interval.
-	fallback *fallbackClaims
+	fallback *claimpacing.Fallback
 	faults   *FaultTally
 }
 
@@ -211,7 +214,7 @@ func NewService(d Deps) *Service {
 		changes: d.Changes,
 		live:    d.Live, archiveRequests: make(chan int64, archiveRequestBuffer),
 		batch:   changeBatch{pending: map[Change]struct{}{}},
-		runners: newRunnerCache(cfg.RunnerCacheTTL), hub: newPipelineHub(), jobs: newJobCache(jobCacheSize),
+		runners: newRunnerCache(cfg.RunnerCacheTTL), hub: longpoll.NewWatchers(), jobs: newJobCache(jobCacheSize),
 		touches: newRecent[time.Time](jobCacheSize)}
 	var counter ClaimCounter
 	if c, ok := d.Store.(ClaimCounter); ok && d.QueueFeed != nil {
@@ -223,11 +226,11 @@ func NewService(d Deps) *Service {
 		}
 	}
 	s.queueFeed = d.QueueFeed
-	s.empties = newEmptyProfiles()
-	s.flights = newClaimFlights()
-	s.fallback = newFallbackClaims(cfg.FallbackClaims, cfg.LongPoll)
+	s.empties = claimpacing.NewEmptyProfiles()
+	s.flights = claimpacing.NewFlights()
+	s.fallback = claimpacing.NewFallback(cfg.FallbackClaims, cfg.LongPoll)
 	s.faults = NewFaultTally(d.Log, "Redis did not answer in time; each fault fell back as docs/overload.md says", 0)
-	s.wakes = newWakeHub(d.Queue, counter, s.runners.forgetRunner, d.Log)
+	s.wakes = longpoll.NewHub(d.Queue, counter, s.runners.forgetRunner, d.Log)
 	return s
 }
 

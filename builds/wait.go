@@ -3,8 +3,6 @@ package builds
 import (
 	"context"
 	"errors"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -26,59 +24,6 @@ const (
 	MaxWait = 10 * time.Minute
 )
 
-// pipelineHub fans events out to the waiters of this replica.
-type pipelineHub struct {
-	mu      sync.Mutex
-	waiters map[int64]map[chan struct{}]struct{}
-	healthy atomic.Bool
-}
-
-func newPipelineHub() *pipelineHub {
-	return &pipelineHub{waiters: map[int64]map[chan struct{}]struct{}{}}
-}
-
-func (h *pipelineHub) watch(id int64) (chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	h.mu.Lock()
-	if h.waiters[id] == nil {
-		h.waiters[id] = map[chan struct{}]struct{}{}
-	}
-	h.waiters[id][ch] = struct{}{}
-	h.mu.Unlock()
-	return ch, func() {
-		h.mu.Lock()
-		delete(h.waiters[id], ch)
-		if len(h.waiters[id]) == 0 {
-			delete(h.waiters, id)
-		}
-		h.mu.Unlock()
-	}
-}
-
-func (h *pipelineHub) notify(id int64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for ch := range h.waiters[id] {
-		select {
-		case ch <- struct{}{}:
-		default: // already signalled
-		}
-	}
-}
-
-// wakeAll wakes every waiter: after the subscription broke, events may have been missed.
-func (h *pipelineHub) wakeAll() {
-	h.mu.Lock()
-	ids := make([]int64, 0, len(h.waiters))
-	for id := range h.waiters {
-		ids = append(ids, id)
-	}
-	h.mu.Unlock()
-	for _, id := range ids {
-		h.notify(id)
-	}
-}
-
 // RunPipelineEvents keeps the subscription alive until ctx ends, resubscribing with backoff
 // (Redis restarting, LOADING, failover) while waiters fall back to fast polling.
 func (s *Service) RunPipelineEvents(ctx context.Context) error {
@@ -89,9 +34,9 @@ func (s *Service) RunPipelineEvents(ctx context.Context) error {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		start := time.Now()
-		err := s.events.Subscribe(ctx, func() { s.hub.healthy.Store(true) }, s.hub.notify)
-		s.hub.healthy.Store(false)
-		s.hub.wakeAll()
+		err := s.events.Subscribe(ctx, func() { s.hub.SetHealthy(true) }, s.hub.Notify)
+		s.hub.SetHealthy(false)
+		s.hub.WakeAll()
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -150,7 +95,7 @@ func pipelineDone(p PipelineProgress) bool {
 func (s *Service) WaitPipeline(ctx context.Context, projectID, id int64, timeout time.Duration) (WaitResult, error) {
 	timeout = min(timeout, MaxWait)
 	deadline := time.Now().Add(timeout)
-	wake, stop := s.hub.watch(id)
+	wake, stop := s.hub.Watch(id)
 	defer stop()
 	for {
 		p, err := s.store.PipelineProgress(ctx, projectID, id)
@@ -162,7 +107,7 @@ func (s *Service) WaitPipeline(ctx context.Context, projectID, id int64, timeout
 			return WaitResult{Status: p.Status, JobsRemaining: p.Remaining, Finished: p.Finished}, nil
 		}
 		poll := waitPollHealthy
-		if !s.hub.healthy.Load() {
+		if !s.hub.Healthy() {
 			poll = waitPollUnhealthy
 		}
 		timer := time.NewTimer(min(poll, left))
@@ -181,12 +126,4 @@ func (s *Service) WaitPipeline(ctx context.Context, projectID, id int64, timeout
 }
 
 // PipelineWaiters is how many pipeline wait requests this replica holds.
-func (s *Service) PipelineWaiters() int {
-	s.hub.mu.Lock()
-	defer s.hub.mu.Unlock()
-	n := 0
-	for _, chans := range s.hub.waiters {
-		n += len(chans)
-	}
-	return n
-}
+func (s *Service) PipelineWaiters() int { return s.hub.Len() }

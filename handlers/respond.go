@@ -15,6 +15,7 @@ import (
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/artifacts"
+	"github.com/jobapi/jobapi/builds/claimpacing"
 	"github.com/jobapi/jobapi/builds/users"
 	"github.com/jobapi/jobapi/gitref"
 )
@@ -54,7 +55,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		tooBig   *http.MaxBytesError
 		limited  *rateLimitError
 		managers *builds.ManagerLimitError
-		shed     *builds.OverloadError
+		shed     *claimpacing.OverloadError
 		tooLarge *artifacts.TooLargeError
 		damaged  *artifacts.ArchiveError
 		taken    *users.TakenError

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/claimpacing"
 	"github.com/jobapi/jobapi/gitref"
 )
 
@@ -37,7 +38,7 @@ func TestFailShedsWithRetryAfter(t *testing.T) {
 	h := &Handler{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	w := httptest.NewRecorder()
 	h.fail(w, httptest.NewRequest(http.MethodPost, "/api/v4/jobs/request", nil),
-		&builds.OverloadError{RetryAfter: 3 * time.Second, What: "test"})
+		&claimpacing.OverloadError{RetryAfter: 3 * time.Second, What: "test"})
 	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "3" {
 		t.Fatalf("got %d, Retry-After %q; want 503 with Retry-After 3", w.Code, w.Header().Get("Retry-After"))
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/jobapi/jobapi/builds/access"
 	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/builds/auditlog"
+	"github.com/jobapi/jobapi/builds/claimpacing"
 	"github.com/jobapi/jobapi/builds/hooks"
 	"github.com/jobapi/jobapi/builds/joblogs"
 	"github.com/jobapi/jobapi/builds/listings"
@@ -417,7 +418,7 @@ func ServiceDeps(cfg Config, store *pgstore.Store) builds.Deps {
 			TraceLimit: cfg.TraceLimit, LongPoll: cfg.LongPoll, Policy: builds.DefaultRetryPolicy(cfg.AutoRetryMax),
 			MaxManagersPerRunner: cfg.MaxManagersPerRunner, RunnerTokenExpiresIn: cfg.RunnerTokenExpiresIn,
 			RunnerTokenRotationGrace: cfg.RunnerTokenRotationGrace,
-			FallbackClaims:           builds.FallbackClaimsConfig{Slots: fallbackSlots(cfg), Wait: cfg.FallbackClaimWait}}}
+			FallbackClaims:           claimpacing.FallbackConfig{Slots: fallbackSlots(cfg), Wait: cfg.FallbackClaimWait}}}
 }
 
 // fallbackSlots is JOBAPI_FALLBACK_CLAIMS, by default a quarter of the replica's Postgres

@@ -2,7 +2,7 @@ package pgstore
 
 import "context"
 
-// The long poll (builds/longpoll.go) wakes, per runner profile, as many held requests as
+// The long poll (builds/longpoll) wakes, per runner profile, as many held requests as
 // there are builds a claim of that profile could take. It counts them with the claim's own
 // candidate conditions, only without the oldest-first order, the LIMIT 1 and the lock, so
 // that what it counts is what the claim would find (TestCountClaimableAgreesWithClaim).

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// The long poll (JOBAPI_LONG_POLL, builds/longpoll.go) across replicas: jobs are created
+// The long poll (JOBAPI_LONG_POLL, builds/longpoll) across replicas: jobs are created
 // through one replica, the runners' requests are held by others, so every wake-up crosses
 // Redis. The holds are long (a minute), so that a runner that gets its job in time was
 // woken for it, not let go by the hold's end.

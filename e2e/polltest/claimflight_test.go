@@ -17,7 +17,7 @@ import (
 	"github.com/jobapi/jobapi/testenv"
 )
 
-// The single-flight claim (builds/claimflight.go): after a bump, the polls of one runner
+// The single-flight claim (builds/claimpacing/flights.go): after a bump, the polls of one runner
 // profile on a replica wait for the claim of that profile already in flight at their
 // version instead of each running their own.
 

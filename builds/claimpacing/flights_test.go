@@ -1,4 +1,4 @@
-package builds
+package claimpacing
 
 import (
 	"context"
@@ -10,17 +10,17 @@ import (
 // enterAll has n requests enter profile p's flight at version v while the slot holder
 // first waits for them all to queue, then reports outcome; it returns what the first
 // answered waiters got (the rest wait on).
-func enterAll(t *testing.T, f *claimFlights, v string, n, answered int, first *flightSlot, outcome flightOutcome) (slots []*flightSlot, empties, alone int) {
+func enterAll(t *testing.T, f *Flights, v string, n, answered int, first *FlightSlot, outcome FlightOutcome) (slots []*FlightSlot, empties, alone int) {
 	t.Helper()
 	type got struct {
-		slot  *flightSlot
+		slot  *FlightSlot
 		empty bool
 		err   error
 	}
 	results := make(chan got, n)
 	for range n {
 		go func() {
-			s, e, err := f.enter(context.Background(), "p", v)
+			s, e, err := f.Enter(context.Background(), "p", v)
 			results <- got{s, e, err}
 		}()
 	}
@@ -37,7 +37,7 @@ func enterAll(t *testing.T, f *claimFlights, v string, n, answered int, first *f
 		}
 		time.Sleep(time.Millisecond)
 	}
-	first.done(outcome)
+	first.Done(outcome)
 	timeout := time.After(5 * time.Second)
 	for range answered {
 		select {
@@ -60,27 +60,27 @@ func enterAll(t *testing.T, f *claimFlights, v string, n, answered int, first *f
 }
 
 func TestClaimFlights(t *testing.T) {
-	f := newClaimFlights()
+	f := NewFlights()
 	ctx := context.Background()
-	lead, empty, err := f.enter(ctx, "p", "v1")
+	lead, empty, err := f.Enter(ctx, "p", "v1")
 	if err != nil || empty || lead == nil {
 		t.Fatalf("first claim: slot %v, empty %v, err %v; want a slot", lead, empty, err)
 	}
 
 	// It finds nothing: everyone waiting is answered 204, and so is a later request.
-	if slots, empties, alone := enterAll(t, f, "v1", 10, 10, lead, flightNothing); len(slots) != 0 || empties != 10 || alone != 0 {
+	if slots, empties, alone := enterAll(t, f, "v1", 10, 10, lead, FlightNothing); len(slots) != 0 || empties != 10 || alone != 0 {
 		t.Fatalf("after nothing: %d slots, %d 204s, %d alone; want 10 × 204", len(slots), empties, alone)
 	}
-	if _, empty, _ := f.enter(ctx, "p", "v1"); !empty {
+	if _, empty, _ := f.Enter(ctx, "p", "v1"); !empty {
 		t.Fatal("a request after the empty claim at v1 was not answered 204")
 	}
 
 	// A new version: one claim again; it takes a build, so the two oldest waiters claim next.
-	lead, _, _ = f.enter(ctx, "p", "v2")
+	lead, _, _ = f.Enter(ctx, "p", "v2")
 	if lead == nil {
 		t.Fatal("no slot at a new version")
 	}
-	slots, empties, alone := enterAll(t, f, "v2", 5, 2, lead, flightFound)
+	slots, empties, alone := enterAll(t, f, "v2", 5, 2, lead, FlightFound)
 	if len(slots) != 2 || empties != 0 || alone != 0 {
 		t.Fatalf("after found: %d slots, %d 204s, %d alone; want 2 slots", len(slots), empties, alone)
 	}
@@ -103,9 +103,9 @@ func TestClaimFlights(t *testing.T) {
 			mu.Unlock()
 		})
 	}
-	slots[0].done(flightAbandoned)
-	slots[1].done(flightFailed)
-	slots[1].done(flightNothing) // a second report is ignored
+	slots[0].Done(FlightAbandoned)
+	slots[1].Done(FlightFailed)
+	slots[1].Done(FlightNothing) // a second report is ignored
 	wg.Wait()
 	claims, alones := 0, 0
 	for _, a := range after {
@@ -123,11 +123,11 @@ func TestClaimFlights(t *testing.T) {
 	}
 
 	// A waiter whose request ends leaves the queue with its error.
-	f2 := newClaimFlights()
-	lead, _, _ = f2.enter(ctx, "p", "v1")
+	f2 := NewFlights()
+	lead, _, _ = f2.Enter(ctx, "p", "v1")
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { _, _, err := f2.enter(cctx, "p", "v1"); done <- err }()
+	go func() { _, _, err := f2.Enter(cctx, "p", "v1"); done <- err }()
 	for {
 		f2.mu.Lock()
 		n := len(f2.by["p"].waiting)
@@ -147,5 +147,5 @@ func TestClaimFlights(t *testing.T) {
 	if n != 0 {
 		t.Fatalf("%d waiting after the cancel, want 0", n)
 	}
-	lead.done(flightNothing)
+	lead.Done(FlightNothing)
 }

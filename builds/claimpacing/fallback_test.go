@@ -1,4 +1,4 @@
-package builds
+package claimpacing
 
 import (
 	"context"
@@ -8,22 +8,23 @@ import (
 )
 
 type fallbackResult struct {
-	slot *fallbackSlot
-	err  error
+	slot  *FallbackSlot
+	empty bool
+	err   error
 }
 
 // enterAsync enters profile's flight in the background.
-func enterAsync(f *fallbackClaims, ctx context.Context, profile string) <-chan fallbackResult {
+func enterAsync(f *Fallback, ctx context.Context, profile string) <-chan fallbackResult {
 	ch := make(chan fallbackResult, 1)
 	go func() {
-		s, err := f.enter(ctx, profile)
-		ch <- fallbackResult{s, err}
+		s, empty, err := f.Enter(ctx, profile)
+		ch <- fallbackResult{s, empty, err}
 	}()
 	return ch
 }
 
 // enterInOrder queues n polls of profile one after the other (behind what is queued).
-func enterInOrder(t *testing.T, f *fallbackClaims, ctx context.Context, profile string, n int) []<-chan fallbackResult {
+func enterInOrder(t *testing.T, f *Fallback, ctx context.Context, profile string, n int) []<-chan fallbackResult {
 	t.Helper()
 	f.mu.Lock()
 	queued := 0
@@ -39,7 +40,7 @@ func enterInOrder(t *testing.T, f *fallbackClaims, ctx context.Context, profile 
 	return chs
 }
 
-func waitQueued(t *testing.T, f *fallbackClaims, profile string, n int) {
+func waitQueued(t *testing.T, f *Fallback, profile string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -73,16 +74,16 @@ func receive(t *testing.T, ch <-chan fallbackResult) fallbackResult {
 // A claim answers the polls queued before it started, not those that came while it ran:
 // their own claim would have looked later.
 func TestFallbackClaimAnswersThePollsQueuedBeforeIt(t *testing.T) {
-	f := newFallbackClaims(FallbackClaimsConfig{Slots: 4}, 0)
+	f := NewFallback(FallbackConfig{Slots: 4}, 0)
 	f.round = 10 * time.Millisecond
 	ctx := context.Background()
-	first, err := f.enter(ctx, "p")
+	first, _, err := f.Enter(ctx, "p")
 	if err != nil || first == nil {
 		t.Fatalf("first poll: %v, %v; want a slot", first, err)
 	}
 	const n = 5
 	waiting := enterInOrder(t, f, ctx, "p", n)
-	first.done(fallbackNothing)
+	first.Done(FallbackNothing)
 	// The first claim started before they came: the oldest claims next, after the round,
 	// and the others wait for it.
 	r := receive(t, waiting[0])
@@ -90,11 +91,10 @@ func TestFallbackClaimAnswersThePollsQueuedBeforeIt(t *testing.T) {
 		t.Fatalf("oldest poll answered %v, %v; want it to claim", r.slot, r.err)
 	}
 	waitQueued(t, f, "p", n-1)
-	r.slot.done(fallbackNothing)
+	r.slot.Done(FallbackNothing)
 	for i, ch := range waiting[1:] {
 		r := receive(t, ch)
-		var noJob *NoJobError
-		if !errors.As(r.err, &noJob) || noJob.LastUpdate != "" {
+		if !r.empty || r.err != nil {
 			t.Errorf("poll %d: %v, %v; want 204 without a queue version", i+1, r.slot, r.err)
 		}
 	}
@@ -108,33 +108,33 @@ func TestFallbackClaimAnswersThePollsQueuedBeforeIt(t *testing.T) {
 
 // Claims that take builds let the next ones start at once, more at a time.
 func TestFallbackClaimFoundStartsTheNext(t *testing.T) {
-	f := newFallbackClaims(FallbackClaimsConfig{Slots: 8}, 0)
+	f := NewFallback(FallbackConfig{Slots: 8}, 0)
 	f.round = time.Hour // a claim that found something must not wait for the round
 	ctx := context.Background()
-	first, _ := f.enter(ctx, "p")
+	first, _, _ := f.Enter(ctx, "p")
 	chs := enterInOrder(t, f, ctx, "p", 3)
 	a, b, c := chs[0], chs[1], chs[2]
-	first.done(fallbackFound)
+	first.Done(FallbackFound)
 	ra, rb := receive(t, a), receive(t, b)
 	if ra.slot == nil || rb.slot == nil {
 		t.Fatalf("after a found build the next two claim at once: %v %v", ra, rb)
 	}
-	ra.slot.done(fallbackFound)
-	rb.slot.done(fallbackFound)
+	ra.slot.Done(FallbackFound)
+	rb.slot.Done(FallbackFound)
 	if rc := receive(t, c); rc.slot == nil {
 		t.Fatalf("third: %v", rc)
 	} else {
-		rc.slot.done(fallbackFound)
+		rc.slot.Done(FallbackFound)
 	}
 }
 
 // At most Slots fallback claims run at once, whatever the profiles; a poll that no claim
 // answers in time is shed with 503 and a Retry-After.
 func TestFallbackClaimsBoundedAndShed(t *testing.T) {
-	f := newFallbackClaims(FallbackClaimsConfig{Slots: 2, Wait: 100 * time.Millisecond}, 0)
+	f := NewFallback(FallbackConfig{Slots: 2, Wait: 100 * time.Millisecond}, 0)
 	ctx := context.Background()
-	s1, _ := f.enter(ctx, "a")
-	s2, _ := f.enter(ctx, "b")
+	s1, _, _ := f.Enter(ctx, "a")
+	s2, _, _ := f.Enter(ctx, "b")
 	if s1 == nil || s2 == nil {
 		t.Fatal("two slots, two profiles: both claim")
 	}
@@ -153,13 +153,13 @@ func TestFallbackClaimsBoundedAndShed(t *testing.T) {
 	// A slot that frees goes to a profile that waits for one.
 	ch := enterAsync(f, ctx, "c")
 	waitQueued(t, f, "c", 1)
-	s1.done(fallbackNothing)
+	s1.Done(FallbackNothing)
 	if r := receive(t, ch); r.slot == nil {
 		t.Fatalf("a freed slot: %v, %v; want the waiting profile to claim", r.slot, r.err)
 	} else {
-		r.slot.done(fallbackNothing)
+		r.slot.Done(FallbackNothing)
 	}
-	s2.done(fallbackFailed)
+	s2.Done(FallbackFailed)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.used != 0 {
@@ -170,14 +170,14 @@ func TestFallbackClaimsBoundedAndShed(t *testing.T) {
 // With a long poll, a poll a claim answered is held until its hold ends, so that a runner
 // comes back no sooner than with Redis up.
 func TestFallbackClaimHoldsAnsweredPolls(t *testing.T) {
-	f := newFallbackClaims(FallbackClaimsConfig{Slots: 2}, 300*time.Millisecond)
+	f := NewFallback(FallbackConfig{Slots: 2}, 300*time.Millisecond)
 	ctx := context.Background()
-	first, _ := f.enter(ctx, "p")
+	first, _, _ := f.Enter(ctx, "p")
 	start := time.Now()
 	chs := enterInOrder(t, f, ctx, "p", 2)
 	a, b := chs[0], chs[1]
 	f.round = 10 * time.Millisecond
-	first.done(fallbackNothing)
+	first.Done(FallbackNothing)
 	ra := receive(t, a)
 	f.mu.Lock()
 	f.round = time.Hour // no claim after the next: b is answered by it alone
@@ -185,10 +185,9 @@ func TestFallbackClaimHoldsAnsweredPolls(t *testing.T) {
 	if ra.slot == nil {
 		t.Fatalf("oldest: %v", ra)
 	}
-	ra.slot.done(fallbackNothing)
+	ra.slot.Done(FallbackNothing)
 	rb := receive(t, b)
-	var noJob *NoJobError
-	if !errors.As(rb.err, &noJob) {
+	if !rb.empty || rb.err != nil {
 		t.Fatalf("held poll: %v, %v; want 204", rb.slot, rb.err)
 	}
 	if held := time.Since(start); held < 250*time.Millisecond {
@@ -198,8 +197,8 @@ func TestFallbackClaimHoldsAnsweredPolls(t *testing.T) {
 
 // A poll whose request ends leaves its flight; its slot, abandoned, passes on.
 func TestFallbackClaimCanceled(t *testing.T) {
-	f := newFallbackClaims(FallbackClaimsConfig{Slots: 1}, 0)
-	first, _ := f.enter(context.Background(), "p")
+	f := NewFallback(FallbackConfig{Slots: 1}, 0)
+	first, _, _ := f.Enter(context.Background(), "p")
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := enterAsync(f, ctx, "p")
 	waitQueued(t, f, "p", 1)
@@ -207,7 +206,7 @@ func TestFallbackClaimCanceled(t *testing.T) {
 	if r := receive(t, ch); !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("canceled poll: %v, %v", r.slot, r.err)
 	}
-	first.done(fallbackAbandoned)
+	first.Done(FallbackAbandoned)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.by) != 0 || f.used != 0 {

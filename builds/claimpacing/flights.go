@@ -1,14 +1,13 @@
-package builds
+package claimpacing
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 )
 
-// claimFlights lets one claim per runner profile (profileKey) and queue version run at a
-// time on this replica. After a bump every polling runner echoes the old version and goes
+// Flights lets one claim per runner profile (its key: what a claim matches on) and queue
+// version run at a time on this replica. After a bump every polling runner echoes the old version and goes
 // to the claim; the empty-profile record answers them once one claim of the profile has
 // found nothing, but until then (one claim's duration, seconds under load) every poll of a
 // fleet of thousands runs its own claim, and all but a few find nothing. Here a poll whose
@@ -28,7 +27,7 @@ import (
 //
 // The claim's compare-and-set (SKIP LOCKED) stays the only arbiter of who gets a build;
 // this only decides who asks. A waiter waits at most maxFlightWait, then claims on its own.
-type claimFlights struct {
+type Flights struct {
 	mu sync.Mutex
 	by map[string]*claimFlight // profile → its flight at the newest version seen
 }
@@ -54,14 +53,14 @@ const (
 	flightAlone                         // claim without a slot
 )
 
-// flightOutcome is how a claim that held a slot ended.
-type flightOutcome int
+// FlightOutcome is how a claim that held a slot ended.
+type FlightOutcome int
 
 const (
-	flightNothing   flightOutcome = iota // the claim found no build
-	flightFound                          // it took one
-	flightFailed                         // it failed
-	flightAbandoned                      // it did not run to an answer (its request ended, the runner changed)
+	FlightNothing   FlightOutcome = iota // the claim found no build
+	FlightFound                          // it took one
+	FlightFailed                         // it failed
+	FlightAbandoned                      // it did not run to an answer (its request ended, the runner changed)
 )
 
 // maxFlightClaims bounds the claims one profile runs at once on a replica while they keep
@@ -74,20 +73,21 @@ const maxFlightWait = 10 * time.Second
 // maxFlightProfiles bounds the map; past it the map starts over.
 const maxFlightProfiles = 10_000
 
-func newClaimFlights() *claimFlights { return &claimFlights{by: map[string]*claimFlight{}} }
+// NewFlights returns flights with no profile in flight.
+func NewFlights() *Flights { return &Flights{by: map[string]*claimFlight{}} }
 
-// flightSlot is a claim's place in its profile's flight; done reports how it ended (once;
+// FlightSlot is a claim's place in its profile's flight; Done reports how it ended (once;
 // a nil slot is a claim that holds none).
-type flightSlot struct {
-	f    *claimFlights
+type FlightSlot struct {
+	f    *Flights
 	fl   *claimFlight
 	used bool
 }
 
-// enter waits, if need be, for its turn to claim for profile at version: empty means a
+// Enter waits, if need be, for its turn to claim for profile at version: empty means a
 // claim at this version found nothing (answer 204); otherwise the caller claims, and
 // reports the outcome through the slot (nil when it claims on its own).
-func (f *claimFlights) enter(ctx context.Context, profile, version string) (slot *flightSlot, empty bool, err error) {
+func (f *Flights) Enter(ctx context.Context, profile, version string) (slot *FlightSlot, empty bool, err error) {
 	f.mu.Lock()
 	fl := f.by[profile]
 	if fl == nil || fl.version != version {
@@ -109,7 +109,7 @@ func (f *claimFlights) enter(ctx context.Context, profile, version string) (slot
 	if fl.running < fl.limit {
 		fl.running++
 		f.mu.Unlock()
-		return &flightSlot{f: f, fl: fl}, false, nil
+		return &FlightSlot{f: f, fl: fl}, false, nil
 	}
 	w := &flightWaiter{ch: make(chan struct{})}
 	fl.waiting = append(fl.waiting, w)
@@ -128,7 +128,7 @@ func (f *claimFlights) enter(ctx context.Context, profile, version string) (slot
 	case flightEmpty:
 		return nil, true, nil
 	case flightClaim:
-		return &flightSlot{f: f, fl: fl}, false, nil
+		return &FlightSlot{f: f, fl: fl}, false, nil
 	case flightAlone:
 		return nil, false, nil
 	}
@@ -145,8 +145,8 @@ func (f *claimFlights) enter(ctx context.Context, profile, version string) (slot
 	return nil, false, nil // waited long enough: claim on its own
 }
 
-// done reports how the slot's claim ended and hands its turn on.
-func (s *flightSlot) done(o flightOutcome) {
+// Done reports how the slot's claim ended and hands its turn on.
+func (s *FlightSlot) Done(o FlightOutcome) {
 	if s == nil || s.used {
 		return
 	}
@@ -163,33 +163,18 @@ func (s *flightSlot) done(o flightOutcome) {
 		fl.waiting = fl.waiting[n:]
 	}
 	switch o {
-	case flightNothing:
+	case FlightNothing:
 		fl.empty = true
 		fl.limit = 1
 		answer(len(fl.waiting), flightEmpty)
-	case flightFailed:
+	case FlightFailed:
 		answer(len(fl.waiting), flightAlone)
-	case flightFound, flightAbandoned:
-		if o == flightFound {
+	case FlightFound, FlightAbandoned:
+		if o == FlightFound {
 			fl.limit = min(2*fl.limit, maxFlightClaims)
 		}
 		n := min(len(fl.waiting), max(fl.limit-fl.running, 0))
 		fl.running += n
 		answer(n, flightClaim)
-	}
-}
-
-// claimOutcome classifies how a request that held a slot ended, when it did not say so
-// itself (a claim that found nothing does, before it answers 204).
-func claimOutcome(ctx context.Context, err error) flightOutcome {
-	var noJob *NoJobError
-	switch {
-	case err == nil:
-		return flightFound
-	case ctx.Err() != nil, errors.As(err, &noJob):
-		// Its request ended, or a 204 that is not the claim's (the runner was paused).
-		return flightAbandoned
-	default:
-		return flightFailed
 	}
 }

@@ -1,15 +1,14 @@
-package builds
+package claimpacing
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// fallbackClaims paces the claims of polls that could not read the queue version (Redis
+// Fallback paces the claims of polls that could not read the queue version (Redis
 // slow or down). Such a poll cannot tell whether anything changed since its runner last
 // found nothing, so before this every one of them claimed in Postgres: with a fleet of
 // thousands and a slow Redis, every poll became a claim, which loaded the machine further,
@@ -18,7 +17,7 @@ import (
 //   - at most Slots fallback claims run at once on this replica, whatever the profiles
 //     (sized from the Postgres pool: the rest of the replica's work keeps connections);
 //   - per runner profile the polls queue, and one claim at a time (more while claims keep
-//     taking builds, as claimFlights does) runs for the oldest; a claim that found nothing
+//     taking builds, as Flights does) runs for the oldest; a claim that found nothing
 //     answers every poll that was queued before it started, as that poll's own claim would
 //     have answered at that moment: the build that becomes claimable later is found by a
 //     later claim, never lost;
@@ -36,7 +35,7 @@ import (
 //
 // The claim's compare-and-set stays the only arbiter of who gets a build: this only
 // decides who asks and when, so a build is never handed out twice.
-type fallbackClaims struct {
+type Fallback struct {
 	slots int
 	round time.Duration
 	hold  time.Duration
@@ -61,7 +60,7 @@ type fallbackFlight struct {
 	// notBefore: no claim starts before it (after one found nothing or failed).
 	notBefore time.Time
 	timer     *time.Timer // runs dispatch at notBefore
-	queued    bool        // in fallbackClaims.queue
+	queued    bool        // in Fallback.queue
 }
 
 type fallbackWaiter struct {
@@ -71,7 +70,7 @@ type fallbackWaiter struct {
 	covered   bool
 	releaseAt time.Time
 	answer    fallbackAnswer
-	slot      *fallbackSlot // answer == fallbackClaim
+	slot      *FallbackSlot // answer == fallbackClaim
 	ch        chan struct{} // closed once answered
 }
 
@@ -83,8 +82,8 @@ const (
 	fallbackEmpty                  // 204: covered, and its hold is over
 )
 
-// FallbackClaimsConfig sizes fallbackClaims; zero values take the defaults.
-type FallbackClaimsConfig struct {
+// FallbackConfig sizes Fallback; zero values take the defaults.
+type FallbackConfig struct {
 	// Slots bounds the fallback claims running at once on a replica (0: 4).
 	Slots int
 	// Wait is how long past its hold a poll waits for a claim to answer it before it is
@@ -101,16 +100,16 @@ const fallbackRound = 200 * time.Millisecond
 // poll of minutes, a degraded replica hands its requests back within this.
 const maxFallbackHold = 30 * time.Second
 
-// newFallbackClaims paces on the real clock (not the service's, which tests may stop):
-// what it paces is load.
-func newFallbackClaims(cfg FallbackClaimsConfig, longPoll time.Duration) *fallbackClaims {
+// NewFallback paces on the real clock (not the service's, which tests may stop): what it
+// paces is load. longPoll is how long a held poll waits (its hold, up to maxFallbackHold).
+func NewFallback(cfg FallbackConfig, longPoll time.Duration) *Fallback {
 	if cfg.Slots <= 0 {
 		cfg.Slots = 4
 	}
 	if cfg.Wait <= 0 {
 		cfg.Wait = 5 * time.Second
 	}
-	return &fallbackClaims{slots: cfg.Slots, round: fallbackRound, hold: min(max(longPoll, 0), maxFallbackHold),
+	return &Fallback{slots: cfg.Slots, round: fallbackRound, hold: min(max(longPoll, 0), maxFallbackHold),
 		wait: cfg.Wait, by: map[string]*fallbackFlight{}}
 }
 
@@ -122,18 +121,18 @@ type OverloadError struct {
 
 func (e *OverloadError) Error() string { return "overloaded: " + e.What }
 
-// fallbackSlot is a running fallback claim; done reports how it ended (once; nil: none).
-type fallbackSlot struct {
-	f       *fallbackClaims
+// FallbackSlot is a running fallback claim; Done reports how it ended (once; nil: none).
+type FallbackSlot struct {
+	f       *Fallback
 	fl      *fallbackFlight
 	started uint64
 	used    bool
 }
 
-// enter waits for profile's turn to claim without the queue version: a slot (claim now),
-// a *NoJobError without a version (a claim that started after it came found nothing), or
-// an *OverloadError (no claim answered it in time); ctx's error when the request ended.
-func (f *fallbackClaims) enter(ctx context.Context, profile string) (*fallbackSlot, error) {
+// Enter waits for profile's turn to claim without the queue version: a slot (claim now),
+// empty (204 without a version: a claim that started after it came found nothing), or an
+// *OverloadError (no claim answered it in time); ctx's error when the request ended.
+func (f *Fallback) Enter(ctx context.Context, profile string) (slot *FallbackSlot, empty bool, err error) {
 	f.mu.Lock()
 	fl := f.by[profile]
 	if fl == nil {
@@ -143,7 +142,7 @@ func (f *fallbackClaims) enter(ctx context.Context, profile string) (*fallbackSl
 	if len(fl.waiting) == 0 && f.startable(fl) {
 		s := f.startLocked(fl)
 		f.mu.Unlock()
-		return s, nil
+		return s, false, nil
 	}
 	now := time.Now()
 	w := &fallbackWaiter{joined: fl.started, releaseAt: now.Add(f.hold), ch: make(chan struct{})}
@@ -168,25 +167,25 @@ func (f *fallbackClaims) enter(ctx context.Context, profile string) (*fallbackSl
 		switch {
 		case w.answer == fallbackClaim:
 			f.mu.Unlock()
-			return w.slot, nil
+			return w.slot, false, nil
 		case w.answer == fallbackEmpty:
 			f.mu.Unlock()
 			f.answered.Add(1)
-			return nil, &NoJobError{}
+			return nil, true, nil
 		case ctx.Err() != nil:
 			f.removeLocked(fl, w)
 			f.mu.Unlock()
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		case w.covered && !time.Now().Before(w.releaseAt):
 			f.removeLocked(fl, w)
 			f.mu.Unlock()
 			f.answered.Add(1)
-			return nil, &NoJobError{}
+			return nil, true, nil
 		case gaveUp:
 			f.removeLocked(fl, w)
 			f.mu.Unlock()
 			f.shed.Add(1)
-			return nil, &OverloadError{RetryAfter: retryAfterShed(), What: "no fallback claim answered this job request in time"}
+			return nil, false, &OverloadError{RetryAfter: retryAfterShed(), What: "no fallback claim answered this job request in time"}
 		}
 		f.mu.Unlock()
 	}
@@ -197,21 +196,21 @@ func (f *fallbackClaims) enter(ctx context.Context, profile string) (*fallbackSl
 func retryAfterShed() time.Duration { return time.Duration(1+rand.IntN(5)) * time.Second }
 
 // startable: fl may start a claim now.
-func (f *fallbackClaims) startable(fl *fallbackFlight) bool {
+func (f *Fallback) startable(fl *fallbackFlight) bool {
 	return f.used < f.slots && fl.running < fl.limit && !time.Now().Before(fl.notBefore)
 }
 
-func (f *fallbackClaims) startLocked(fl *fallbackFlight) *fallbackSlot {
+func (f *Fallback) startLocked(fl *fallbackFlight) *FallbackSlot {
 	f.used++
 	fl.running++
 	fl.started++
 	f.claims.Add(1)
-	return &fallbackSlot{f: f, fl: fl, started: fl.started}
+	return &FallbackSlot{f: f, fl: fl, started: fl.started}
 }
 
 // dispatchLocked starts as many of fl's waiters' claims as may run now, oldest first, and
 // plans the next look when its round has not come yet or no slot is free.
-func (f *fallbackClaims) dispatchLocked(fl *fallbackFlight) {
+func (f *Fallback) dispatchLocked(fl *fallbackFlight) {
 	for len(fl.waiting) > 0 && f.startable(fl) {
 		w := fl.waiting[0]
 		fl.waiting = fl.waiting[1:]
@@ -240,7 +239,7 @@ func (f *fallbackClaims) dispatchLocked(fl *fallbackFlight) {
 }
 
 // removeLocked takes a waiter that gives up off its flight.
-func (f *fallbackClaims) removeLocked(fl *fallbackFlight, w *fallbackWaiter) {
+func (f *Fallback) removeLocked(fl *fallbackFlight, w *fallbackWaiter) {
 	for i, x := range fl.waiting {
 		if x == w {
 			fl.waiting = append(fl.waiting[:i], fl.waiting[i+1:]...)
@@ -250,25 +249,25 @@ func (f *fallbackClaims) removeLocked(fl *fallbackFlight, w *fallbackWaiter) {
 	f.dropIfIdleLocked(fl)
 }
 
-func (f *fallbackClaims) dropIfIdleLocked(fl *fallbackFlight) {
+func (f *Fallback) dropIfIdleLocked(fl *fallbackFlight) {
 	if len(fl.waiting) == 0 && fl.running == 0 && fl.timer == nil && !fl.queued && f.by[fl.key] == fl {
 		delete(f.by, fl.key)
 	}
 }
 
-// fallbackOutcome is how a fallback claim ended.
-type fallbackOutcome int
+// FallbackOutcome is how a fallback claim ended.
+type FallbackOutcome int
 
 const (
-	fallbackFound     fallbackOutcome = iota // it took a build
-	fallbackNothing                          // it found none
-	fallbackFailed                           // it failed
-	fallbackAbandoned                        // its request ended before the claim answered
+	FallbackFound     FallbackOutcome = iota // it took a build
+	FallbackNothing                          // it found none
+	FallbackFailed                           // it failed
+	FallbackAbandoned                        // its request ended before the claim answered
 )
 
-// done reports the claim's outcome: it answers the polls it covers and starts the next
+// Done reports the claim's outcome: it answers the polls it covers and starts the next
 // claims.
-func (s *fallbackSlot) done(o fallbackOutcome) {
+func (s *FallbackSlot) Done(o FallbackOutcome) {
 	if s == nil || s.used {
 		return
 	}
@@ -280,9 +279,9 @@ func (s *fallbackSlot) done(o fallbackOutcome) {
 	fl.running--
 	now := time.Now()
 	switch o {
-	case fallbackFound:
+	case FallbackFound:
 		fl.limit = min(2*fl.limit, maxFlightClaims)
-	case fallbackNothing:
+	case FallbackNothing:
 		fl.limit = 1
 		fl.notBefore = now.Add(f.round)
 		// Every poll queued before this claim started is answered by it; those whose
@@ -301,7 +300,7 @@ func (s *fallbackSlot) done(o fallbackOutcome) {
 		}
 		clear(fl.waiting[len(kept):])
 		fl.waiting = kept
-	case fallbackFailed:
+	case FallbackFailed:
 		// Postgres failing: do not hammer it; the waiters wait for a later claim.
 		fl.notBefore = now.Add(f.round)
 	}
@@ -317,21 +316,6 @@ func (s *fallbackSlot) done(o fallbackOutcome) {
 	f.dropIfIdleLocked(fl)
 }
 
-// fallbackOutcomeOf classifies how a request that held a fallback slot ended.
-func fallbackOutcomeOf(ctx context.Context, err error) fallbackOutcome {
-	var noJob *NoJobError
-	switch {
-	case err == nil:
-		return fallbackFound
-	case ctx.Err() != nil:
-		return fallbackAbandoned
-	case errors.As(err, &noJob):
-		return fallbackNothing
-	default:
-		return fallbackFailed
-	}
-}
-
 // FallbackStats counts this replica's job requests that could not read the queue version.
 type FallbackStats struct {
 	// Claims: fallback claims run; Answered: polls answered 204 by a claim another poll
@@ -339,7 +323,7 @@ type FallbackStats struct {
 	Claims, Answered, Shed int64
 }
 
-// FallbackStats returns the counts since the replica started.
-func (s *Service) FallbackStats() FallbackStats {
-	return FallbackStats{Claims: s.fallback.claims.Load(), Answered: s.fallback.answered.Load(), Shed: s.fallback.shed.Load()}
+// Stats returns the counts since f was made.
+func (f *Fallback) Stats() FallbackStats {
+	return FallbackStats{Claims: f.claims.Load(), Answered: f.answered.Load(), Shed: f.shed.Load()}
 }
