@@ -28,12 +28,14 @@ type layerRule struct {
 }
 
 var layerRules = []layerRule{
-	{pkgs: "./builds", allowed: []string{"./gitref", "./builds/longpoll", "./builds/claimpacing"}, forbidden: []string{"net/http"},
-		why: "the domain uses only the standard library, git's ref rules (a leaf) and the job request's concurrency machinery, which knows nothing of builds (builds/longpoll, builds/claimpacing), and no transport; the concerns beside it (builds/artifacts, builds/joblogs, builds/projects, builds/resourcegroups, builds/listings, builds/views, builds/runners, builds/auditlog, builds/triggers, builds/schedules) depend on it, never the reverse"},
+	{pkgs: "./builds", allowed: []string{"./gitref", "./builds/longpoll", "./builds/claimpacing", "./builds/recent"}, forbidden: []string{"net/http"},
+		why: "the domain uses only the standard library, git's ref rules (a leaf) and the job request's concurrency machinery, which knows nothing of builds (builds/longpoll, builds/claimpacing, builds/recent), and no transport; the concerns beside it (builds/artifacts, builds/joblogs, builds/projects, builds/resourcegroups, builds/listings, builds/views, builds/runners, builds/auditlog, builds/triggers, builds/schedules) depend on it, never the reverse"},
 	{pkgs: "./builds/longpoll", allowed: []string{}, forbidden: []string{"net/http"},
 		why: "the hub of held job requests and the pipeline waits' watchers are machinery under builds: the standard library only, the queue's version, its feed and the claimable count reach them as small interfaces, and no transport"},
 	{pkgs: "./builds/claimpacing", allowed: []string{}, forbidden: []string{"net/http"},
 		why: "the claim flights, the fallback claims' pacing and the empty-profile record are machinery under builds: the standard library only, profiles reach them as keys, and no transport"},
+	{pkgs: "./builds/recent", allowed: []string{}, forbidden: []string{"net/http"},
+		why: "the two-generation map by id that builds' replica caches age out with is machinery under builds: the standard library only, and no transport"},
 	{pkgs: "./builds/artifacts", allowed: []string{"./builds", "./junit"}, forbidden: []string{"net/http"},
 		why: "job artifacts are a concern beside the domain: its types and calls, the JUnit reader and the standard library; stores reach it as interfaces, and no transport"},
 	{pkgs: "./builds/joblogs", allowed: []string{"./builds"}, forbidden: []string{"net/http"},

@@ -41,16 +41,3 @@ func TestJobCacheKeepsTwoGenerations(t *testing.T) {
 		}
 	}
 }
-
-func TestRecentRewritingAnEntryDoesNotRotate(t *testing.T) {
-	r := newRecent[int](2)
-	r.put(1, 1)
-	r.put(2, 2)
-	r.put(2, 3) // already current: no new generation
-	if v, ok := r.get(1); !ok || v != 1 {
-		t.Fatalf("get(1) = %d, %t; want 1, true", v, ok)
-	}
-	if v, _ := r.get(2); v != 3 {
-		t.Fatalf("get(2) = %d, want the rewritten 3", v)
-	}
-}

@@ -348,7 +348,7 @@ func (s *Service) handOut(ctx context.Context, c pendingClaim, claimed Claimed, 
 	s.changed(Change{PipelineID: b.PipelineID, BuildID: b.ID})
 	if b.Status.OnRunnerLog() {
 		// One phase: on its runner from now on, as after an ack.
-		s.touches.put(b.ID, c.Now)
+		s.touches.Put(b.ID, c.Now)
 		s.armLive(ctx, b.ID, b.TraceSize, c.Now)
 	}
 	if b.TwoPhase {

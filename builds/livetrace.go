@@ -154,7 +154,7 @@ func (s *Service) appendLive(ctx context.Context, id int64, offset int64, data [
 		case LiveAppended:
 			// Running, as this replica knows (a later PUT state=running is a keepalive);
 			// the liveness of record is written by the state check once per LiveTraceCheck.
-			s.touches.put(id, now)
+			s.touches.Put(id, now)
 			if len(data) > 0 {
 				s.changed(Change{BuildID: id, Log: true})
 			}
@@ -240,7 +240,7 @@ func (s *Service) appendDurable(ctx context.Context, id int64, offset int64, dat
 	var rangeErr *TraceRangeError
 	switch {
 	case err == nil:
-		s.touches.put(id, now) // an append wrote updated_at
+		s.touches.Put(id, now) // an append wrote updated_at
 		s.changed(Change{BuildID: id, Log: true})
 		return TraceResult{Size: size, Status: st}, nil
 	case errors.As(err, &rangeErr):

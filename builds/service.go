@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobapi/jobapi/builds/claimpacing"
 	"github.com/jobapi/jobapi/builds/longpoll"
+	"github.com/jobapi/jobapi/builds/recent"
 )
 
 // Config holds the service's tunables (SPEC §10).
@@ -78,7 +79,7 @@ type Service struct {
 	log    *slog.Logger
 
 	runners   *runnerCache
-	touches   *recent[time.Time] // build id → the last liveness write; also "running, as far as this replica knows"
+	touches   *recent.Map[time.Time] // build id → the last liveness write; also "running, as far as this replica knows"
 	jobs      *jobCache
 	wakes     *longpoll.Hub
 	empties   *claimpacing.EmptyProfiles
@@ -215,7 +216,7 @@ func NewService(d Deps) *Service {
 		live:    d.Live, archiveRequests: make(chan int64, archiveRequestBuffer),
 		batch:   changeBatch{pending: map[Change]struct{}{}},
 		runners: newRunnerCache(cfg.RunnerCacheTTL), hub: longpoll.NewWatchers(), jobs: newJobCache(jobCacheSize),
-		touches: newRecent[time.Time](jobCacheSize)}
+		touches: recent.New[time.Time](jobCacheSize)}
 	var counter ClaimCounter
 	if c, ok := d.Store.(ClaimCounter); ok && d.QueueFeed != nil {
 		counter = c
@@ -525,7 +526,7 @@ func (s *Service) updateFast(ctx context.Context, u JobUpdate, gate *admission) 
 	now := s.now()
 	switch u.State {
 	case StateRunning:
-		if _, running := s.touches.get(u.ID); running {
+		if _, running := s.touches.Get(u.ID); running {
 			return "", false, nil // running already, as this replica knows: a keepalive
 		}
 		// A replica that did not assign the build knows nothing of it (behind a load
@@ -543,7 +544,7 @@ func (s *Service) updateFast(ctx context.Context, u JobUpdate, gate *admission) 
 		s.acknowledged(ctx, u.ID, hash, acked, now)
 		return StatusRunning, true, nil
 	case StatePending:
-		if _, running := s.touches.get(u.ID); running {
+		if _, running := s.touches.Get(u.ID); running {
 			return "", false, nil // running already, as this replica knows: a liveness touch
 		}
 		// The token was checked before when rate limits ask (checkUpdateToken); the
@@ -585,7 +586,7 @@ func finalState(u JobUpdate) (Status, string) {
 
 // forgetJob drops what this replica keeps about a build that left its runner.
 func (s *Service) forgetJob(id int64) {
-	s.touches.forget(id)
+	s.touches.Forget(id)
 	s.jobs.forget(id)
 }
 
@@ -688,7 +689,7 @@ func (s *Service) acknowledged(ctx context.Context, id int64, tokenHash []byte, 
 		b := Build{ID: id, PipelineID: acked.PipelineID, StageIdx: acked.StageIdx, Payload: Payload{Variables: m.Variables}}
 		s.jobs.put(b, tokenHash, m.Project)
 	}
-	s.touches.put(id, now) // the ack wrote updated_at; later PUTs with state=running are keepalives
+	s.touches.Put(id, now) // the ack wrote updated_at; later PUTs with state=running are keepalives
 	s.changed(Change{PipelineID: acked.PipelineID, BuildID: id})
 	if !acked.AssignedAt.IsZero() {
 		s.observer.Acknowledged(now.Sub(acked.AssignedAt))
@@ -815,18 +816,18 @@ func (s *Service) finish(ctx context.Context, f Finish) (Finished, error) {
 
 // touch records liveness at most once per TouchInterval per build on this replica.
 func (s *Service) touch(ctx context.Context, b Build, now time.Time) {
-	if last, ok := s.touches.get(b.ID); ok && now.Sub(last) < s.cfg.TouchInterval {
+	if last, ok := s.touches.Get(b.ID); ok && now.Sub(last) < s.cfg.TouchInterval {
 		return
 	}
 	if now.Sub(b.UpdatedAt) < s.cfg.TouchInterval {
-		s.touches.put(b.ID, b.UpdatedAt)
+		s.touches.Put(b.ID, b.UpdatedAt)
 		return
 	}
 	if err := s.store.Touch(ctx, b.ID, now); err != nil {
 		s.log.WarnContext(ctx, "liveness not recorded", "build_id", b.ID, "error", err)
 		return
 	}
-	s.touches.put(b.ID, now)
+	s.touches.Put(b.ID, now)
 }
 
 // traceLimitSlack lets a runner configured with the same limit finish: gitlab-runner writes
