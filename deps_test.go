@@ -28,8 +28,8 @@ type layerRule struct {
 }
 
 var layerRules = []layerRule{
-	{pkgs: "./builds", allowed: []string{"./gitref", "./builds/longpoll", "./builds/claimpacing", "./builds/recent"}, forbidden: []string{"net/http"},
-		why: "the domain uses only the standard library, git's ref rules (a leaf) and the job request's concurrency machinery, which knows nothing of builds (builds/longpoll, builds/claimpacing, builds/recent), and no transport; the concerns beside it (builds/artifacts, builds/joblogs, builds/projects, builds/resourcegroups, builds/listings, builds/views, builds/runners, builds/auditlog, builds/triggers, builds/schedules) depend on it, never the reverse"},
+	{pkgs: "./builds", allowed: []string{"./environment", "./gitref", "./builds/longpoll", "./builds/claimpacing", "./builds/recent"}, forbidden: []string{"net/http"},
+		why: "the domain uses only the standard library, git's ref rules and GitLab's environment rules (leaves) and the job request's concurrency machinery, which knows nothing of builds (builds/longpoll, builds/claimpacing, builds/recent), and no transport; the concerns beside it (builds/artifacts, builds/joblogs, builds/projects, builds/resourcegroups, builds/listings, builds/views, builds/runners, builds/auditlog, builds/triggers, builds/schedules) depend on it, never the reverse"},
 	{pkgs: "./builds/longpoll", allowed: []string{}, forbidden: []string{"net/http"},
 		why: "the hub of held job requests and the pipeline waits' watchers are machinery under builds: the standard library only, the queue's version, its feed and the claimable count reach them as small interfaces, and no transport"},
 	{pkgs: "./builds/claimpacing", allowed: []string{}, forbidden: []string{"net/http"},
@@ -78,10 +78,10 @@ var layerRules = []layerRule{
 		why: "flag keys and getters know OpenFeature only; the Postgres provider is pgflags"},
 	{pkgs: "./handlers/...", forbidden: []string{"github.com/jackc/pgx/v5/...", "github.com/redis/go-redis/v9/..."},
 		why: "handlers speak HTTP and call builds; storage errors reach them as builds' sentinels"},
-	{pkgs: "./webui", allowed: []string{"./builds", "./builds/access", "./builds/artifacts", "./builds/joblogs", "./builds/projects", "./builds/users", "./builds/views", "./builds/runners", "./builds/auditlog", "./builds/triggers", "./builds/schedules", "./builds/tokenguard", "./oidclogin", "./cipipeline", "./ciconfig", "./gitremote", "./junit", "./api", "github.com/go-chi/chi/v5/...", "github.com/buildkite/terminal-to-html/v3"},
+	{pkgs: "./webui", allowed: []string{"./builds", "./builds/access", "./builds/artifacts", "./builds/joblogs", "./builds/projects", "./builds/users", "./builds/views", "./builds/runners", "./builds/auditlog", "./builds/triggers", "./builds/schedules", "./builds/tokenguard", "./oidclogin", "./cipipeline", "./ciconfig", "./environment", "./gitremote", "./junit", "./api", "github.com/go-chi/chi/v5/...", "github.com/buildkite/terminal-to-html/v3"},
 		forbidden: []string{"github.com/jackc/pgx/v5/...", "github.com/redis/go-redis/v9/..."},
 		why:       "the web UI reads and acts through builds.Service, the services beside it (artifacts, joblogs) and cipipeline.Creator (a pipeline from a ref) like the API; storage stays behind them"},
-	{pkgs: "./ciconfig/...", allowed: []string{"./builds", "./ciconfig/...", "./gitref", "go.yaml.in/yaml/v3"}, forbidden: []string{"net/http", "database/sql"},
+	{pkgs: "./ciconfig/...", allowed: []string{"./builds", "./ciconfig/...", "./environment", "./gitref", "go.yaml.in/yaml/v3"}, forbidden: []string{"net/http", "database/sql"},
 		why: "the .gitlab-ci.yml compiler is pure: text in, builds' job definitions out, with a YAML parser; no storage, no transport"},
 	{pkgs: "./cisource", allowed: []string{"./builds", "./ciconfig", "./gitref", "./gitremote"},
 		why: "the include reader runs git and fetches HTTPS with the standard library, for ciconfig's Includes"},
@@ -95,6 +95,8 @@ var layerRules = []layerRule{
 		why: "the rules:if expression language uses only the standard library"},
 	{pkgs: "./gitref", allowed: []string{},
 		why: "git's ref and commit id rules are a leaf that builds itself checks with: the standard library only"},
+	{pkgs: "./environment", allowed: []string{},
+		why: "GitLab's environment names, slugs, tiers and link rules are a leaf that builds (resource group keys) and the compiler share: the standard library only"},
 	{pkgs: "./gitremote", allowed: []string{},
 		why: "a remote's credentials hidden is a leaf the API, the web UI, hooks and cisource share: the standard library only"},
 	{pkgs: "./...", forbidden: []string{"./cmd/..."},

@@ -1,8 +1,9 @@
 // Package builds is jobapi's domain: build states and the rules that move a build between
 // them, the auto-retry policy, pipeline definitions, and the Service that the HTTP handlers
-// and background workers call. It imports only the standard library and gitref (git's ref
-// rules, a leaf); Postgres and Redis live behind the Store and Leases interfaces it declares
-// (see builds/pgstore and builds/redisstore).
+// and background workers call. It imports only the standard library and two leaves, gitref
+// (git's ref rules) and environment (GitLab's environment rules); Postgres and Redis live
+// behind the Store and Leases interfaces it declares (see builds/pgstore and
+// builds/redisstore).
 //
 // States (SPEC §3):
 //

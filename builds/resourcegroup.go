@@ -1,6 +1,10 @@
 package builds
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/jobapi/jobapi/environment"
+)
 
 // A resource group (`resource_group:`) lets at most one job of it run at a time across the
 // project's pipelines (legend ⁴ of the transition table); its API is builds/resourcegroups.
@@ -11,5 +15,5 @@ func ResourceGroupKeyProblem(key string) string {
 	if strings.TrimSpace(key) == "" {
 		return "is empty"
 	}
-	return EnvironmentNameProblem(key)
+	return environment.NameProblem(key)
 }

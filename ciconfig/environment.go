@@ -7,6 +7,7 @@ import (
 
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/ciconfig/expr"
+	"github.com/jobapi/jobapi/environment"
 	"github.com/jobapi/jobapi/gitref"
 )
 
@@ -68,15 +69,15 @@ func parseEnvironment(v *val, job string) (*envSpec, error) {
 	}
 	// A url without variables is checked as written; one with them once expanded (expand).
 	if e.url != "" && !strings.ContainsAny(e.url, "$%") {
-		if problem := builds.EnvironmentURLProblem(e.url); problem != "" {
+		if problem := environment.URLProblem(e.url); problem != "" {
 			return nil, errAt(v.get("url"), job, key+":url", "%s", problem)
 		}
 	}
 	if a, err := str("action"); err != nil {
 		return nil, err
 	} else if a != "" {
-		if !slices.Contains(builds.EnvironmentActions, a) {
-			return nil, errAt(v.get("action"), job, key+":action", "should be one of: %s", strings.Join(builds.EnvironmentActions, ", "))
+		if !slices.Contains(environment.Actions, a) {
+			return nil, errAt(v.get("action"), job, key+":action", "should be one of: %s", strings.Join(environment.Actions, ", "))
 		}
 		e.action = a
 	}
@@ -89,8 +90,8 @@ func parseEnvironment(v *val, job string) (*envSpec, error) {
 	if e.tier, err = str("deployment_tier"); err != nil {
 		return nil, err
 	}
-	if e.tier != "" && !slices.Contains(builds.EnvironmentTiers, e.tier) {
-		return nil, errAt(v.get("deployment_tier"), job, key+":deployment_tier", "should be one of: %s", strings.Join(builds.EnvironmentTiers, ", "))
+	if e.tier != "" && !slices.Contains(environment.Tiers, e.tier) {
+		return nil, errAt(v.get("deployment_tier"), job, key+":deployment_tier", "should be one of: %s", strings.Join(environment.Tiers, ", "))
 	}
 	return e, nil
 }
@@ -131,13 +132,13 @@ func (cfg *config) checkOnStop() error {
 func (e *envSpec) expand(job string, vars expr.Lookup) (*builds.Environment, error) {
 	out := &builds.Environment{Action: e.action, OnStop: e.onStop, Tier: e.tier}
 	out.Name = expandVariables(e.name, vars)
-	if problem := builds.EnvironmentNameProblem(out.Name); problem != "" {
+	if problem := environment.NameProblem(out.Name); problem != "" {
 		return nil, &Error{Line: e.line, Job: job, Key: "environment:name",
 			Message: "expands to " + strconv.Quote(out.Name) + ", which " + problem}
 	}
-	out.Slug = builds.EnvironmentSlug(out.Name)
+	out.Slug = environment.Slug(out.Name)
 	if out.Tier == "" {
-		out.Tier = builds.GuessTier(out.Name)
+		out.Tier = environment.GuessTier(out.Name)
 	}
 	out.URL = expandVariables(e.url, func(name string) (string, bool) {
 		switch name {
@@ -153,7 +154,7 @@ func (e *envSpec) expand(job string, vars expr.Lookup) (*builds.Environment, err
 		return vars(name)
 	})
 	if out.URL != "" {
-		if problem := builds.EnvironmentURLProblem(out.URL); problem != "" {
+		if problem := environment.URLProblem(out.URL); problem != "" {
 			return nil, &Error{Line: e.urlLine, Job: job, Key: "environment:url",
 				Message: "expands to " + strconv.Quote(out.URL) + ", which " + problem}
 		}

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/environment"
 )
 
 // TestEnvironmentURLIsWeb: environment:url is an http(s) URL, as written or once its
@@ -43,7 +43,7 @@ func TestEnvironmentURLIsWeb(t *testing.T) {
 		t.Errorf("https url: %q", got)
 	}
 	for _, ok := range []string{"http://a.example", "HTTPS://A.EXAMPLE/x?y=1"} {
-		if !builds.IsWebURL(ok) {
+		if !environment.IsWebURL(ok) {
 			t.Errorf("IsWebURL(%q) = false", ok)
 		}
 	}

@@ -8,8 +8,8 @@ import (
 	"net/http"
 
 	"github.com/jobapi/jobapi/api"
-	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/projects"
+	"github.com/jobapi/jobapi/environment"
 )
 
 // The environments and deployments API (GitLab's shapes): environments and deployments
@@ -51,7 +51,7 @@ func environmentView(e projects.ProjectEnvironment) api.Environment {
 	out := api.Environment{ID: e.ID, Name: e.Name, Slug: e.Slug, State: e.State, Tier: e.Tier,
 		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
 	// Only an http(s) URL is shown: a row written before that rule could hold anything.
-	if builds.IsWebURL(e.ExternalURL) {
+	if environment.IsWebURL(e.ExternalURL) {
 		url := e.ExternalURL
 		out.ExternalURL = &url
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/builds/users"
+	"github.com/jobapi/jobapi/environment"
 )
 
 // pages are the parsed templates: each page file with the shared layout.
@@ -54,7 +55,7 @@ var funcs = template.FuncMap{
 	"coverage":     coverageText,
 	// webURL is s when it is an http(s) URL to link to, else "".
 	"webURL": func(s string) string {
-		if builds.IsWebURL(s) {
+		if environment.IsWebURL(s) {
 			return s
 		}
 		return ""

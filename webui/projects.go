@@ -10,6 +10,7 @@ import (
 	"github.com/jobapi/jobapi/builds/access"
 	"github.com/jobapi/jobapi/builds/projects"
 	"github.com/jobapi/jobapi/builds/views"
+	"github.com/jobapi/jobapi/environment"
 	"github.com/jobapi/jobapi/gitremote"
 )
 
@@ -153,7 +154,7 @@ func (u *UI) environmentsPage(w http.ResponseWriter, r *http.Request) {
 			d.Partial = true
 		}
 		row := environmentRow{ProjectEnvironment: e}
-		if builds.IsWebURL(e.ExternalURL) {
+		if environment.IsWebURL(e.ExternalURL) {
 			row.URL = e.ExternalURL
 		}
 		d.Rows = append(d.Rows, row)

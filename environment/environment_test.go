@@ -1,11 +1,11 @@
-package builds
+package environment
 
 import (
 	"strings"
 	"testing"
 )
 
-func TestEnvironmentSlug(t *testing.T) {
+func TestSlug(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ name, want string }{
 		{"staging", "staging"}, // a valid slug already: kept
@@ -14,21 +14,21 @@ func TestEnvironmentSlug(t *testing.T) {
 		// tail of the name's SHA-256; "l58kaf" matches GitLab's for this name).
 		{"deployment-review/TEST-branch-with-really-long-name", "deployment-review-l58kaf"},
 		{"review/feature-login-page", "review-feature-lo-kxm5zt"},
-		{"Staging", "staging-" + EnvironmentSlug("Staging")[8:]}, // upper case changes it
-		{"1st", "env-1st-" + EnvironmentSlug("1st")[8:]},         // must start with a letter
+		{"Staging", "staging-" + Slug("Staging")[8:]}, // upper case changes it
+		{"1st", "env-1st-" + Slug("1st")[8:]},         // must start with a letter
 	} {
-		got := EnvironmentSlug(c.name)
+		got := Slug(c.name)
 		if got != c.want || len(got) > 24 {
-			t.Errorf("EnvironmentSlug(%q) = %q, want %q (at most 24 bytes)", c.name, got, c.want)
+			t.Errorf("Slug(%q) = %q, want %q (at most 24 bytes)", c.name, got, c.want)
 		}
 	}
 	// Upper case changes the name, and a slug starts with a letter: both get a suffix.
 	for name, prefix := range map[string]string{"Staging": "staging-", "1st": "env-1st-"} {
-		if got := EnvironmentSlug(name); !strings.HasPrefix(got, prefix) || len(got) != len(prefix)+6 {
-			t.Errorf("EnvironmentSlug(%q) = %q, want %q and a 6-character suffix", name, got, prefix)
+		if got := Slug(name); !strings.HasPrefix(got, prefix) || len(got) != len(prefix)+6 {
+			t.Errorf("Slug(%q) = %q, want %q and a 6-character suffix", name, got, prefix)
 		}
 	}
-	if a, b := EnvironmentSlug("review/a_b"), EnvironmentSlug("review/a-b"); a == b {
+	if a, b := Slug("review/a_b"), Slug("review/a-b"); a == b {
 		t.Errorf("two names that slug alike share %q; the suffix should tell them apart", a)
 	}
 }
@@ -48,14 +48,14 @@ func TestGuessTier(t *testing.T) {
 	}
 }
 
-func TestEnvironmentNameProblem(t *testing.T) {
+func TestNameProblem(t *testing.T) {
 	t.Parallel()
 	for name, bad := range map[string]bool{
 		"review/feature-x": false, "Production EU": false, "${X}.y_z": false,
 		"": true, "/review": true, "review/": true, "review:x": true, "ümlaut": true,
 	} {
-		if got := EnvironmentNameProblem(name) != ""; got != bad {
-			t.Errorf("EnvironmentNameProblem(%q) = %q, want a problem: %v", name, EnvironmentNameProblem(name), bad)
+		if got := NameProblem(name) != ""; got != bad {
+			t.Errorf("NameProblem(%q) = %q, want a problem: %v", name, NameProblem(name), bad)
 		}
 	}
 }
