@@ -53,8 +53,8 @@ type Pipeline struct {
 	Depth            int
 	// AutoCancel: workflow:auto_cancel as the pipeline was created with (defaults filled).
 	AutoCancel AutoCancel
-	// Runs: what PipelineDurations needs, filled by listings that leave Builds out (nil:
-	// computed from Builds).
+	// Runs: what views.PipelineDurations needs, filled by listings that leave Builds out
+	// (nil: computed from Builds).
 	Runs *PipelineRuns
 	// CreatedBy: who created it (nil: not known, a pipeline older than the record).
 	CreatedBy *PipelineUser

@@ -10,6 +10,7 @@ import (
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/listings"
+	"github.com/jobapi/jobapi/builds/views"
 )
 
 // listProjectJobs is GitLab's GET /projects/:id/jobs: the project's jobs, every attempt,
@@ -30,14 +31,14 @@ func (h *Handler) listProjectJobs(w http.ResponseWriter, r *http.Request) error 
 	if err := h.requireProject(r, pid); err != nil {
 		return err
 	}
-	views, total, err := h.lists.ProjectJobs(r.Context(), listings.JobFilter{ProjectID: pid, Statuses: scopes}, pg)
+	jobs, total, err := h.lists.ProjectJobs(r.Context(), listings.JobFilter{ProjectID: pid, Statuses: scopes}, pg)
 	if err != nil {
 		return err
 	}
-	if err := h.arts.WithArtifacts(r.Context(), views); err != nil {
+	if err := h.arts.WithArtifacts(r.Context(), jobs); err != nil {
 		return err
 	}
-	out, err := h.jobDetails(r, views)
+	out, err := h.jobDetails(r, jobs)
 	if err != nil {
 		return err
 	}
@@ -84,10 +85,10 @@ func (h *Handler) requireProject(r *http.Request, pid int64) error {
 
 // jobDetails turns job views into GitLab's job objects: jobView's fields with the job's
 // links, its pipeline and its runner, read in one query each for the whole list.
-func (h *Handler) jobDetails(r *http.Request, views []builds.JobView) ([]api.JobDetail, error) {
+func (h *Handler) jobDetails(r *http.Request, jobs []builds.JobView) ([]api.JobDetail, error) {
 	ctx := r.Context()
 	var pipelineIDs, runnerIDs, projectIDs []int64
-	for _, v := range views {
+	for _, v := range jobs {
 		pipelineIDs = append(pipelineIDs, v.PipelineID)
 		if v.RunnerID != 0 {
 			runnerIDs = append(runnerIDs, v.RunnerID)
@@ -119,12 +120,12 @@ func (h *Handler) jobDetails(r *http.Request, views []builds.JobView) ([]api.Job
 	}
 	commits := h.jobCommits(ctx, keys)
 	now := h.svc.Now()
-	out := make([]api.JobDetail, len(views))
-	for i, v := range views {
+	out := make([]api.JobDetail, len(jobs))
+	for i, v := range jobs {
 		d := jobView(v)
 		projectURL := projects[v.ProjectID]
 		d.WebURL = fmt.Sprintf("%s/-/jobs/%d", projectURL, v.ID)
-		d.Duration, d.QueuedDuration = seconds(builds.JobDurations(v.Build, now))
+		d.Duration, d.QueuedDuration = seconds(views.JobDurations(v.Build, now))
 		if p, ok := pipelines[v.PipelineID]; ok {
 			d.Ref, d.Tag = refName(p.Ref)
 			d.Pipeline = &api.JobPipeline{ID: p.ID, IID: p.IID, ProjectID: p.ProjectID, Ref: d.Ref, Sha: p.SHA,
@@ -179,8 +180,8 @@ func (h *Handler) writeJob(w http.ResponseWriter, r *http.Request, code int, v b
 	return nil
 }
 
-// seconds are GitLab's duration and queued_duration: builds.JobDurations in seconds.
-func seconds(d builds.Durations) (duration, queued *float64) {
+// seconds are GitLab's duration and queued_duration: views.JobDurations in seconds.
+func seconds(d views.Durations) (duration, queued *float64) {
 	if d.Run != nil {
 		s := d.Run.Seconds()
 		duration = &s

@@ -10,6 +10,7 @@ import (
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/listings"
+	"github.com/jobapi/jobapi/builds/views"
 	"github.com/jobapi/jobapi/ciconfig"
 	"github.com/jobapi/jobapi/cisource"
 	"github.com/jobapi/jobapi/gitref"
@@ -153,12 +154,12 @@ func (h *Handler) refHead(r *http.Request, pid int64, ref string) (cisource.Head
 }
 
 // pipelineView is pipelineView(p) with GitLab's fields that need the clock and the request:
-// the durations as builds.PipelineDurations counts them (the jobs' run periods joined, to
+// the durations as views.PipelineDurations counts them (the jobs' run periods joined, to
 // now while one runs; queued from creation to the first start), started_at and web_url.
 func (h *Handler) pipelineView(r *http.Request, p builds.Pipeline) api.Pipeline {
 	out := pipelineView(p)
 	out.WebURL = pipelineWebURL(h.externalBase(r), p)
-	d := builds.PipelineDurations(p, h.svc.Now())
+	d := views.PipelineDurations(p, h.svc.Now())
 	if d.Run != nil {
 		secs := int64(*d.Run / time.Second)
 		out.Duration = &secs
@@ -167,7 +168,7 @@ func (h *Handler) pipelineView(r *http.Request, p builds.Pipeline) api.Pipeline 
 		secs := d.Queued.Seconds()
 		out.QueuedDuration = &secs
 	}
-	out.StartedAt = builds.RunsOf(p).FirstStarted
+	out.StartedAt = views.RunsOf(p).FirstStarted
 	out.User = userView(h.externalBase(r), p.CreatedBy)
 	return out
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/jobapi/jobapi/builds/access"
 	"github.com/jobapi/jobapi/builds/artifacts"
 	"github.com/jobapi/jobapi/builds/joblogs"
+	"github.com/jobapi/jobapi/builds/views"
 )
 
 // logWindowSize is how much of a log one page shows and one live fetch returns: a few
@@ -41,7 +42,7 @@ type jobData struct {
 	// LiveLog: the window reaches the end of a log that still grows.
 	LiveLog   bool
 	Artifacts []artifactRow
-	// Duration: from its start (builds.JobDurations); Queued: its wait for a runner.
+	// Duration: from its start (views.JobDurations); Queued: its wait for a runner.
 	Duration, Queued string
 	// AckLeft is what is left of the ack deadline while the job waits.
 	AckLeft    *time.Duration
@@ -118,7 +119,7 @@ func (u *UI) jobPage(w http.ResponseWriter, r *http.Request) {
 	d.Cancelable = !v.Status.Finished() && d.CanCancel
 	d.Playable = v.Status == builds.StatusManual && u.allowed(r, pid, access.PlayJob, v.Ref)
 	d.Retryable = v.Status.Finished() && v.RetriedBy == 0 && u.allowed(r, pid, access.RetryJob, v.Ref)
-	dur := builds.JobDurations(v.Build, u.now())
+	dur := views.JobDurations(v.Build, u.now())
 	d.Duration, d.Queued = optionalDuration(dur.Run), optionalDuration(dur.Queued)
 	if v.Status == builds.StatusWaiting && v.AckDeadline != nil {
 		left := max(v.AckDeadline.Sub(u.now()), 0)

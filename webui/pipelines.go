@@ -45,7 +45,7 @@ type pipelineTable struct {
 type pipelineRow struct {
 	builds.Pipeline
 	// Duration is the time its jobs ran, Queued the wait before the first started
-	// (builds.PipelineDurations); "—" when there is none.
+	// (views.PipelineDurations); "—" when there is none.
 	Duration, Queued string
 	// Warnings: passed with warnings; Coverage: the average of its jobs' ("" for none).
 	Warnings bool
@@ -126,7 +126,7 @@ func (u *UI) pipelineRows(r *http.Request, list []builds.Pipeline) ([]pipelineRo
 	rows := make([]pipelineRow, 0, len(list))
 	for _, p := range list {
 		sum := sums[p.ID]
-		dur := builds.PipelineDurations(p, now)
+		dur := views.PipelineDurations(p, now)
 		rows = append(rows, pipelineRow{Pipeline: p, Duration: optionalDuration(dur.Run), Queued: optionalDuration(dur.Queued),
 			Warnings: sum.Warnings, Coverage: coverageText(sum.Coverage)})
 	}
@@ -166,7 +166,7 @@ const (
 
 type pipelineData struct {
 	builds.Pipeline
-	// Duration and Queued as on the list (builds.PipelineDurations).
+	// Duration and Queued as on the list (views.PipelineDurations).
 	Duration, Queued string
 	Stages           []stageColumn
 	Edges            []edge
@@ -242,7 +242,7 @@ type edge struct {
 // buildPipelineData lays out p; children maps its trigger jobs to their child pipelines.
 func buildPipelineData(p builds.Pipeline, children map[int64]int64, now time.Time) pipelineData {
 	d := pipelineData{Pipeline: p, Attempts: len(p.Builds), Finished: p.FinishedAt != nil}
-	dur := builds.PipelineDurations(p, now)
+	dur := views.PipelineDurations(p, now)
 	d.Duration, d.Queued = optionalDuration(dur.Run), optionalDuration(dur.Queued)
 	d.Warnings = pipelineWarnings(p)
 	if c, ok := p.Coverage(); ok {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/builds/views"
 	"github.com/jobapi/jobapi/gitremote"
 )
 
@@ -250,7 +251,7 @@ var detailedStatus = map[string]string{"created": "created", "pending": "pending
 // pipelineEvent builds the Pipeline Hook of p (with its builds) now.
 func (s Site) pipelineEvent(p builds.Pipeline, prj builds.Project, now time.Time) PipelineEvent {
 	ref, tag := refAndTag(p.Ref)
-	d := builds.PipelineDurations(p, now)
+	d := views.PipelineDurations(p, now)
 	var dur *float64
 	if d.Run != nil {
 		v := float64(int64(d.Run.Seconds()))
@@ -278,7 +279,7 @@ func (s Site) pipelineEvent(p builds.Pipeline, prj builds.Project, now time.Time
 		if b.RetriedBy != 0 || b.Bridge {
 			continue // GitLab lists the latest attempts of jobs, not bridges
 		}
-		jd := builds.JobDurations(b, now)
+		jd := views.JobDurations(b, now)
 		var reason *string
 		if b.FailureReason != "" {
 			reason = &b.FailureReason
@@ -361,15 +362,15 @@ func (s Site) repository(prj builds.Project) repository {
 // jobEvent builds the Job Hook of build b of pipeline p now.
 func (s Site) jobEvent(b builds.Build, p builds.Pipeline, prj builds.Project, now time.Time) JobEvent {
 	ref, tag := refAndTag(p.Ref)
-	jd := builds.JobDurations(b, now)
-	pd := builds.PipelineDurations(p, now)
+	jd := views.JobDurations(b, now)
+	pd := views.PipelineDurations(p, now)
 	var pdur *int64
 	if pd.Run != nil {
 		v := int64(pd.Run.Seconds())
 		pdur = &v
 	}
 	var pstarted *time.Time
-	if runs := builds.RunsOf(p); runs.FirstStarted != nil {
+	if runs := views.RunsOf(p); runs.FirstStarted != nil {
 		pstarted = runs.FirstStarted
 	}
 	return JobEvent{ObjectKind: "build", Ref: ref, Tag: tag, BeforeSHA: p.BeforeSHA, SHA: p.SHA, RetriesCount: b.Attempt - 1,

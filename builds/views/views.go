@@ -2,7 +2,9 @@
 // asks for: the pipeline listing with its summaries, the latest events of interest across
 // every build, and the fleet's assign-to-ack latency. Every read is bounded (a page, a window
 // of recent events), so that a page stays cheap however large the tables grow. The reads are
-// the store's; builds never imports this package.
+// the store's; builds never imports this package. Beside them, the durations every view of a
+// job or a pipeline shows (GitLab's duration and queued_duration), computed from what a read
+// brought: the API's, the web UI's and webhook payloads'.
 package views
 
 import (

@@ -1,8 +1,10 @@
-package builds
+package views
 
 import (
 	"slices"
 	"time"
+
+	"github.com/jobapi/jobapi/builds"
 )
 
 // Durations are GitLab's duration and queued_duration of a job or a pipeline: time spent
@@ -16,7 +18,7 @@ type Durations struct {
 // JobDurations: Run from started_at to finished_at (to now while it runs); Queued from
 // queued_at to started_at (to now while it waits; to finished_at when it ended without
 // starting, as a job canceled in the queue waited only that long).
-func JobDurations(b Build, now time.Time) Durations {
+func JobDurations(b builds.Build, now time.Time) Durations {
 	var d Durations
 	if b.StartedAt != nil {
 		end := now
@@ -40,23 +42,10 @@ func JobDurations(b Build, now time.Time) Durations {
 	return d
 }
 
-// RunPeriod is when one job ran: from Started to Finished (nil: still running).
-type RunPeriod struct {
-	Started  time.Time
-	Finished *time.Time
-}
-
-// PipelineRuns is what a pipeline's durations are computed from: the run periods of its
-// latest attempts, and when its first job of any attempt started (nil: none has).
-type PipelineRuns struct {
-	Periods      []RunPeriod
-	FirstStarted *time.Time
-}
-
 // RunsOf collects p's runs from its builds. Bridges count as
 // GitLab's processables do: from their start to their end.
-func RunsOf(p Pipeline) PipelineRuns {
-	var r PipelineRuns
+func RunsOf(p builds.Pipeline) builds.PipelineRuns {
+	var r builds.PipelineRuns
 	for _, b := range p.Builds {
 		if b.StartedAt == nil {
 			continue
@@ -66,7 +55,7 @@ func RunsOf(p Pipeline) PipelineRuns {
 			r.FirstStarted = &t
 		}
 		if b.RetriedBy == 0 {
-			r.Periods = append(r.Periods, RunPeriod{Started: *b.StartedAt, Finished: b.FinishedAt})
+			r.Periods = append(r.Periods, builds.RunPeriod{Started: *b.StartedAt, Finished: b.FinishedAt})
 		}
 	}
 	return r
@@ -77,7 +66,7 @@ func RunsOf(p Pipeline) PipelineRuns {
 // attempts a retry replaced, are left out, so a pipeline retried half an hour later shows
 // its jobs' time, not the half hour. Queued is from the pipeline's creation to its first
 // job's start (to now while none has started; nil once it finished without any).
-func PipelineDurations(p Pipeline, now time.Time) Durations {
+func PipelineDurations(p builds.Pipeline, now time.Time) Durations {
 	runs := RunsOf(p)
 	if p.Runs != nil {
 		runs = *p.Runs
@@ -94,7 +83,7 @@ func PipelineDurations(p Pipeline, now time.Time) Durations {
 		return d
 	}
 	periods := slices.Clone(runs.Periods)
-	slices.SortFunc(periods, func(a, b RunPeriod) int { return a.Started.Compare(b.Started) })
+	slices.SortFunc(periods, func(a, b builds.RunPeriod) int { return a.Started.Compare(b.Started) })
 	var total time.Duration
 	var curStart, curEnd time.Time
 	for i, pr := range periods {
