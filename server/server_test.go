@@ -54,21 +54,25 @@ func TestLoadConfigDefaultsAndErrors(t *testing.T) {
 	}
 }
 
+// countedRateLimits are the options of a test that counts rate-limited answers exactly, and
+// the start of the window its requests fall in. The budgets are per minute on the clock
+// (fixed windows), and a Redis call slower than the limiter's timeout lets the request
+// through: on the wall clock, requests straddling a minute's end, or a loaded machine, gave
+// more answers than the budget. So the replicas' clock starts at the start of a window (it
+// runs at the real pace, less than a minute ahead of it; a test's requests take seconds of
+// the window's minute), and their Redis calls may take their time.
+func countedRateLimits() (opts jobapitest.Options, window time.Time) {
+	realStart := time.Now()
+	window = realStart.Truncate(time.Minute).Add(time.Minute)
+	clock := func() time.Time { return window.Add(time.Since(realStart)) }
+	return jobapitest.Options{Now: clock, RateLimitCallTimeout: 10 * time.Second}, window
+}
+
 // Over the per-token budget a runner gets 429 with the headers gitlab-runner's retry
 // requester honours (Retry-After seconds, RateLimit-ResetTime RFC 1123), never a 403.
-//
-// The budget is per minute on the clock (fixed windows), and a Redis call slower than the
-// limiter's timeout lets the request through: on the wall clock, requests straddling a
-// minute's end, or a loaded machine, gave more 204s than the budget. So the replicas'
-// clock starts this test at the start of a window (it runs at the real pace, less than a
-// minute ahead of it; the requests below take seconds of the window's minute), and their
-// Redis calls may take their time.
 func TestJobRequestRateLimit(t *testing.T) {
 	t.Parallel()
-	realStart := time.Now()
-	window := realStart.Truncate(time.Minute).Add(time.Minute)
-	clock := func() time.Time { return window.Add(time.Since(realStart)) }
-	opts := jobapitest.Options{Now: clock, RateLimitCallTimeout: 10 * time.Second}
+	opts, window := countedRateLimits()
 	o := opts
 	o.Configure = func(c *server.Config) { c.RateLimitJobsRequest = 5 }
 	inst := jobapitest.Start(t, o)
@@ -244,7 +248,9 @@ func TestBogusJobTokensDoNotSpendTheJobsBudget(t *testing.T) {
 // with the right token, go on.
 func TestJobTokenFailuresLimitedPerAddress(t *testing.T) {
 	t.Parallel()
-	inst := jobapitest.Start(t, jobapitest.Options{Configure: func(c *server.Config) { c.RateLimitJobTokenFailures = 3 }})
+	opts, _ := countedRateLimits()
+	opts.Configure = func(c *server.Config) { c.RateLimitJobTokenFailures = 3 }
+	inst := jobapitest.Start(t, opts)
 	_, token := inst.CreateRunner(t)
 	inst.CreatePipeline(t, 1, []string{"test"}, jobapitest.Job{"name": "a", "script": []string{"true"}})
 	ctx := context.Background()
@@ -278,7 +284,8 @@ func TestJobTokenFailuresLimitedPerAddress(t *testing.T) {
 // upserts a manager row each time, and had no limit at all.
 func TestVerifyRateLimit(t *testing.T) {
 	t.Parallel()
-	inst := jobapitest.Start(t, jobapitest.Options{})
+	opts, _ := countedRateLimits()
+	inst := jobapitest.Start(t, opts)
 	_, token := inst.CreateRunner(t)
 	codes := map[int]int{}
 	for i := 0; i < 70; i++ {
