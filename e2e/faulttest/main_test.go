@@ -184,6 +184,13 @@ func (c *codes) add(endpoint string, code int, h http.Header, took time.Duration
 	}
 }
 
+// slowestAnswer is the longest any answer took.
+func (c *codes) slowestAnswer() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.slowest
+}
+
 func (c *codes) get(endpoint string, code int) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
