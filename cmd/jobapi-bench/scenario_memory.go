@@ -61,6 +61,8 @@ func (e *env) memory(ctx context.Context, fleet []fleetRunner) (*Result, error) 
 			e.logf("long-poll jobapi stopped: %v", err)
 		}
 	}()
+	pool := watchRedisPool(srv)
+	q0 := e.queries.snapshot()
 	sctx, cancel := context.WithTimeout(ctx, cfg.ScenarioTimeout)
 	defer cancel()
 	fp, err := e.startFleetProcess(sctx)
@@ -82,6 +84,8 @@ func (e *env) memory(ctx context.Context, fleet []fleetRunner) (*Result, error) 
 			return res, fmt.Errorf("fleet process: want warm, got %q: %v", line, err)
 		}
 		m.WarmupS = round3(time.Since(warmStart).Seconds())
+		q1 := e.queries.snapshot()
+		m.WarmupStatements = q1.sub(q0).requestQueries()
 		if err := send("go"); err != nil {
 			return res, err
 		}
@@ -99,6 +103,12 @@ func (e *env) memory(ctx context.Context, fleet []fleetRunner) (*Result, error) 
 			m.HeldTested, m.HeldProcessCores = t, round3(t.Process/wall)
 		}
 		m.Held = srvHeld(srv)
+		m.OutsideHub = len(fleet) - m.Held
+		m.HeldStatements = e.queries.snapshot().sub(q1).requestQueries()
+		fb := srv.Service.FallbackStats()
+		m.FallbackClaims, m.FallbackAnswered, m.FallbackShed = fb.Claims, fb.Answered, fb.Shed
+		m.RedisPool = pool.stop()
+		m.RedisErrors = metricValues(sctx, srv.URL, "jobapi_redis_errors_total")
 		m.PeakRSSMB = round3(peakRSSMB(pid))
 		if len(samples) > 0 {
 			slices.Sort(samples)
@@ -144,6 +154,11 @@ func (e *env) memory(ctx context.Context, fleet []fleetRunner) (*Result, error) 
 	r.Targets = append(r.Targets, Target{
 		Name: fmt.Sprintf("peak RSS, %d pending and %d long-polling runners (bench process: jobapi's two replicas)", cfg.IdleBacklog, len(fleet)),
 		Want: "≤ 300 MB", Got: m.PeakRSSMB, Unit: "MB", Met: m.PeakRSSMB > 0 && m.PeakRSSMB <= 300})
+	e.logf("  memory: where the runners were held: hub %d, elsewhere %d (the fallback); fallback claims %d, answered %d, shed %d; "+
+		"Redis pool: at most %d callers waiting for one of %d connections, %d pool timeouts; Redis errors %v; "+
+		"request statements: warm-up %d, after %d",
+		m.Held, m.OutsideHub, m.FallbackClaims, m.FallbackAnswered, m.FallbackShed, m.RedisPool.MaxWaiting, m.RedisPool.MaxConns,
+		m.RedisPool.Timeouts, m.RedisErrors, m.WarmupStatements, m.HeldStatements)
 	e.logf("  memory: %d runners (%d in the long poll's hub), %d pending (load %.1f → %.1f): RSS base %s, held %s (max %s), peak %s MB; "+
 		"Go heap %s, stacks %s, sys %s MB, %d goroutines; %s KB per runner; jobapi %s cores; answers %v",
 		len(fleet), m.Held, cfg.IdleBacklog, m.LoadStart, m.LoadEnd, fmtF(baseMB), fmtF(m.HeldRSSMB), fmtF(m.HeldRSSMaxMB),
@@ -172,6 +187,21 @@ type memoryStats struct {
 	// Held: requests the long poll held at the end (jobapi_long_poll_waiters); requests
 	// whose queue version read failed are held by the fallback instead and not counted.
 	Held int `json:"long_poll_waiters"`
+	// OutsideHub: runners not in the hub at the end (every runner asks again at once, so
+	// these are held by the fallback, or between two requests).
+	OutsideHub int `json:"outside_hub"`
+	// The replica's fallback counters (builds.FallbackStats) since it started.
+	FallbackClaims   int64 `json:"fallback_claims"`
+	FallbackAnswered int64 `json:"fallback_answered"`
+	FallbackShed     int64 `json:"fallback_shed"`
+	// RedisPool: the replica's go-redis pool from its start to the end of the held phase;
+	// RedisErrors: its jobapi_redis_errors_total by kind.
+	RedisPool   redisPoolPeak      `json:"redis_pool"`
+	RedisErrors map[string]float64 `json:"redis_errors,omitempty"`
+	// Statements run on behalf of requests: the warm-up (every runner's first poll), and
+	// from then to the end of the held phase.
+	WarmupStatements int64 `json:"warmup_statements"`
+	HeldStatements   int64 `json:"held_statements"`
 	// BaseRSSMB: the bench process before the replica started; PeakRSSMB: VmHWM from then
 	// on (warm-up included); HeldRSSMB and HeldRSSMaxMB: the median and the largest of the
 	// per-second RSS samples while the fleet was held; KBPerRunner: (held − base) ÷ runners.
@@ -230,4 +260,76 @@ func metricValue(ctx context.Context, baseURL, name string) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("%s not in /metrics", name)
+}
+
+// redisPoolPeak is the most a replica's Redis pool was asked of while sampled: callers
+// waiting for a connection (a burst of reads on a pool of 10 × GOMAXPROCS connections),
+// the connections open, and the waits that ran into PoolTimeout (a wait that ends at its
+// caller's deadline first is not counted by go-redis).
+type redisPoolPeak struct {
+	MaxWaiting uint32 `json:"max_waiting"`
+	MaxConns   uint32 `json:"max_conns"`
+	Timeouts   uint32 `json:"pool_timeouts"`
+	Waits      uint32 `json:"waits"`
+	WaitMs     int64  `json:"wait_ms"`
+
+	done chan struct{}
+	out  chan redisPoolPeak
+}
+
+// watchRedisPool samples srv's Redis pool every 20 ms until stop.
+func watchRedisPool(srv *server.Server) *redisPoolPeak {
+	w := &redisPoolPeak{done: make(chan struct{}), out: make(chan redisPoolPeak, 1)}
+	go func() {
+		var p redisPoolPeak
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			st := srv.Redis.PoolStats()
+			p.MaxWaiting, p.MaxConns = max(p.MaxWaiting, st.PendingRequests), max(p.MaxConns, st.TotalConns)
+			p.Timeouts, p.Waits, p.WaitMs = st.Timeouts, st.WaitCount, st.WaitDurationNs/1e6
+			select {
+			case <-w.done:
+				w.out <- p
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return w
+}
+
+func (w *redisPoolPeak) stop() redisPoolPeak {
+	close(w.done)
+	return <-w.out
+}
+
+// metricValues reads every sample of a labelled metric from a replica's /metrics, keyed by
+// its labels.
+func metricValues(ctx context.Context, baseURL, name string) map[string]float64 {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/metrics", nil)
+	if err != nil {
+		return nil
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		labels, ok := strings.CutPrefix(sc.Text(), name+"{")
+		if !ok {
+			continue
+		}
+		labels, v, ok := strings.Cut(labels, "} ")
+		if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); ok && err == nil {
+			out[labels] = f
+		}
+	}
+	return out
 }
