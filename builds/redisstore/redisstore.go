@@ -34,6 +34,8 @@ type Store struct {
 	// about 40 µs more CPU than a plain GET (jobapi-bench idle).
 	hot    redis.Cmdable
 	prefix string
+	// versions coalesces the version reads of concurrent job requests (versionreads.go).
+	versions *versionReads
 }
 
 var (
@@ -44,6 +46,7 @@ var (
 // New returns a Store whose keys all start with prefix (e.g. "jobapi:").
 func New(rdb redis.UniversalClient, prefix string) *Store {
 	s := &Store{rdb: rdb, hot: rdb, prefix: prefix}
+	s.versions = &versionReads{read: s.readVersion}
 	if c, ok := rdb.(interface {
 		AutoPipeline() (*redis.AutoPipeliner, error)
 	}); ok {
@@ -170,8 +173,11 @@ func (s *Store) TTLs(ctx context.Context, buildIDs []int64) (map[int64]time.Dura
 // Version returns the queue version, creating one if it expired or Redis lost it. The
 // version it creates is announced like a bump (createVersionScript): unannounced, every
 // replica's long poll would take it for a bump it missed and wake every held request, the
-// whole fleet once a minute while nothing changes (versionTTL).
-func (s *Store) Version(ctx context.Context) (string, error) {
+// whole fleet once a minute while nothing changes (versionTTL). Concurrent callers share
+// one read that starts after each of them came (versionReads).
+func (s *Store) Version(ctx context.Context) (string, error) { return s.versions.get(ctx) }
+
+func (s *Store) readVersion(ctx context.Context) (string, error) {
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
 	v, err := s.rdb.Get(ctx, s.versionKey()).Result()
