@@ -28,8 +28,8 @@ type layerRule struct {
 }
 
 var layerRules = []layerRule{
-	{pkgs: "./builds", allowed: []string{"./environment", "./gitref", "./builds/longpoll", "./builds/claimpacing", "./builds/recent"}, forbidden: []string{"net/http"},
-		why: "the domain uses only the standard library, git's ref rules and GitLab's environment rules (leaves) and the job request's concurrency machinery, which knows nothing of builds (builds/longpoll, builds/claimpacing, builds/recent), and no transport; the concerns beside it (builds/artifacts, builds/joblogs, builds/projects, builds/resourcegroups, builds/listings, builds/views, builds/runners, builds/auditlog, builds/triggers, builds/schedules) depend on it, never the reverse"},
+	{pkgs: "./builds", allowed: []string{"./environment", "./gitref", "./builds/longpoll", "./builds/claimpacing", "./builds/recent", "./faultlog"}, forbidden: []string{"net/http"},
+		why: "the domain uses only the standard library, git's ref rules, GitLab's environment rules and the log of repeated faults (leaves) and the job request's concurrency machinery, which knows nothing of builds (builds/longpoll, builds/claimpacing, builds/recent), and no transport; the concerns beside it (builds/artifacts, builds/joblogs, builds/projects, builds/resourcegroups, builds/listings, builds/views, builds/runners, builds/auditlog, builds/triggers, builds/schedules) depend on it, never the reverse"},
 	{pkgs: "./builds/longpoll", allowed: []string{}, forbidden: []string{"net/http"},
 		why: "the hub of held job requests and the pipeline waits' watchers are machinery under builds: the standard library only, the queue's version, its feed and the claimable count reach them as small interfaces, and no transport"},
 	{pkgs: "./builds/claimpacing", allowed: []string{}, forbidden: []string{"net/http"},
@@ -97,6 +97,8 @@ var layerRules = []layerRule{
 		why: "git's ref and commit id rules are a leaf that builds itself checks with: the standard library only"},
 	{pkgs: "./environment", allowed: []string{},
 		why: "GitLab's environment names, slugs, tiers and link rules are a leaf that builds (resource group keys) and the compiler share: the standard library only"},
+	{pkgs: "./faultlog", allowed: []string{}, forbidden: []string{"net/http"},
+		why: "the log of a hot path's repeated faults is a leaf builds and handlers share: the standard library only, and no transport"},
 	{pkgs: "./gitremote", allowed: []string{},
 		why: "a remote's credentials hidden is a leaf the API, the web UI, hooks and cisource share: the standard library only"},
 	{pkgs: "./...", forbidden: []string{"./cmd/..."},

@@ -13,6 +13,7 @@ import (
 	"github.com/jobapi/jobapi/builds/claimpacing"
 	"github.com/jobapi/jobapi/builds/longpoll"
 	"github.com/jobapi/jobapi/builds/recent"
+	"github.com/jobapi/jobapi/faultlog"
 )
 
 // Config holds the service's tunables (SPEC §10).
@@ -102,7 +103,7 @@ type Service struct {
 	// fallback paces claims made without the queue version; faults logs the hot path's
 	// repeated faults once per interval.
 	fallback *claimpacing.Fallback
-	faults   *FaultTally
+	faults   *faultlog.Tally
 }
 
 // Observer is told about domain events worth a metric.
@@ -230,7 +231,7 @@ func NewService(d Deps) *Service {
 	s.empties = claimpacing.NewEmptyProfiles()
 	s.flights = claimpacing.NewFlights()
 	s.fallback = claimpacing.NewFallback(cfg.FallbackClaims, cfg.LongPoll)
-	s.faults = NewFaultTally(d.Log, "Redis did not answer in time; each fault fell back as docs/overload.md says", 0)
+	s.faults = faultlog.NewTally(d.Log, "Redis did not answer in time; each fault fell back as docs/overload.md says", 0)
 	s.wakes = longpoll.NewHub(d.Queue, counter, s.runners.forgetRunner, d.Log)
 	return s
 }

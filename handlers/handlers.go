@@ -31,6 +31,7 @@ import (
 	"github.com/jobapi/jobapi/builds/triggers"
 	"github.com/jobapi/jobapi/builds/users"
 	"github.com/jobapi/jobapi/cisource"
+	"github.com/jobapi/jobapi/faultlog"
 )
 
 // Flags is the operator side of the feature-flag backend (the Features API).
@@ -121,7 +122,7 @@ type Handler struct {
 	// webhooks throttles wrong webhook signatures; webhookRefusals logs the refusals once
 	// per interval (a guesser past its budget sends many).
 	webhooks        *tokenguard.WebhookGuard
-	webhookRefusals *builds.FaultTally
+	webhookRefusals *faultlog.Tally
 	// registrationHash is the registration token's hash (nil: registration is off).
 	registrationHash []byte
 	log              *slog.Logger
@@ -145,7 +146,7 @@ type Handler struct {
 
 	// faults logs the faults that repeat per request (a backend or the rate limiter not
 	// answering) once per interval.
-	faults *builds.FaultTally
+	faults *faultlog.Tally
 	access *access.Service
 }
 
@@ -167,7 +168,7 @@ func New(d Deps) http.Handler {
 		runners:       d.Runners,
 		audit:         d.Audit,
 		log:           d.Logger,
-		faults:        builds.NewFaultTally(d.Logger, "requests degraded: a backend did not answer in time", 0),
+		faults:        faultlog.NewTally(d.Logger, "requests degraded: a backend did not answer in time", 0),
 		flags:         d.Flags,
 		health:        d.Health,
 		traceWatch:    d.TraceWatch,
@@ -191,7 +192,7 @@ func New(d Deps) http.Handler {
 	}
 	h.admin = d.AdminGuard
 	h.webhooks = d.WebhookGuard
-	h.webhookRefusals = builds.NewFaultTally(d.Logger, "inbound webhooks throttled: too many wrong signatures", 0)
+	h.webhookRefusals = faultlog.NewTally(d.Logger, "inbound webhooks throttled: too many wrong signatures", 0)
 	if h.admin == nil {
 		h.admin = tokenguard.NewAdminGuard(d.AdminToken, nil)
 	}

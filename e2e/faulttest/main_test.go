@@ -110,7 +110,7 @@ func makeWaiting(t *testing.T, inst *jobapitest.Instance, n, perPipeline int, tt
 					return
 				}
 				if err == nil {
-					err = grantPatiently(ctx, leases, b.ID, strconv.FormatInt(m.ID, 10), ttl)
+					err = leases.Grant(ctx, b.ID, strconv.FormatInt(m.ID, 10), ttl)
 				}
 				if err != nil {
 					errs <- err
@@ -132,21 +132,6 @@ func makeWaiting(t *testing.T, inst *jobapitest.Instance, n, perPipeline int, tt
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	return ids
-}
-
-// grantPatiently grants an ack key as the claim does, for a test's setup. The store answers
-// within its call timeout (redisstore.CallTimeout, 500 ms), which eight workers' grants can
-// miss on a loaded 2-core machine under -race, the SET NX perhaps landing all the same. A
-// setup step is not what a test checks: it tries again until a generous deadline. Grant
-// with the same holder is idempotent (it finds its own earlier SET NX).
-func grantPatiently(ctx context.Context, leases *redisstore.Store, buildID int64, holder string, ttl time.Duration) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := leases.Grant(ctx, buildID, holder, ttl)
-		if err == nil || !errors.Is(err, builds.ErrUnavailable) || time.Now().After(deadline) {
-			return err
-		}
-	}
 }
 
 // fillForLoading saves a dataset to r's dump file, so that the next restart LOADs it: 20,000
@@ -182,13 +167,6 @@ func (c *codes) add(endpoint string, code int, h http.Header, took time.Duration
 	if (code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests) && h.Get("Retry-After") == "" {
 		c.noRetryAfter++
 	}
-}
-
-// slowestAnswer is the longest any answer took.
-func (c *codes) slowestAnswer() time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.slowest
 }
 
 func (c *codes) get(endpoint string, code int) int {

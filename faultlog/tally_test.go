@@ -1,4 +1,4 @@
-package builds
+package faultlog
 
 import (
 	"bytes"
@@ -30,9 +30,9 @@ func (s *syncBuffer) lines() []string {
 
 // A fault repeated a thousand times is logged once at once and once as a count, not a
 // thousand times.
-func TestFaultTallyLogsOncePerInterval(t *testing.T) {
+func TestTallyLogsOncePerInterval(t *testing.T) {
 	var buf syncBuffer
-	tally := NewFaultTally(slog.New(slog.NewTextHandler(&buf, nil)), "degraded", 50*time.Millisecond)
+	tally := NewTally(slog.New(slog.NewTextHandler(&buf, nil)), "degraded", 50*time.Millisecond)
 	ctx := context.Background()
 	for range 1000 {
 		tally.Count(ctx, "queue_version_unavailable", errors.New("i/o timeout"))

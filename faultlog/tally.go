@@ -1,4 +1,7 @@
-package builds
+// Package faultlog logs the faults a hot path repeats as counts per interval instead of a
+// line per request. It knows nothing of builds or HTTP: the domain's Redis fallbacks and the
+// handlers' degraded requests and throttled webhooks each keep a Tally of their own.
+package faultlog
 
 import (
 	"context"
@@ -9,13 +12,13 @@ import (
 	"time"
 )
 
-// FaultTally logs a fault that repeats on the hot path once per interval, as a count,
+// Tally logs a fault that repeats on the hot path once per interval, as a count,
 // instead of once per request: under overload the per-request warnings (one per job
 // request that could not read the queue version, thousands a minute) cost CPU and disk
 // when there is none to spare and bury what happened. The first occurrence after a quiet
 // interval is logged at once, so a fault is seen without delay; the repeats are summed and
 // logged when the interval ends, with the last error of each kind.
-type FaultTally struct {
+type Tally struct {
 	log      *slog.Logger
 	msg      string
 	interval time.Duration
@@ -27,24 +30,24 @@ type FaultTally struct {
 	quietAt time.Time
 }
 
-// DefaultFaultInterval is how often a FaultTally logs its summary.
-const DefaultFaultInterval = 10 * time.Second
+// DefaultInterval is how often a Tally logs its summary.
+const DefaultInterval = 10 * time.Second
 
-// NewFaultTally logs under msg (e.g. "job requests degraded") every interval (0:
-// DefaultFaultInterval) at most.
-func NewFaultTally(log *slog.Logger, msg string, interval time.Duration) *FaultTally {
+// NewTally logs under msg (e.g. "job requests degraded") every interval (0:
+// DefaultInterval) at most.
+func NewTally(log *slog.Logger, msg string, interval time.Duration) *Tally {
 	if interval <= 0 {
-		interval = DefaultFaultInterval
+		interval = DefaultInterval
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &FaultTally{log: log, msg: msg, interval: interval, counts: map[string]int64{}, lastErr: map[string]string{}}
+	return &Tally{log: log, msg: msg, interval: interval, counts: map[string]int64{}, lastErr: map[string]string{}}
 }
 
 // Count records one occurrence of what (a short name: "queue_version_unavailable"), with
 // its error if any.
-func (t *FaultTally) Count(ctx context.Context, what string, err error) {
+func (t *Tally) Count(ctx context.Context, what string, err error) {
 	if t == nil {
 		return
 	}
@@ -72,7 +75,7 @@ func (t *FaultTally) Count(ctx context.Context, what string, err error) {
 }
 
 // flush logs what was counted since the last summary, if anything.
-func (t *FaultTally) flush() {
+func (t *Tally) flush() {
 	t.mu.Lock()
 	counts, lastErr := t.counts, t.lastErr
 	t.counts, t.lastErr = map[string]int64{}, map[string]string{}
