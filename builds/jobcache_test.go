@@ -1,6 +1,10 @@
 package builds
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/jobapi/jobapi/secrettoken"
+)
 
 func TestJobCacheChecksTokenAndKeepsMaskedValuesOnly(t *testing.T) {
 	c := newJobCache(10)
@@ -9,7 +13,7 @@ func TestJobCacheChecksTokenAndKeepsMaskedValuesOnly(t *testing.T) {
 		{Key: "SHORT", Value: "short", Masked: true},
 		{Key: "PLAIN", Value: "not-a-secret-value"},
 	}}}
-	c.put(b, HashToken("glcbt-right"), nil)
+	c.put(b, secrettoken.Hash("glcbt-right"), nil)
 	if _, ok := c.get(7, "glcbt-wrong"); ok {
 		t.Fatal("a wrong token must miss")
 	}
@@ -32,7 +36,7 @@ func TestJobCacheChecksTokenAndKeepsMaskedValuesOnly(t *testing.T) {
 func TestJobCacheKeepsTwoGenerations(t *testing.T) {
 	c := newJobCache(2)
 	for id := int64(1); id <= 5; id++ {
-		c.put(Build{ID: id}, HashToken("t"), nil)
+		c.put(Build{ID: id}, secrettoken.Hash("t"), nil)
 	}
 	// 1,2 → prev when 3 arrives; 3,4 → prev when 5 arrives (1,2 dropped); cur holds 5.
 	for id, want := range map[int64]bool{1: false, 2: false, 3: true, 4: true, 5: true} {

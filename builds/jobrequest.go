@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobapi/jobapi/builds/claimpacing"
 	"github.com/jobapi/jobapi/builds/longpoll"
+	"github.com/jobapi/jobapi/secrettoken"
 )
 
 // JobRequest is a runner's POST /jobs/request.
@@ -236,9 +237,9 @@ func (s *Service) prepareClaim(ctx context.Context, req JobRequest, r Runner) (p
 	if err != nil {
 		return pendingClaim{}, err
 	}
-	jobToken := NewToken(JobTokenPrefix)
+	jobToken := secrettoken.New(JobTokenPrefix)
 	now := s.now()
-	c := pendingClaim{Claim: newClaim(r, managerID, managerSystemID(req.SystemID), HashToken(jobToken), now, s.ackTTL(now, now)),
+	c := pendingClaim{Claim: newClaim(r, managerID, managerSystemID(req.SystemID), secrettoken.Hash(jobToken), now, s.ackTTL(now, now)),
 		jobToken: jobToken}
 	c.decided = decideTwoPhase(ctx, s.gate, &c.Claim, req.TwoPhaseCapable)
 	return c, nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds/claimpacing"
+	"github.com/jobapi/jobapi/secrettoken"
 )
 
 func TestPollOf(t *testing.T) {
@@ -74,7 +75,7 @@ func TestManagerSystemID(t *testing.T) {
 func TestNewClaimAckDeadline(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	r := Runner{ID: 9, Tags: []string{"docker"}}
-	hash := HashToken("glcbt-abc")
+	hash := secrettoken.Hash("glcbt-abc")
 	c := newClaim(r, 42, "s_1", hash, now, 90*time.Second)
 	if c.Runner.ID != 9 || c.ManagerID != 42 || c.SystemID != "s_1" || !bytes.Equal(c.TokenHash, hash) || !c.Now.Equal(now) {
 		t.Errorf("newClaim = %+v: runner, manager, system id, token hash or now not taken over", c)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/jobapi/jobapi/secrettoken"
 )
 
 // A runner's life as gitlab-runner drives it (unregister, unregister one manager, reset its
@@ -82,7 +84,7 @@ func (s *Service) ResetRunnerToken(ctx context.Context, token string) (RunnerTok
 	}
 	now := s.now()
 	issued := s.NewRunnerToken(r)
-	rot := TokenRotation{RunnerID: r.ID, Presented: HashToken(token), New: HashToken(issued.Token),
+	rot := TokenRotation{RunnerID: r.ID, Presented: secrettoken.Hash(token), New: secrettoken.Hash(issued.Token),
 		ExpiresAt: issued.ExpiresAt, Now: now}
 	if s.cfg.RunnerTokenRotationGrace > 0 {
 		until := now.Add(s.cfg.RunnerTokenRotationGrace).UTC().Truncate(time.Second)

@@ -1,6 +1,10 @@
 package builds
 
-import "time"
+import (
+	"time"
+
+	"github.com/jobapi/jobapi/secrettoken"
+)
 
 // Runner tokens expire when JOBAPI_RUNNER_TOKEN_EXPIRES_IN is set (Config.RunnerTokenExpiresIn),
 // as GitLab's "runners expiration" setting does: every token issued from then on (created,
@@ -8,6 +12,17 @@ import "time"
 // /runners/verify and the reset answers, and gitlab-runner's run command resets its token
 // itself at 75 % of the lifetime (commands/multi.go resetOneRunnerToken). An expired token
 // is refused like an unknown one. A token issued while expiry was off keeps no expiry.
+
+// Token prefixes as GitLab issues them; gitlab-runner crashes on glrt- tokens under 14
+// characters, ours have 5 + 32 (secrettoken.New). A runner registered with a registration
+// token gets glrtr- tokens (GitLab's REGISTRATION_RUNNER_TOKEN_PREFIX): gitlab-runner treats
+// only glrt- as a "created runner" token, so its unregister deletes such a runner instead of
+// one manager.
+const (
+	RunnerTokenPrefix           = "glrt-"
+	RegisteredRunnerTokenPrefix = "glrtr-"
+	JobTokenPrefix              = "glcbt-"
+)
 
 // RunnerToken is a runner token as issued: shown once, with when it stops working.
 type RunnerToken struct {
@@ -42,7 +57,7 @@ func (r Runner) tokenPrefix() string {
 // NewRunnerToken issues a token for r with the configured lifetime. Expiries are whole
 // seconds: they travel as RFC 3339 without a fraction.
 func (s *Service) NewRunnerToken(r Runner) RunnerToken {
-	t := RunnerToken{Token: NewToken(r.tokenPrefix())}
+	t := RunnerToken{Token: secrettoken.New(r.tokenPrefix())}
 	if s.cfg.RunnerTokenExpiresIn > 0 {
 		at := s.now().Add(s.cfg.RunnerTokenExpiresIn).UTC().Truncate(time.Second)
 		t.ExpiresAt = &at

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobapi/jobapi/secrettoken"
 )
 
 // tokenStore finds one runner by its token hash and counts the lookups; verify's manager
@@ -37,7 +39,7 @@ func TestExpiredRunnerTokenRefusedFromCache(t *testing.T) {
 	const token = "glrt-expiring-token-0123456789"
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	expires := now.Add(time.Minute)
-	store := &tokenStore{hash: HashToken(token), runner: Runner{ID: 4, RunUntagged: true, TokenExpiresAt: &expires}}
+	store := &tokenStore{hash: secrettoken.Hash(token), runner: Runner{ID: 4, RunUntagged: true, TokenExpiresAt: &expires}}
 	d := unitDeps(store)
 	d.Now, d.Config, d.Log = func() time.Time { return now }, Config{RunnerCacheTTL: time.Hour}, slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc := NewService(d)

@@ -14,6 +14,7 @@ import (
 	"github.com/jobapi/jobapi/builds/longpoll"
 	"github.com/jobapi/jobapi/builds/recent"
 	"github.com/jobapi/jobapi/faultlog"
+	"github.com/jobapi/jobapi/secrettoken"
 )
 
 // Config holds the service's tunables (SPEC §10).
@@ -256,7 +257,7 @@ func (s *Service) Config() Config { return s.cfg }
 func (s *Service) RegisterRunner(ctx context.Context, r Runner) (Runner, string, error) {
 	token := s.NewRunnerToken(r)
 	r.TokenExpiresAt = token.ExpiresAt
-	created, err := s.store.CreateRunner(ctx, r, HashToken(token.Token))
+	created, err := s.store.CreateRunner(ctx, r, secrettoken.Hash(token.Token))
 	if err != nil {
 		return Runner{}, "", err
 	}
@@ -279,7 +280,7 @@ func (s *Service) authenticateRunner(ctx context.Context, token string, idle boo
 	if len(token) < len(RunnerTokenPrefix)+8 || len(token) > 256 {
 		return Runner{}, ErrRunnerForbidden
 	}
-	hash := HashToken(token)
+	hash := secrettoken.Hash(token)
 	now := s.now()
 	r, ok := s.runners.get(hash, now, idle)
 	if !ok {
@@ -523,7 +524,7 @@ func (a *admission) admit(ctx context.Context, valid bool) error {
 // state or the token is wrong: the caller then reads the build and applies the full table,
 // which also finds the right answer (403, an idempotent repeat, a cancel) for those cases.
 func (s *Service) updateFast(ctx context.Context, u JobUpdate, gate *admission) (st Status, ok bool, err error) {
-	hash := HashToken(u.Token)
+	hash := secrettoken.Hash(u.Token)
 	now := s.now()
 	switch u.State {
 	case StateRunning:
@@ -610,7 +611,7 @@ func (s *Service) JobTokenValid(ctx context.Context, id int64, token string) (bo
 	if err != nil {
 		return false, err
 	}
-	if !TokenMatches(token, b.TokenHash) {
+	if !secrettoken.Matches(token, b.TokenHash) {
 		return false, nil
 	}
 	if b.Status.OnRunner() {
@@ -633,7 +634,7 @@ func (s *Service) jobForToken(ctx context.Context, id int64, token string) (Buil
 	if err != nil {
 		return Build{}, err
 	}
-	if !TokenMatches(token, b.TokenHash) {
+	if !secrettoken.Matches(token, b.TokenHash) {
 		return Build{}, &JobForbiddenError{Cause: InvalidJobToken}
 	}
 	return b, nil

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/jobapi/jobapi/secrettoken"
 )
 
 // racingStore is a Store whose build keeps changing under the service: each compare-and-set
@@ -51,7 +53,7 @@ func newRacingService(store Store) *Service {
 // is then a keep-alive, answered running, without another write.
 func TestUpdateJobRereadsAfterLosingTheRace(t *testing.T) {
 	const token = "glcbt-racing-token-0123456789"
-	store := &racingStore{states: []Status{StatusWaiting, StatusRunning}, hash: HashToken(token)}
+	store := &racingStore{states: []Status{StatusWaiting, StatusRunning}, hash: secrettoken.Hash(token)}
 	st, err := newRacingService(store).UpdateJob(context.Background(), JobUpdate{ID: 9, Token: token, State: StateRunning})
 	if err != nil || st != StatusRunning {
 		t.Fatalf("UpdateJob = %q, %v; want running", st, err)
@@ -65,7 +67,7 @@ func TestUpdateJobRereadsAfterLosingTheRace(t *testing.T) {
 // loop with ErrConflict (answered 503, which the runner retries), not a spin.
 func TestUpdateJobGivesUpOnEndlessConflicts(t *testing.T) {
 	const token = "glcbt-racing-token-0123456789"
-	store := &racingStore{states: []Status{StatusWaiting}, hash: HashToken(token)}
+	store := &racingStore{states: []Status{StatusWaiting}, hash: secrettoken.Hash(token)}
 	_, err := newRacingService(store).UpdateJob(context.Background(), JobUpdate{ID: 9, Token: token, State: StateRunning})
 	if !errors.Is(err, ErrConflict) {
 		t.Fatalf("UpdateJob error %v, want ErrConflict", err)

@@ -32,6 +32,7 @@ import (
 	"github.com/jobapi/jobapi/builds/users"
 	"github.com/jobapi/jobapi/cisource"
 	"github.com/jobapi/jobapi/faultlog"
+	"github.com/jobapi/jobapi/secrettoken"
 )
 
 // Flags is the operator side of the feature-flag backend (the Features API).
@@ -197,7 +198,7 @@ func New(d Deps) http.Handler {
 		h.admin = tokenguard.NewAdminGuard(d.AdminToken, nil)
 	}
 	if d.RegistrationToken != "" {
-		h.registrationHash = builds.HashToken(d.RegistrationToken)
+		h.registrationHash = secrettoken.Hash(d.RegistrationToken)
 	}
 	return h.routes(d.Registry)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/secrettoken"
 )
 
 // registerRequest is common.RegisterRunnerRequest: the registration token, the runner's
@@ -44,7 +45,7 @@ func (h *Handler) registerRunner(w http.ResponseWriter, r *http.Request) error {
 	if h.registrationHash == nil {
 		return &httpError{code: http.StatusForbidden, msg: "403 Forbidden - registration tokens are disabled (JOBAPI_RUNNER_REGISTRATION_TOKEN is unset)"}
 	}
-	if subtle.ConstantTimeCompare(builds.HashToken(token), h.registrationHash) != 1 {
+	if subtle.ConstantTimeCompare(secrettoken.Hash(token), h.registrationHash) != 1 {
 		return &httpError{code: http.StatusForbidden, msg: "403 Forbidden - invalid registration token"}
 	}
 	u, err := req.update()

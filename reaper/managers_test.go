@@ -10,6 +10,7 @@ import (
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/pgstore"
 	"github.com/jobapi/jobapi/reaper"
+	"github.com/jobapi/jobapi/secrettoken"
 	"github.com/jobapi/jobapi/testenv"
 )
 
@@ -21,7 +22,7 @@ func TestStaleManagersRemoved(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	store := pgstore.New(testenv.Pool(t))
-	r, err := store.CreateRunner(ctx, builds.Runner{RunUntagged: true}, builds.HashToken(builds.NewToken("glrt-")))
+	r, err := store.CreateRunner(ctx, builds.Runner{RunUntagged: true}, secrettoken.Hash(secrettoken.New("glrt-")))
 	if err != nil {
 		t.Fatal(err)
 	}

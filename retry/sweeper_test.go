@@ -12,6 +12,7 @@ import (
 	"github.com/jobapi/jobapi/builds/pgstore"
 	"github.com/jobapi/jobapi/builds/redisstore"
 	"github.com/jobapi/jobapi/retry"
+	"github.com/jobapi/jobapi/secrettoken"
 	"github.com/jobapi/jobapi/testenv"
 )
 
@@ -46,7 +47,7 @@ func assignTwoPhase(t *testing.T, store *pgstore.Store, leases builds.Leases, n 
 	if _, err := store.CreatePipeline(ctx, d, at); err != nil {
 		t.Fatal(err)
 	}
-	r, err := store.CreateRunner(ctx, builds.Runner{RunUntagged: true}, builds.HashToken(builds.NewToken("glrt-")))
+	r, err := store.CreateRunner(ctx, builds.Runner{RunUntagged: true}, secrettoken.Hash(secrettoken.New("glrt-")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func assignTwoPhase(t *testing.T, store *pgstore.Store, leases builds.Leases, n 
 	var ids []int64
 	for i := 0; i < n; i++ {
 		b, err := store.Claim(ctx, builds.Claim{Runner: r, ManagerID: m.ID, SystemID: "s_test",
-			TokenHash: builds.HashToken(builds.NewToken("glcbt-")), Now: at, AckDeadline: at.Add(ttl),
+			TokenHash: secrettoken.Hash(secrettoken.New("glcbt-")), Now: at, AckDeadline: at.Add(ttl),
 			TwoPhase: func(int64) bool { return true }})
 		if err != nil {
 			t.Fatal(err)

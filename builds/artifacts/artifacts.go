@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/secrettoken"
 )
 
 // Job artifacts, as gitlab-runner uploads them (POST /jobs/:id/artifacts) and
@@ -254,7 +255,7 @@ func (s *Service) DependencyArtifact(ctx context.Context, id int64, token string
 	if token == "" || len(token) > 256 {
 		return builds.Artifact{}, &builds.JobForbiddenError{Cause: builds.InvalidJobToken}
 	}
-	d, err := s.store.DependencyArtifact(ctx, id, builds.HashToken(token))
+	d, err := s.store.DependencyArtifact(ctx, id, secrettoken.Hash(token))
 	if errors.Is(err, builds.ErrNotFound) {
 		return builds.Artifact{}, &builds.JobForbiddenError{Cause: builds.InvalidJobToken}
 	}

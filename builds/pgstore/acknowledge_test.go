@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/secrettoken"
 	"github.com/jobapi/jobapi/testenv"
 )
 
@@ -45,8 +46,8 @@ func TestAcknowledgeReadsMasked(t *testing.T) {
 	c.claim.AckDeadline = time.Now().Add(time.Minute)
 	claim := func() (builds.Claimed, []byte) {
 		cl := c.claim
-		token := builds.NewToken(builds.JobTokenPrefix)
-		cl.TokenHash, cl.Now = builds.HashToken(token), time.Now()
+		token := secrettoken.New(builds.JobTokenPrefix)
+		cl.TokenHash, cl.Now = secrettoken.Hash(token), time.Now()
 		got, err := store.Claim(ctx, cl)
 		if err != nil || got.Status != builds.StatusWaiting {
 			t.Fatalf("claim: %s %v", got.Status, err)
@@ -55,7 +56,7 @@ func TestAcknowledgeReadsMasked(t *testing.T) {
 	}
 
 	a, aHash := claim()
-	if _, err := store.Acknowledge(ctx, builds.Ack{ID: a.ID, TokenHash: builds.HashToken("glcbt-wrong"), Now: time.Now(), ReadMasked: true}); !errors.Is(err, builds.ErrConflict) {
+	if _, err := store.Acknowledge(ctx, builds.Ack{ID: a.ID, TokenHash: secrettoken.Hash("glcbt-wrong"), Now: time.Now(), ReadMasked: true}); !errors.Is(err, builds.ErrConflict) {
 		t.Fatalf("ack with a wrong token: %v, want ErrConflict", err)
 	}
 	if b, err := store.Build(ctx, a.ID); err != nil || b.Status != builds.StatusWaiting {

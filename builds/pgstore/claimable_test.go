@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/secrettoken"
 	"github.com/jobapi/jobapi/testenv"
 )
 
@@ -64,7 +65,7 @@ func TestCountClaimableAgreesWithClaim(t *testing.T) {
 			claims := 0
 			for ; claims <= 2*len(jobs); claims++ {
 				cl := c.claim
-				cl.TokenHash, cl.Now = builds.HashToken(builds.NewToken(builds.JobTokenPrefix)), time.Now()
+				cl.TokenHash, cl.Now = secrettoken.Hash(secrettoken.New(builds.JobTokenPrefix)), time.Now()
 				got, err := store.Claim(t.Context(), cl)
 				if errors.Is(err, builds.ErrNoBuild) {
 					break

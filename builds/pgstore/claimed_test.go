@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/secrettoken"
 	"github.com/jobapi/jobapi/testenv"
 )
 
@@ -23,7 +24,7 @@ type claimer struct {
 func newClaimer(t *testing.T, store *Store) *claimer {
 	t.Helper()
 	ctx := t.Context()
-	r, err := store.CreateRunner(ctx, builds.Runner{RunUntagged: true}, builds.HashToken(builds.NewToken("glrt-")))
+	r, err := store.CreateRunner(ctx, builds.Runner{RunUntagged: true}, secrettoken.Hash(secrettoken.New("glrt-")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func newClaimer(t *testing.T, store *Store) *claimer {
 func (c *claimer) take(t *testing.T) builds.Claimed {
 	t.Helper()
 	cl := c.claim
-	cl.TokenHash, cl.Now = builds.HashToken(builds.NewToken(builds.JobTokenPrefix)), time.Now()
+	cl.TokenHash, cl.Now = secrettoken.Hash(secrettoken.New(builds.JobTokenPrefix)), time.Now()
 	got, err := c.store.Claim(t.Context(), cl)
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +218,7 @@ func TestClaimByDeletedRunner(t *testing.T) {
 	}
 	for _, twoPhase := range []bool{false, true} {
 		cl := c.claim
-		cl.TokenHash, cl.Now = builds.HashToken(builds.NewToken(builds.JobTokenPrefix)), time.Now()
+		cl.TokenHash, cl.Now = secrettoken.Hash(secrettoken.New(builds.JobTokenPrefix)), time.Now()
 		if twoPhase {
 			cl.TwoPhase = func(int64) bool { return true }
 			cl.AckDeadline = cl.Now.Add(time.Minute)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/secrettoken"
 	"github.com/jobapi/jobapi/testenv"
 )
 
@@ -46,7 +47,7 @@ func TestClaimPathsAgree(t *testing.T) {
 			Jobs: []builds.JobDefinition{{Name: "unit", Stage: "test", Script: []string{"make test"}, TimeoutSeconds: 600,
 				Variables: []builds.Variable{{Key: "JOB_VAR", Value: "j"}}}}})
 		cl := c.claim
-		cl.TokenHash, cl.Now, cl.AckDeadline = builds.HashToken(builds.NewToken(builds.JobTokenPrefix)), now, deadline
+		cl.TokenHash, cl.Now, cl.AckDeadline = secrettoken.Hash(secrettoken.New(builds.JobTokenPrefix)), now, deadline
 		asked := 0
 		if perCandidate {
 			cl.TwoPhase = func(projectID int64) bool {

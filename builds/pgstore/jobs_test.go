@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/secrettoken"
 	"github.com/jobapi/jobapi/testenv"
 )
 
@@ -39,7 +40,7 @@ func newDAGFixture(t *testing.T) *dagFixture {
 	t.Helper()
 	pool := testenv.Pool(t)
 	f := &dagFixture{t: t, ctx: t.Context(), pool: pool, s: New(pool), now: time.Now().UTC().Truncate(time.Microsecond)}
-	r, err := f.s.CreateRunner(f.ctx, builds.Runner{RunUntagged: true}, builds.HashToken(builds.NewToken("glrt-")))
+	r, err := f.s.CreateRunner(f.ctx, builds.Runner{RunUntagged: true}, secrettoken.Hash(secrettoken.New("glrt-")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func (f *dagFixture) expect(p builds.Pipeline, status string, want map[string]bu
 func (f *dagFixture) run(name string) builds.Build {
 	f.t.Helper()
 	b, err := f.s.Claim(f.ctx, builds.Claim{Runner: builds.Runner{ID: f.runner.ID, Tags: []string{name}},
-		ManagerID: f.manager, SystemID: "s_dag", TokenHash: builds.HashToken(builds.NewToken("glcbt-")), Now: f.tick()})
+		ManagerID: f.manager, SystemID: "s_dag", TokenHash: secrettoken.Hash(secrettoken.New("glcbt-")), Now: f.tick()})
 	if err != nil || b.Name != name {
 		f.t.Fatalf("claim %s: got %q, %v", name, b.Name, err)
 	}
@@ -512,7 +513,7 @@ func finishInLargePipeline(b *testing.B, perJob bool, perStage int) {
 	ctx := b.Context()
 	pool := testenv.Pool(b)
 	s := New(pool)
-	r, err := s.CreateRunner(ctx, builds.Runner{RunUntagged: true}, builds.HashToken(builds.NewToken("glrt-")))
+	r, err := s.CreateRunner(ctx, builds.Runner{RunUntagged: true}, secrettoken.Hash(secrettoken.New("glrt-")))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -544,7 +545,7 @@ func finishInLargePipeline(b *testing.B, perJob bool, perStage int) {
 	go0, pg0 := cpu()
 	for b.Loop() {
 		bl, err := s.Claim(ctx, builds.Claim{Runner: r, ManagerID: m.ID, SystemID: "s_bench",
-			TokenHash: builds.HashToken(builds.NewToken("glcbt-")), Now: time.Now()})
+			TokenHash: secrettoken.Hash(secrettoken.New("glcbt-")), Now: time.Now()})
 		if errors.Is(err, builds.ErrNoBuild) {
 			create()
 			continue

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/listings"
+	"github.com/jobapi/jobapi/secrettoken"
 	"github.com/jobapi/jobapi/testenv"
 )
 
@@ -36,7 +37,7 @@ func TestRunnerStatusRule(t *testing.T) {
 	}
 	ids := make([]int64, len(cases))
 	for i, c := range cases {
-		r, err := store.CreateRunner(ctx, builds.Runner{Tags: c.tags, Paused: c.paused}, builds.HashToken(builds.NewToken("glrt-")))
+		r, err := store.CreateRunner(ctx, builds.Runner{Tags: c.tags, Paused: c.paused}, secrettoken.Hash(secrettoken.New("glrt-")))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/resourcegroups"
+	"github.com/jobapi/jobapi/secrettoken"
 )
 
 const sWaitRes = builds.StatusWaitingForResource
@@ -54,7 +55,7 @@ func TestResourceGroupOneHolderAcrossPipelines(t *testing.T) {
 	}
 	// Nothing else of the group can be claimed while it runs.
 	if _, err := f.s.Claim(f.ctx, builds.Claim{Runner: builds.Runner{ID: f.runner.ID, Tags: []string{"deploy"}},
-		ManagerID: f.manager, SystemID: "s_dag", TokenHash: builds.HashToken(builds.NewToken("glcbt-")), Now: f.tick()}); !errors.Is(err, builds.ErrNoBuild) {
+		ManagerID: f.manager, SystemID: "s_dag", TokenHash: secrettoken.Hash(secrettoken.New("glcbt-")), Now: f.tick()}); !errors.Is(err, builds.ErrNoBuild) {
 		t.Fatalf("second claim of the group: %v; want ErrNoBuild", err)
 	}
 	res := f.finish(first, builds.StatusFailed)

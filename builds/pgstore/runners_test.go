@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/secrettoken"
 	"github.com/jobapi/jobapi/testenv"
 )
 
@@ -19,7 +20,7 @@ func TestRotateRunnerToken(t *testing.T) {
 	s := New(testenv.Pool(t))
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) *time.Time { v := now.Add(d); return &v }
-	hash := func(name string) []byte { return builds.HashToken("glrt-" + name + "-0123456789abcdef") }
+	hash := func(name string) []byte { return secrettoken.Hash("glrt-" + name + "-0123456789abcdef") }
 	expiresAt := func(name string) (*time.Time, error) {
 		t.Helper()
 		r, err := s.RunnerByTokenHash(ctx, hash(name))

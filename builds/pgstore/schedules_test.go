@@ -10,6 +10,7 @@ import (
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/schedules"
 	"github.com/jobapi/jobapi/builds/triggers"
+	"github.com/jobapi/jobapi/secrettoken"
 	"github.com/jobapi/jobapi/testenv"
 )
 
@@ -112,20 +113,20 @@ func TestTriggerByToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 12, 3, 2, 0, 0, 0, time.UTC)
-	token := builds.NewToken(triggers.TokenPrefix)
+	token := secrettoken.New(triggers.TokenPrefix)
 	tr, err := s.CreateTrigger(ctx, triggers.Trigger{ProjectID: p.ID, Description: "deploy", TokenLast4: token[len(token)-4:],
-		CreatedAt: now, UpdatedAt: now}, builds.HashToken(token))
+		CreatedAt: now, UpdatedAt: now}, secrettoken.Hash(token))
 	if err != nil || tr.LastUsed != nil {
 		t.Fatalf("create: %+v %v", tr, err)
 	}
-	if _, err := s.CreateTrigger(ctx, triggers.Trigger{ProjectID: p.ID + 100, TokenLast4: "abcd"}, builds.HashToken("x")); !errors.Is(err, builds.ErrNotFound) {
+	if _, err := s.CreateTrigger(ctx, triggers.Trigger{ProjectID: p.ID + 100, TokenLast4: "abcd"}, secrettoken.Hash("x")); !errors.Is(err, builds.ErrNotFound) {
 		t.Errorf("trigger of a missing project: %v, want ErrNotFound", err)
 	}
-	used, err := s.UseTrigger(ctx, builds.HashToken(token), now.Add(time.Minute))
+	used, err := s.UseTrigger(ctx, secrettoken.Hash(token), now.Add(time.Minute))
 	if err != nil || used.ID != tr.ID || used.LastUsed == nil || !used.LastUsed.Equal(now.Add(time.Minute)) {
 		t.Fatalf("use: %+v %v", used, err)
 	}
-	if _, err := s.UseTrigger(ctx, builds.HashToken(token+"x"), now); !errors.Is(err, builds.ErrNotFound) {
+	if _, err := s.UseTrigger(ctx, secrettoken.Hash(token+"x"), now); !errors.Is(err, builds.ErrNotFound) {
 		t.Errorf("use of a wrong token: %v, want ErrNotFound", err)
 	}
 	var stored int
@@ -136,7 +137,7 @@ func TestTriggerByToken(t *testing.T) {
 	if err := s.DeleteTrigger(ctx, p.ID, tr.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.UseTrigger(ctx, builds.HashToken(token), now); !errors.Is(err, builds.ErrNotFound) {
+	if _, err := s.UseTrigger(ctx, secrettoken.Hash(token), now); !errors.Is(err, builds.ErrNotFound) {
 		t.Errorf("use of a deleted trigger: %v, want ErrNotFound", err)
 	}
 	if err := s.DeleteTrigger(ctx, p.ID, tr.ID); !errors.Is(err, builds.ErrNotFound) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/users"
+	"github.com/jobapi/jobapi/secrettoken"
 	"github.com/jobapi/jobapi/testenv"
 )
 
@@ -24,7 +25,7 @@ func TestRotateTokenOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old, err := s.CreateToken(ctx, users.Token{UserID: u.ID, Name: "t", Scopes: []string{"api"}, CreatedAt: now}, builds.HashToken("glpat-old"))
+	old, err := s.CreateToken(ctx, users.Token{UserID: u.ID, Name: "t", Scopes: []string{"api"}, CreatedAt: now}, secrettoken.Hash("glpat-old"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func TestRotateTokenOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			_, results[i] = s.RotateToken(ctx, old.ID, users.Token{UserID: u.ID, Name: "t", Scopes: []string{"api"}, CreatedAt: now},
-				builds.HashToken("glpat-next-"+string(rune('a'+i))))
+				secrettoken.Hash("glpat-next-"+string(rune('a'+i))))
 		}()
 	}
 	wg.Wait()
@@ -52,7 +53,7 @@ func TestRotateTokenOnce(t *testing.T) {
 	if won != 1 {
 		t.Fatalf("%d rotations made a successor, want 1", won)
 	}
-	if tok, _, err := s.TokenByHash(ctx, builds.HashToken("glpat-old")); err != nil || !tok.Revoked {
+	if tok, _, err := s.TokenByHash(ctx, secrettoken.Hash("glpat-old")); err != nil || !tok.Revoked {
 		t.Errorf("the rotated token: %+v %v, want revoked", tok, err)
 	}
 	list, total, err := s.Tokens(ctx, u.ID, builds.Page{Page: 1, PerPage: 20})

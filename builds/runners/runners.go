@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/secrettoken"
 )
 
 // Store keeps runners' rows (Postgres).
@@ -95,7 +96,7 @@ func (s *Service) ResetToken(ctx context.Context, id int64) (builds.RunnerToken,
 		return builds.RunnerToken{}, err
 	}
 	issued := s.builds.NewRunnerToken(r)
-	if err := s.store.SetRunnerToken(ctx, id, builds.HashToken(issued.Token), issued.ExpiresAt); err != nil {
+	if err := s.store.SetRunnerToken(ctx, id, secrettoken.Hash(issued.Token), issued.ExpiresAt); err != nil {
 		return builds.RunnerToken{}, err
 	}
 	s.builds.RunnerChanged(ctx, id)

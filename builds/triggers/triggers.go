@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/secrettoken"
 )
 
 // TokenPrefix is GitLab's prefix of pipeline trigger tokens.
@@ -124,13 +125,13 @@ func (s *Service) Create(ctx context.Context, projectID int64, description strin
 	if err := checkDescription(description); err != nil {
 		return Created{}, err
 	}
-	token := builds.NewToken(TokenPrefix)
+	token := secrettoken.New(TokenPrefix)
 	now := s.now()
 	t := Trigger{ProjectID: projectID, Description: description, TokenLast4: token[len(token)-4:], CreatedAt: now, UpdatedAt: now}
 	if a, ok := builds.ActorFrom(ctx); ok {
 		t.Owner = builds.PipelineUserOf(a)
 	}
-	t, err := s.store.CreateTrigger(ctx, t, builds.HashToken(token))
+	t, err := s.store.CreateTrigger(ctx, t, secrettoken.Hash(token))
 	if err != nil {
 		return Created{}, err
 	}
@@ -196,7 +197,7 @@ func (s *Service) Run(ctx context.Context, r Run) (builds.Pipeline, error) {
 	if len(r.Token) > maxTokenLength {
 		return builds.Pipeline{}, fmt.Errorf("token: %w", builds.ErrNotFound)
 	}
-	hash := builds.HashToken(r.Token)
+	hash := secrettoken.Hash(r.Token)
 	source := builds.SourceTrigger
 	if strings.HasPrefix(r.Token, TokenPrefix) {
 		t, err := s.store.UseTrigger(ctx, hash, s.now())

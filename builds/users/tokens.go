@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/secrettoken"
 )
 
 // TokenPrefix is GitLab's prefix of personal access tokens: secret scanners recognise it,
@@ -77,8 +78,8 @@ type NewToken struct {
 // maxTokenLength bounds what is hashed and looked up: longer is no token of ours.
 const maxTokenLength = 256
 
-// Tokens are stored as their SHA-256 (builds.HashToken). A slow, salted hash is for
-// passwords a person chose; these are 192 random bits (builds.NewToken), which no
+// Tokens are stored as their SHA-256 (secrettoken.Hash). A slow, salted hash is for
+// passwords a person chose; these are 192 random bits (secrettoken.New), which no
 // dictionary holds and no brute force over SHA-256 reaches, and an unsalted digest is what
 // lets every request find its token with one index lookup.
 
@@ -150,9 +151,9 @@ func (s *Service) CreateToken(ctx context.Context, userID int64, nt NewToken) (C
 	if err := s.checkNewToken(u, &nt, actor); err != nil {
 		return CreatedToken{}, err
 	}
-	secret := builds.NewToken(TokenPrefix)
+	secret := secrettoken.New(TokenPrefix)
 	t, err := s.store.CreateToken(ctx, Token{UserID: userID, Name: nt.Name, Scopes: nt.Scopes, ExpiresAt: nt.ExpiresAt,
-		CreatedAt: s.now()}, builds.HashToken(secret))
+		CreatedAt: s.now()}, secrettoken.Hash(secret))
 	if err != nil {
 		return CreatedToken{}, err
 	}
@@ -212,9 +213,9 @@ func (s *Service) RotateToken(ctx context.Context, id int64, expiresAt *time.Tim
 	if err := s.checkNewToken(u, &nt, actor); err != nil {
 		return CreatedToken{}, err
 	}
-	secret := builds.NewToken(TokenPrefix)
+	secret := secrettoken.New(TokenPrefix)
 	next, err := s.store.RotateToken(ctx, id, Token{UserID: t.UserID, Name: nt.Name, Scopes: nt.Scopes,
-		ExpiresAt: nt.ExpiresAt, CreatedAt: s.now()}, builds.HashToken(secret))
+		ExpiresAt: nt.ExpiresAt, CreatedAt: s.now()}, secrettoken.Hash(secret))
 	if err != nil {
 		return CreatedToken{}, err
 	}
@@ -265,7 +266,7 @@ func (s *Service) TokenActor(ctx context.Context, token string) (builds.Actor, e
 	if len(token) > maxTokenLength || !strings.HasPrefix(token, TokenPrefix) {
 		return builds.Actor{}, &AuthError{Refusal: Unknown}
 	}
-	t, u, err := s.store.TokenByHash(ctx, builds.HashToken(token))
+	t, u, err := s.store.TokenByHash(ctx, secrettoken.Hash(token))
 	if err != nil {
 		if isNotFound(err) {
 			return builds.Actor{}, &AuthError{Refusal: Unknown}
@@ -312,6 +313,6 @@ func (s *Service) TokenBySecret(ctx context.Context, token string) (Token, error
 	if len(token) > maxTokenLength {
 		return Token{}, fmt.Errorf("personal access token: %w", builds.ErrNotFound)
 	}
-	t, _, err := s.store.TokenByHash(ctx, builds.HashToken(token))
+	t, _, err := s.store.TokenByHash(ctx, secrettoken.Hash(token))
 	return t, err
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/pgstore"
 	"github.com/jobapi/jobapi/runnerclient"
+	"github.com/jobapi/jobapi/secrettoken"
 )
 
 // runner is one registered runner with a client playing its wire protocol.
@@ -139,9 +140,9 @@ func (e *env) newFleetRunners(ctx context.Context, n int) ([]fleetRunner, error)
 			if i >= n || ctx.Err() != nil {
 				return
 			}
-			token := builds.NewToken(builds.RunnerTokenPrefix)
+			token := secrettoken.New(builds.RunnerTokenPrefix)
 			r, err := store.CreateRunner(ctx, builds.Runner{Description: fmt.Sprintf("bench fleet runner %d", i), RunUntagged: true},
-				builds.HashToken(token))
+				secrettoken.Hash(token))
 			if err != nil {
 				mu.Lock()
 				firstErr = cmp.Or(firstErr, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/secrettoken"
 )
 
 // Seeding writes builds straight into jobapi's tables with INSERT … SELECT generate_series
@@ -163,10 +164,10 @@ SELECT id, project_id FROM p`, pipelines)
 	for i := range n {
 		p := pls[i/perPipeline]
 		r := rs[i%len(rs)]
-		token := builds.NewToken(builds.JobTokenPrefix)
+		token := secrettoken.New(builds.JobTokenPrefix)
 		jobs[i] = assignedJob{ID: ids[i], Token: token}
 		data[i] = []any{ids[i], p.project, p.id, "test", 0, fmt.Sprintf("ack %d", i), string(builds.StatusWaiting),
-			builds.HashToken(token), []string{}, benchPayload, 3600, r.ID, r.ManagerID, true,
+			secrettoken.Hash(token), []string{}, benchPayload, 3600, r.ID, r.ManagerID, true,
 			now, now, now, now, now.Add(time.Hour)}
 	}
 	if _, err := e.db.CopyFrom(ctx, pgx.Identifier{"builds"}, []string{"id", "project_id", "pipeline_id", "stage",

@@ -22,6 +22,7 @@ import (
 	"github.com/jobapi/jobapi/builds/redisstore"
 	"github.com/jobapi/jobapi/e2e/jobapitest"
 	"github.com/jobapi/jobapi/localserver"
+	"github.com/jobapi/jobapi/secrettoken"
 	"github.com/jobapi/jobapi/server"
 	"github.com/jobapi/jobapi/testenv"
 )
@@ -85,7 +86,7 @@ func makeWaiting(t *testing.T, inst *jobapitest.Instance, n, perPipeline int, tt
 			t.Fatal(err)
 		}
 	}
-	r, err := store.CreateRunner(ctx, builds.Runner{RunUntagged: true}, builds.HashToken(builds.NewToken(builds.RunnerTokenPrefix)))
+	r, err := store.CreateRunner(ctx, builds.Runner{RunUntagged: true}, secrettoken.Hash(secrettoken.New(builds.RunnerTokenPrefix)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func makeWaiting(t *testing.T, inst *jobapitest.Instance, n, perPipeline int, tt
 			for {
 				now := time.Now()
 				b, err := store.Claim(ctx, builds.Claim{Runner: r, ManagerID: m.ID, SystemID: "s_fault",
-					TokenHash: builds.HashToken(builds.NewToken(builds.JobTokenPrefix)), Now: now,
+					TokenHash: secrettoken.Hash(secrettoken.New(builds.JobTokenPrefix)), Now: now,
 					AckDeadline: now.Add(ttl), TwoPhase: func(int64) bool { return true }})
 				if errors.Is(err, builds.ErrNoBuild) {
 					return
