@@ -1,9 +1,6 @@
 package builds
 
-import (
-	"regexp"
-	"strings"
-)
+import "github.com/jobapi/jobapi/gitref"
 
 // Protected refs. A project protects branches and tags by name or wildcard
 // pattern, as GitLab's protected_branches and protected_tags. Whether a pipeline's ref is
@@ -37,7 +34,7 @@ const implicitProtectedBranch = "main"
 // RefProtected reports whether ref ("main", "refs/heads/main", "refs/tags/v1") is protected
 // by names; nil names is an implicit project's (no row): only its default branch, main.
 func RefProtected(ref string, names *ProtectedRefNames) bool {
-	name, tag := SplitRef(ref)
+	name, tag := gitref.Split(ref)
 	if names == nil {
 		return !tag && name == implicitProtectedBranch
 	}
@@ -46,33 +43,9 @@ func RefProtected(ref string, names *ProtectedRefNames) bool {
 		patterns = names.Tags
 	}
 	for _, p := range patterns {
-		if RefMatches(p, name) {
+		if gitref.Matches(p, name) {
 			return true
 		}
 	}
 	return false
-}
-
-// SplitRef is a pipeline ref's name and whether it is a tag.
-func SplitRef(ref string) (name string, tag bool) {
-	if t, ok := strings.CutPrefix(ref, "refs/tags/"); ok {
-		return t, true
-	}
-	return strings.TrimPrefix(ref, "refs/heads/"), false
-}
-
-// RefMatches is GitLab's ProtectedRefMatcher: the name itself, or a pattern in which each *
-// stands for any characters, / included (release/* matches release/1.0 and release/a/b).
-func RefMatches(pattern, name string) bool {
-	if pattern == name {
-		return true
-	}
-	if !strings.Contains(pattern, "*") {
-		return false
-	}
-	parts := strings.Split(pattern, "*")
-	for i, p := range parts {
-		parts[i] = regexp.QuoteMeta(p)
-	}
-	return regexp.MustCompile(`\A` + strings.Join(parts, ".*") + `\z`).MatchString(name)
 }

@@ -19,7 +19,7 @@ type Head struct {
 }
 
 // PipelineRef is the head as a pipeline's ref: a branch by its name, a tag as refs/tags/…
-// (builds.SplitRef's spelling, which tells the two apart).
+// (gitref.Split's spelling, which tells the two apart).
 func (h Head) PipelineRef() string { return strings.TrimPrefix(h.Ref, "refs/heads/") }
 
 // Head finds ref on remote and fetches its tip, as GitLab resolves the ref of a new

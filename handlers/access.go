@@ -18,6 +18,7 @@ import (
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/access"
 	"github.com/jobapi/jobapi/builds/schedules"
+	"github.com/jobapi/jobapi/gitref"
 )
 
 type levelKey struct{}
@@ -162,7 +163,7 @@ func (h *Handler) mayRunOn(ctx context.Context, pid int64, ref string) error {
 		return err
 	}
 	if !ok {
-		name, _ := builds.SplitRef(ref)
+		name, _ := gitref.Split(ref)
 		return &httpError{code: http.StatusForbidden, msg: "403 Forbidden - " + name +
 			" is protected: only members allowed to push or merge to it may run, retry, cancel or play its pipelines"}
 	}

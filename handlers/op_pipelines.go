@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobapi/jobapi/api"
 	"github.com/jobapi/jobapi/builds"
+	"github.com/jobapi/jobapi/gitref"
 )
 
 func pipelineView(p builds.Pipeline) api.Pipeline {
@@ -31,7 +32,7 @@ func pipelineView(p builds.Pipeline) api.Pipeline {
 			Attempt: b.Attempt, RetryOf: nonZero(b.RetryOf), RetriedBy: nonZero(b.RetriedBy), Bridge: b.Bridge}
 	}
 	out.ParentPipelineID, out.ParentJobID = nonZero(p.ParentPipelineID), nonZero(p.ParentBuildID)
-	_, out.Tag = builds.SplitRef(p.Ref)
+	_, out.Tag = gitref.Split(p.Ref)
 	if c, ok := p.Coverage(); ok {
 		s := strconv.FormatFloat(c, 'f', 2, 64)
 		out.Coverage = &s

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/access"
+	"github.com/jobapi/jobapi/gitref"
 )
 
 // Permissions decides what the signed-in user may do: builds/access's Service.
@@ -76,7 +77,7 @@ func (u *UI) can(action access.Action) func(http.Handler) http.Handler {
 					return
 				}
 				if ref != "" && !u.allowed(r, pid, action, ref) {
-					name, _ := builds.SplitRef(ref)
+					name, _ := gitref.Split(ref)
 					u.errorPage(w, r, http.StatusForbidden, name+" is protected: only members allowed to push or merge to it may run, retry, cancel or play its pipelines.")
 					return
 				}

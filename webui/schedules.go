@@ -18,6 +18,7 @@ import (
 	"github.com/jobapi/jobapi/builds/access"
 	"github.com/jobapi/jobapi/builds/schedules"
 	"github.com/jobapi/jobapi/ciconfig"
+	"github.com/jobapi/jobapi/gitref"
 )
 
 const schedulesPerPage = 20
@@ -184,7 +185,7 @@ func (u *UI) refRefused(r *http.Request, pid int64, ref *string) string {
 	if ref == nil || *ref == "" || u.allowed(r, pid, access.ManageSchedules, *ref) {
 		return ""
 	}
-	name, _ := builds.SplitRef(*ref)
+	name, _ := gitref.Split(*ref)
 	return name + " is protected: only members allowed to push or merge to it may schedule its pipelines."
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/projects"
+	"github.com/jobapi/jobapi/gitref"
 )
 
 // Member is a user's membership of a project, with what GitLab's members API shows of the
@@ -131,7 +132,7 @@ func (s *Service) MayRunOn(ctx context.Context, a builds.Actor, level Level, pro
 	if a.Admin {
 		return true, nil
 	}
-	_, tag := builds.SplitRef(ref)
+	_, tag := gitref.Split(ref)
 	refType := projects.RefBranch
 	if tag {
 		refType = projects.RefTag

@@ -3,6 +3,7 @@ package access
 import (
 	"github.com/jobapi/jobapi/builds"
 	"github.com/jobapi/jobapi/builds/projects"
+	"github.com/jobapi/jobapi/gitref"
 )
 
 // Protected refs decide who may run what (GitLab's rule, Ci::BuildPolicy and
@@ -35,14 +36,14 @@ func ProtectedRefAllows(a builds.Actor, level Level, ref string, protected []pro
 	if a.Admin {
 		return true
 	}
-	name, tag := builds.SplitRef(ref)
+	name, tag := gitref.Split(ref)
 	refType := projects.RefBranch
 	if tag {
 		refType = projects.RefTag
 	}
 	matched := false
 	for _, p := range protected {
-		if p.RefType != refType || !builds.RefMatches(p.Name, name) {
+		if p.RefType != refType || !gitref.Matches(p.Name, name) {
 			continue
 		}
 		matched = true
