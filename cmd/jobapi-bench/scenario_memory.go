@@ -307,6 +307,22 @@ func (w *redisPoolPeak) stop() redisPoolPeak {
 // metricValues reads every sample of a labelled metric from a replica's /metrics, keyed by
 // its labels.
 func metricValues(ctx context.Context, baseURL, name string) map[string]float64 {
+	samples := metricSamples(ctx, baseURL)
+	if samples == nil {
+		return nil
+	}
+	out := map[string]float64{}
+	for series, v := range samples {
+		if labels, ok := strings.CutPrefix(series, name+"{"); ok {
+			out[strings.TrimSuffix(labels, "}")] = v
+		}
+	}
+	return out
+}
+
+// metricSamples reads a replica's /metrics: every sample keyed by its series (the name
+// with its labels, as printed); nil when the replica does not answer.
+func metricSamples(ctx context.Context, baseURL string) map[string]float64 {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/metrics", nil)
@@ -322,13 +338,17 @@ func metricValues(ctx context.Context, baseURL, name string) map[string]float64 
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		labels, ok := strings.CutPrefix(sc.Text(), name+"{")
-		if !ok {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
 			continue
 		}
-		labels, v, ok := strings.Cut(labels, "} ")
-		if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); ok && err == nil {
-			out[labels] = f
+		// Label values may hold spaces; the value follows the series' last space.
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		if f, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[line[:i]] = f
 		}
 	}
 	return out

@@ -1,18 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/jobapi/jobapi/server"
 	"github.com/jobapi/jobapi/tcpproxy"
@@ -162,27 +158,14 @@ func (o *overloadRig) fallbackCounters() map[string]float64 {
 	if o.replicaURL == "" {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.replicaURL+"/metrics", nil)
-	if err != nil {
+	samples := metricSamples(context.Background(), o.replicaURL)
+	if samples == nil {
 		return nil
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		name, v, ok := strings.Cut(sc.Text(), " ")
-		if !ok || !(strings.HasPrefix(name, "jobapi_fallback_") || strings.HasPrefix(name, "jobapi_shed_")) {
-			continue
-		}
-		if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-			out[name] = f
+	for series, v := range samples {
+		if strings.HasPrefix(series, "jobapi_fallback_") || strings.HasPrefix(series, "jobapi_shed_") {
+			out[series] = v
 		}
 	}
 	return out
