@@ -45,8 +45,8 @@ func TestArtifactsAccess(t *testing.T) {
 	inst.CreateYAML(t, 1, "", accessYAML)
 	secret, private := r.TakeNamed(t, "secret"), r.TakeNamed(t, "private")
 	zip := makeZip(t, 1000)
-	wantUpload(t, "secret uploads", upload(t, r, secret, zip.content(), zipArchive), http.StatusCreated, runnerclient.UploadSucceeded)
-	wantUpload(t, "private uploads", upload(t, r, private, zip.content(), zipArchive), http.StatusCreated, runnerclient.UploadSucceeded)
+	wantUpload(t, "secret uploads", upload(t, r, secret, zip.Content(), zipArchive), http.StatusCreated, runnerclient.UploadSucceeded)
+	wantUpload(t, "private uploads", upload(t, r, private, zip.Content(), zipArchive), http.StatusCreated, runnerclient.UploadSucceeded)
 
 	if s := inst.Job(t, 1, secret.ID); len(s.Artifacts) != 1 || s.Artifacts[0].Access != "none" || s.Artifacts[0].ExposeAs != "" {
 		t.Errorf("secret's artifacts %+v, want access none", s.Artifacts)
@@ -75,10 +75,10 @@ func TestArtifactsAccess(t *testing.T) {
 	use := r.TakeNamed(t, "use")
 	got, sum := download(t, r, dependency(t, use, "secret"))
 	wantDownload(t, "use downloads secret's archive", got, http.StatusOK, runnerclient.DownloadSucceeded)
-	if sum != zip.sum {
+	if sum != zip.Sum {
 		t.Error("the dependency download gave other bytes")
 	}
-	f, err := os.Open(zip.path)
+	f, err := os.Open(zip.Path)
 	if err != nil {
 		t.Fatal(err)
 	}

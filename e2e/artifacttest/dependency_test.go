@@ -98,16 +98,16 @@ func TestDependencyDownload(t *testing.T) {
 			}
 			zip := makeZip(t, 50<<20)
 			start := time.Now()
-			res := upload(t, r, compile, zip.content(), runnerclient.ArtifactsOptions{BaseName: "artifacts.zip",
+			res := upload(t, r, compile, zip.Content(), runnerclient.ArtifactsOptions{BaseName: "artifacts.zip",
 				Format: "zip", Type: "archive", ExpireIn: compile.Artifacts[0].ExpireIn})
 			wantUpload(t, "upload of 50 MB", res, http.StatusCreated, runnerclient.UploadSucceeded)
 			took := time.Since(start)
 
 			d := inst.Job(t, 1, compile.ID)
-			if d.ArtifactsFile == nil || d.ArtifactsFile.Size != zip.size || d.ArtifactsFile.Filename != "artifacts.zip" ||
-				len(d.Artifacts) != 1 || d.Artifacts[0].SHA256 != hex.EncodeToString(zip.sum[:]) {
+			if d.ArtifactsFile == nil || d.ArtifactsFile.Size != zip.Size || d.ArtifactsFile.Filename != "artifacts.zip" ||
+				len(d.Artifacts) != 1 || d.Artifacts[0].SHA256 != hex.EncodeToString(zip.Sum[:]) {
 				t.Fatalf("job view after the upload: file %+v, artifacts %+v; want %d bytes of sha256 %x",
-					d.ArtifactsFile, d.Artifacts, zip.size, zip.sum)
+					d.ArtifactsFile, d.Artifacts, zip.Size, zip.Sum)
 			}
 			if d.ArtifactsExpireAt == nil || d.ArtifactsExpireAt.Sub(time.Now().Add(7*24*time.Hour)).Abs() > time.Minute {
 				t.Errorf("expire_in=1 week: artifacts_expire_at %v", d.ArtifactsExpireAt)
@@ -125,23 +125,23 @@ func TestDependencyDownload(t *testing.T) {
 				}
 			}
 			dep := dependency(t, unit, "compile")
-			if dep.ID != compile.ID || dep.Token != unit.Token || dep.ArtifactsFile.Size != zip.size ||
+			if dep.ID != compile.ID || dep.Token != unit.Token || dep.ArtifactsFile.Size != zip.Size ||
 				dep.ArtifactsFile.Filename != "artifacts.zip" {
 				t.Errorf("unit's compile dependency %+v, want id %d, unit's own token, artifacts.zip of %d bytes",
-					dep, compile.ID, zip.size)
+					dep, compile.ID, zip.Size)
 			}
 
 			start = time.Now()
 			got, sum := download(t, r, dep)
 			wantDownload(t, "unit downloads compile's archive", got, http.StatusOK, runnerclient.DownloadSucceeded)
-			if got.Bytes != zip.size || sum != zip.sum {
-				t.Fatalf("downloaded %d bytes (sha256 %x), uploaded %d (%x)", got.Bytes, sum, zip.size, zip.sum)
+			if got.Bytes != zip.Size || sum != zip.Sum {
+				t.Fatalf("downloaded %d bytes (sha256 %x), uploaded %d (%x)", got.Bytes, sum, zip.Size, zip.Sum)
 			}
 			t.Logf("%s: 50 MB archive uploaded in %v, downloaded in %v", b.name, took.Round(time.Millisecond),
 				time.Since(start).Round(time.Millisecond))
 			got, sum = download(t, r, dependency(t, dag, "compile"))
 			wantDownload(t, "dag (needs: compile) downloads it", got, http.StatusOK, runnerclient.DownloadSucceeded)
-			if sum != zip.sum {
+			if sum != zip.Sum {
 				t.Fatal("dag downloaded other bytes")
 			}
 
@@ -165,7 +165,7 @@ func TestDependencyDownload(t *testing.T) {
 
 			// The other pipeline's job uploads its own; the test jobs' tokens cannot read it.
 			small := makeZip(t, 1000)
-			wantUpload(t, "elsewhere uploads", upload(t, other, elsewhere, small.content(), zipArchive),
+			wantUpload(t, "elsewhere uploads", upload(t, other, elsewhere, small.Content(), zipArchive),
 				http.StatusCreated, runnerclient.UploadSucceeded)
 			res2, _ := download(t, r, runnerclient.Dependency{ID: elsewhere.ID, Token: unit.Token})
 			wantDownload(t, "unit reads another pipeline's archive", res2, http.StatusForbidden, runnerclient.DownloadForbidden)

@@ -32,7 +32,7 @@ func TestDirectDownload(t *testing.T) {
 			compile := r.TakeNamed(t, "compile")
 			lint := r.TakeNamed(t, "lint")
 			zip := makeZip(t, 3<<20)
-			wantUpload(t, "upload", upload(t, r, compile, zip.content(), zipArchive), http.StatusCreated, runnerclient.UploadSucceeded)
+			wantUpload(t, "upload", upload(t, r, compile, zip.Content(), zipArchive), http.StatusCreated, runnerclient.UploadSucceeded)
 			r.Finish(t, compile, runnerclient.StateSuccess, "")
 			r.Finish(t, lint, runnerclient.StateSuccess, "")
 			unit := r.TakeAll(t, 3)["unit"]
@@ -76,14 +76,14 @@ func TestDirectDownload(t *testing.T) {
 				}
 				// The URL alone opens the object, named as the upload was.
 				resp, sum, n := get(loc)
-				if resp.StatusCode != http.StatusOK || sum != zip.sum || n != zip.size {
+				if resp.StatusCode != http.StatusOK || sum != zip.Sum || n != zip.Size {
 					t.Fatalf("GET of the presigned URL: %d, %d bytes", resp.StatusCode, n)
 				}
 				if cd := resp.Header.Get("Content-Disposition"); !strings.Contains(cd, "artifacts.zip") {
 					t.Errorf("Content-Disposition from the store %q, want the archive's name", cd)
 				}
 			default:
-				if resp.StatusCode != http.StatusOK || sum != zip.sum {
+				if resp.StatusCode != http.StatusOK || sum != zip.Sum {
 					t.Fatalf("direct_download on a directory store: %d, want the archive itself", resp.StatusCode)
 				}
 			}
@@ -96,12 +96,12 @@ func TestDirectDownload(t *testing.T) {
 				t.Fatal(err)
 			}
 			wantDownload(t, "the runner's direct download", res, http.StatusOK, runnerclient.DownloadSucceeded)
-			if got := h.Sum(nil); string(got) != string(zip.sum[:]) || res.Bytes != zip.size {
+			if got := h.Sum(nil); string(got) != string(zip.Sum[:]) || res.Bytes != zip.Size {
 				t.Fatalf("direct download: %d bytes of other content", res.Bytes)
 			}
 			notDirect := false
 			res, err = r.DownloadArtifacts(context.Background(), dep, io.Discard, &notDirect)
-			if err != nil || res.Code != http.StatusOK || res.Bytes != zip.size {
+			if err != nil || res.Code != http.StatusOK || res.Bytes != zip.Size {
 				t.Fatalf("direct_download=false: %d, %d bytes, %v", res.Code, res.Bytes, err)
 			}
 			// A refused token learns no URL.

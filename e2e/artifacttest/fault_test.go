@@ -44,7 +44,7 @@ func TestObjectStoreDownDuringUpload(t *testing.T) {
 	var downAt time.Time
 	var answeredAt []time.Time
 	content := func() (io.ReadCloser, error) {
-		f, err := os.Open(zip.path)
+		f, err := os.Open(zip.Path)
 		if err != nil {
 			return nil, err
 		}
@@ -78,7 +78,7 @@ func TestObjectStoreDownDuringUpload(t *testing.T) {
 	b := r.TakeNamed(t, "b")
 	got, sum := download(t, r, dependency(t, b, "a"))
 	wantDownload(t, "the retried upload", got, http.StatusOK, runnerclient.DownloadSucceeded)
-	if sum != zip.sum {
+	if sum != zip.Sum {
 		t.Fatal("the archive stored by the retry differs from the one sent")
 	}
 	if _, err := inst.Artifacts.PassOnce(context.Background()); err != nil {
@@ -117,7 +117,7 @@ func TestObjectStoreDownDuringDownload(t *testing.T) {
 		"b:\n  stage: test\n  script: make test\n")
 	a := r.TakeNamed(t, "a")
 	zip := makeZip(t, 5<<20)
-	wantUpload(t, "upload", upload(t, r, a, zip.content(), zipArchive), http.StatusCreated, runnerclient.UploadSucceeded)
+	wantUpload(t, "upload", upload(t, r, a, zip.Content(), zipArchive), http.StatusCreated, runnerclient.UploadSucceeded)
 	r.Finish(t, a, runnerclient.StateSuccess, "")
 	b := r.TakeNamed(t, "b")
 	dep := dependency(t, b, "a")
@@ -132,7 +132,7 @@ func TestObjectStoreDownDuringDownload(t *testing.T) {
 	direct := true
 	h := sha256.New()
 	got, err := r.DownloadArtifacts(context.Background(), dep, h, &direct)
-	if err != nil || got.State != runnerclient.DownloadSucceeded || !bytes.Equal(h.Sum(nil), zip.sum[:]) {
+	if err != nil || got.State != runnerclient.DownloadSucceeded || !bytes.Equal(h.Sum(nil), zip.Sum[:]) {
 		t.Fatalf("download with direct_download=true once the store is back: %d %v %v", got.Code, got.State, err)
 	}
 }
@@ -200,7 +200,7 @@ func TestReplicaKilledMidUpload(t *testing.T) {
 			t.Cleanup(toVictim.CloseIdleConnections)
 			var killed sync.Once
 			content := func() (io.ReadCloser, error) {
-				f, err := os.Open(zip.path)
+				f, err := os.Open(zip.Path)
 				if err != nil {
 					return nil, err
 				}
@@ -255,7 +255,7 @@ func TestReplicaKilledMidUpload(t *testing.T) {
 			}
 			t.Logf("%s: killed mid-upload, left %v; removed by the first pass past the upload timeout", b.name, left)
 
-			wantUpload(t, "the retry to the survivor", upload(t, r, job, zip.content(), zipArchive),
+			wantUpload(t, "the retry to the survivor", upload(t, r, job, zip.Content(), zipArchive),
 				http.StatusCreated, runnerclient.UploadSucceeded)
 		})
 	}

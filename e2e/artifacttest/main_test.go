@@ -7,15 +7,9 @@
 package artifacttest_test
 
 import (
-	"archive/zip"
-	"compress/flate"
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"io"
-	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/jobapi/jobapi/builds"
@@ -72,64 +66,10 @@ func then(a, b func(*server.Config)) func(*server.Config) {
 	}
 }
 
-// archive is a zip written to disk, as the runner's archiver makes it before (here) or
-// while (there) it uploads.
-type archive struct {
-	path string
-	size int64
-	sum  [32]byte
-}
-
-// makeZip writes a zip of one deflated file of n bytes of incompressible data (so the
-// archive is about n bytes), streaming: a 1 GB archive needs no 1 GB of memory.
-func makeZip(t testing.TB, n int64) archive {
-	t.Helper()
-	f, err := os.Create(filepath.Join(t.TempDir(), "artifacts.zip"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	zw := zip.NewWriter(io.MultiWriter(f, h))
-	// The runner deflates with the default level; the fastest level makes the same format
-	// in a fraction of the test's time.
-	zw.RegisterCompressor(zip.Deflate, func(w io.Writer) (io.WriteCloser, error) { return flate.NewWriter(w, flate.BestSpeed) })
-	w, err := zw.CreateHeader(&zip.FileHeader{Name: "build/app.bin", Method: zip.Deflate, Flags: 0x800})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.CopyN(w, randomReader{rand.NewChaCha8([32]byte{byte(n)})}, n); err != nil {
-		t.Fatal(err)
-	}
-	w, err = zw.CreateHeader(&zip.FileHeader{Name: "build/VERSION", Method: zip.Deflate, Flags: 0x800})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.WriteString(w, "1.2.3\n"); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := archive{path: f.Name(), size: fi.Size()}
-	copy(a.sum[:], h.Sum(nil))
-	return a
-}
-
-type randomReader struct{ r *rand.ChaCha8 }
-
-func (r randomReader) Read(p []byte) (int, error) {
-	_, _ = r.r.Read(p)
-	return len(p), nil
-}
-
-// content reads the archive afresh for every try, as the runner re-archives.
-func (a archive) content() runnerclient.Content {
-	return func() (io.ReadCloser, error) { return os.Open(a.path) }
+// makeZip is an archive of build/app.bin (about n bytes) and build/VERSION, which the
+// access and operator tests read back.
+func makeZip(t testing.TB, n int64) jobapitest.Archive {
+	return jobapitest.MakeZip(t, n, map[string]string{"build/VERSION": "1.2.3\n"})
 }
 
 var zipArchive = runnerclient.ArtifactsOptions{BaseName: "artifacts.zip", Format: runnerclient.ArtifactFormatZip,

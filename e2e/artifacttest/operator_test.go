@@ -30,8 +30,8 @@ func TestOperatorArtifacts(t *testing.T) {
 			job := r.TakeNamed(t, "a")
 			none := r.TakeNamed(t, "none")
 			zip := makeZip(t, 3<<20)
-			wantUpload(t, "archive", upload(t, r, job, zip.content(), zipArchive), 201, runnerclient.UploadSucceeded)
-			whole, err := os.ReadFile(zip.path)
+			wantUpload(t, "archive", upload(t, r, job, zip.Content(), zipArchive), 201, runnerclient.UploadSucceeded)
+			whole, err := os.ReadFile(zip.Path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -44,7 +44,7 @@ func TestOperatorArtifacts(t *testing.T) {
 				t.Fatalf("archive: %d bytes, %s, %s", len(body), resp.Header.Get("Content-Type"), resp.Header.Get("Content-Disposition"))
 			}
 			etag := resp.Header.Get("ETag")
-			if etag != `"`+hex.EncodeToString(zip.sum[:])+`"` {
+			if etag != `"`+hex.EncodeToString(zip.Sum[:])+`"` {
 				t.Errorf("ETag %s, want the SHA-256", etag)
 			}
 			resp, body = inst.Do(t, "GET", base, nil, "Range", "bytes=1000-1999")
@@ -100,7 +100,7 @@ func TestOperatorArtifacts(t *testing.T) {
 				t.Errorf("no audit event for the delete: %v", events)
 			}
 			// The job may upload again (GitLab erases and lets a retry upload anew).
-			wantUpload(t, "upload after delete", upload(t, r, job, zip.content(), zipArchive), 201, runnerclient.UploadSucceeded)
+			wantUpload(t, "upload after delete", upload(t, r, job, zip.Content(), zipArchive), 201, runnerclient.UploadSucceeded)
 		})
 	}
 }
@@ -123,7 +123,7 @@ func TestExpiry(t *testing.T) {
 		inst.MustDo(t, 201, "POST", "/api/v4/projects/1/pipeline", map[string]any{"ref": ref, "stages": []string{"build"},
 			"jobs": []map[string]any{{"name": "a", "stage": "build", "script": "make"}}}, nil)
 		job := r.TakeNamed(t, "a")
-		wantUpload(t, "archive", upload(t, r, job, makeZip(t, 1000).content(),
+		wantUpload(t, "archive", upload(t, r, job, makeZip(t, 1000).Content(),
 			runnerclient.ArtifactsOptions{BaseName: "a.zip", Format: "zip", Type: "archive", ExpireIn: expireIn}), 201, runnerclient.UploadSucceeded)
 		wantUpload(t, "report", upload(t, r, job, runnerclient.BytesContent(gz(t, "<x/>")),
 			runnerclient.ArtifactsOptions{BaseName: "j.gz", Format: "gzip", Type: "junit", ExpireIn: "never"}), 201, runnerclient.UploadSucceeded)

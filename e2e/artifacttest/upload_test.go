@@ -37,7 +37,7 @@ func TestUploadAnswers(t *testing.T) {
 	job := r.TakeNamed(t, "a")
 	pending := &runnerclient.Job{ID: job.ID + 1, Token: "glcbt-" + strings.Repeat("x", 32)}
 	small := makeZip(t, 2000)
-	smallBytes, err := os.ReadFile(small.path)
+	smallBytes, err := os.ReadFile(small.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,20 +85,20 @@ func TestUploadAnswers(t *testing.T) {
 
 	// The archive, a report and raw data; the same archive again is accepted (a runner's
 	// retry after a lost answer), other bytes are not.
-	wantUpload(t, "archive", upload(t, r, job, small.content(), zipArchive), 201, runnerclient.UploadSucceeded)
+	wantUpload(t, "archive", upload(t, r, job, small.Content(), zipArchive), 201, runnerclient.UploadSucceeded)
 	wantUpload(t, "junit report", upload(t, r, job, runnerclient.BytesContent(gz(t, "<testsuite/>")),
 		runnerclient.ArtifactsOptions{BaseName: "junit.xml.gz", Format: "gzip", Type: "junit", ExpireIn: "never"}),
 		201, runnerclient.UploadSucceeded)
 	wantUpload(t, "dotenv", upload(t, r, job, runnerclient.BytesContent(gz(t, "A=1\n")),
 		runnerclient.ArtifactsOptions{BaseName: "build.env.gz", Format: "gzip", Type: "dotenv"}), 201, runnerclient.UploadSucceeded)
-	wantUpload(t, "the same archive again", upload(t, r, job, small.content(), zipArchive), 201, runnerclient.UploadSucceeded)
+	wantUpload(t, "the same archive again", upload(t, r, job, small.Content(), zipArchive), 201, runnerclient.UploadSucceeded)
 	other := makeZip(t, 3000)
-	res := upload(t, r, job, other.content(), zipArchive)
+	res := upload(t, r, job, other.Content(), zipArchive)
 	if res.Code != 400 || !strings.Contains(res.Message, "another artifact of the same type already exists") {
 		t.Errorf("another archive for the job: %d %q", res.Code, res.Message)
 	}
 	d := inst.Job(t, 1, job.ID)
-	if len(d.Artifacts) != 3 || d.Artifacts[0].FileType != "archive" || d.Artifacts[0].Size != small.size {
+	if len(d.Artifacts) != 3 || d.Artifacts[0].FileType != "archive" || d.Artifacts[0].Size != small.Size {
 		t.Fatalf("job's artifacts: %+v", d.Artifacts)
 	}
 	for _, a := range d.Artifacts {
@@ -136,13 +136,13 @@ func TestUploadAnswers(t *testing.T) {
 	if v := inst.Metric(t, "jobapi_artifacts_stored"); v != 3 {
 		t.Errorf("jobapi_artifacts_stored = %v after the pass, want 3", v)
 	}
-	if v := inst.Metric(t, "jobapi_artifacts_stored_bytes"); v != float64(small.size)+float64(len(gz(t, "<testsuite/>"))+len(gz(t, "A=1\n"))) {
+	if v := inst.Metric(t, "jobapi_artifacts_stored_bytes"); v != float64(small.Size)+float64(len(gz(t, "<testsuite/>"))+len(gz(t, "A=1\n"))) {
 		t.Errorf("jobapi_artifacts_stored_bytes = %v", v)
 	}
 
 	// A finished job cannot upload any more; Job-Status says why.
 	r.Finish(t, job, runnerclient.StateSuccess, "")
-	res = upload(t, r, job, small.content(), runnerclient.ArtifactsOptions{BaseName: "late.zip", Format: "zip", Type: "archive"})
+	res = upload(t, r, job, small.Content(), runnerclient.ArtifactsOptions{BaseName: "late.zip", Format: "zip", Type: "archive"})
 	if res.Code != 403 || res.Header.Get("Job-Status") != "success" {
 		t.Errorf("upload after the job finished: %d Job-Status %q", res.Code, res.Header.Get("Job-Status"))
 	}
@@ -215,7 +215,7 @@ func TestUploadCutOffLeavesNothing(t *testing.T) {
 			fmt.Fprintf(conn, "POST /api/v4/jobs/%d/artifacts?artifact_format=zip&artifact_type=archive HTTP/1.1\r\n"+
 				"Host: x\r\nJOB-TOKEN: %s\r\nContent-Type: multipart/form-data; boundary=%s\r\nTransfer-Encoding: chunked\r\n\r\n",
 				job.ID, job.Token, boundary)
-			f, err := os.Open(zip.path)
+			f, err := os.Open(zip.Path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -245,7 +245,7 @@ func TestUploadCutOffLeavesNothing(t *testing.T) {
 				t.Errorf("objects left: %v", objs)
 			}
 			// The runner tries again, whole, and succeeds.
-			wantUpload(t, "the retry", upload(t, r, job, zip.content(), zipArchive), http.StatusCreated, runnerclient.UploadSucceeded)
+			wantUpload(t, "the retry", upload(t, r, job, zip.Content(), zipArchive), http.StatusCreated, runnerclient.UploadSucceeded)
 		})
 	}
 }

@@ -52,8 +52,8 @@ child:
     strategy: depend
 `)
 	gen := r.TakeNamed(t, "generate")
-	zip := makeZip(t, 8<<20, map[string]string{"gen/child.yml": childConfig})
-	if res, err := r.UploadArtifacts(context.Background(), gen, zip.content(), zipArchive); err != nil || res.Code != http.StatusCreated {
+	zip := jobapitest.MakeZip(t, 8<<20, map[string]string{"gen/child.yml": childConfig})
+	if res, err := r.UploadArtifacts(context.Background(), gen, zip.Content(), zipArchive); err != nil || res.Code != http.StatusCreated {
 		t.Fatalf("upload: %d %v", res.Code, err)
 	}
 	r.Finish(t, gen, runnerclient.StateSuccess, "")

@@ -51,8 +51,8 @@ func TestStoreRestartedMidDownload(t *testing.T) {
 	inst.CreateYAML(t, 1, "", "stages: [build, test]\na:\n  stage: build\n  script: make\n  artifacts:\n    paths: [out/]\n"+
 		"b:\n  stage: test\n  script: make test\n")
 	a := r.TakeNamed(t, "a")
-	zip := makeZip(t, downloadSize, nil)
-	if res, err := r.UploadArtifacts(context.Background(), a, zip.content(), zipArchive); err != nil || res.Code != http.StatusCreated {
+	zip := jobapitest.MakeZip(t, downloadSize, nil)
+	if res, err := r.UploadArtifacts(context.Background(), a, zip.Content(), zipArchive); err != nil || res.Code != http.StatusCreated {
 		t.Fatalf("upload: %d %v", res.Code, err)
 	}
 	r.Finish(t, a, runnerclient.StateSuccess, "")
@@ -89,8 +89,8 @@ func TestStoreRestartedMidDownload(t *testing.T) {
 		case resp.StatusCode != http.StatusOK:
 			t.Fatalf("operator download: %d", resp.StatusCode)
 		case err != nil:
-			t.Errorf("operator download: cut after %d of %d bytes: %v", n, zip.size, err)
-		case w.sum() != zip.sum:
+			t.Errorf("operator download: cut after %d of %d bytes: %v", n, zip.Size, err)
+		case w.sum() != zip.Sum:
 			t.Errorf("operator download: %d bytes that differ from the archive, and no error", n)
 		}
 	})
@@ -104,8 +104,8 @@ func TestStoreRestartedMidDownload(t *testing.T) {
 		case res.Code != http.StatusOK:
 			t.Fatalf("dependency download: %d %v", res.Code, err)
 		case err != nil:
-			t.Errorf("dependency download: cut after %d of %d bytes: %v", res.Bytes, zip.size, err)
-		case w.sum() != zip.sum:
+			t.Errorf("dependency download: cut after %d of %d bytes: %v", res.Bytes, zip.Size, err)
+		case w.sum() != zip.Sum:
 			t.Errorf("dependency download: %d bytes that differ from the archive, and no error", res.Bytes)
 		}
 	})
@@ -115,7 +115,7 @@ func TestStoreRestartedMidDownload(t *testing.T) {
 		direct := true
 		res, err := r.DownloadArtifacts(context.Background(), dep, w, &direct)
 		wait()
-		if err == nil && w.sum() != zip.sum {
+		if err == nil && w.sum() != zip.Sum {
 			t.Fatalf("direct download: %d bytes that differ from the archive, and no error", res.Bytes)
 		}
 		t.Logf("direct download, first try: %d %v after %d bytes (%v)", res.Code, res.State, res.Bytes, err)
@@ -123,7 +123,7 @@ func TestStoreRestartedMidDownload(t *testing.T) {
 			// The runner reads the store itself: its retry, the store back, gets it whole.
 			h := newHash()
 			res, err = r.DownloadArtifacts(context.Background(), dep, h, &direct)
-			if err != nil || res.State != runnerclient.DownloadSucceeded || h.sum() != zip.sum {
+			if err != nil || res.State != runnerclient.DownloadSucceeded || h.sum() != zip.Sum {
 				t.Fatalf("direct download, retry: %d %v %v", res.Code, res.State, err)
 			}
 		}

@@ -10,18 +10,13 @@
 package storefaulttest_test
 
 import (
-	"archive/zip"
 	"bytes"
-	"compress/flate"
 	"context"
 	"crypto/sha256"
 	"fmt"
 	"hash"
 	"io"
-	"math/rand/v2"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -106,58 +101,6 @@ func crashRestartWhile(t *testing.T, srv *testenv.S3Server, down time.Duration, 
 		t.Error(err)
 	}
 	return time.Since(began)
-}
-
-// archive is a zip on disk, as the runner's archiver writes it.
-type archive struct {
-	path string
-	size int64
-	sum  [32]byte
-}
-
-// makeZip writes a zip of one stored file of n random bytes (the archive is about n bytes)
-// and, when extra is set, the files of extra.
-func makeZip(t testing.TB, n int64, extra map[string]string) archive {
-	t.Helper()
-	f, err := os.Create(filepath.Join(t.TempDir(), "artifacts.zip"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	zw := zip.NewWriter(io.MultiWriter(f, h))
-	zw.RegisterCompressor(zip.Deflate, func(w io.Writer) (io.WriteCloser, error) { return flate.NewWriter(w, flate.BestSpeed) })
-	w, err := zw.CreateHeader(&zip.FileHeader{Name: "build/app.bin", Method: zip.Deflate})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.NewChaCha8([32]byte{byte(n), byte(n >> 8), byte(n >> 16)})
-	if _, err := io.CopyN(w, rng, n); err != nil {
-		t.Fatal(err)
-	}
-	for name, text := range extra {
-		w, err := zw.Create(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.WriteString(w, text); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := archive{path: f.Name(), size: fi.Size()}
-	copy(a.sum[:], h.Sum(nil))
-	return a
-}
-
-func (a archive) content() runnerclient.Content {
-	return func() (io.ReadCloser, error) { return os.Open(a.path) }
 }
 
 var zipArchive = runnerclient.ArtifactsOptions{BaseName: "artifacts.zip", Format: runnerclient.ArtifactFormatZip,

@@ -77,8 +77,8 @@ func TestStoreRefusing(t *testing.T) {
 		jobapitest.Job{"name": "full", "stage": "build", "script": "make"},
 		jobapitest.Job{"name": "log", "stage": "build", "script": "make"})
 	jobs := r.TakeAll(t, 4)
-	before := makeZip(t, 3<<20, nil)
-	if res, err := r.UploadArtifacts(context.Background(), jobs["before"], before.content(), zipArchive); err != nil || res.Code != http.StatusCreated {
+	before := jobapitest.MakeZip(t, 3<<20, nil)
+	if res, err := r.UploadArtifacts(context.Background(), jobs["before"], before.Content(), zipArchive); err != nil || res.Code != http.StatusCreated {
 		t.Fatalf("upload before the fault: %d %v", res.Code, err)
 	}
 	beforePath := fmt.Sprintf("/api/v4/projects/1/jobs/%d/artifacts", jobs["before"].ID)
@@ -92,9 +92,9 @@ func TestStoreRefusing(t *testing.T) {
 
 	// Throttled: every request refused with 503 SlowDown.
 	th.on.Store(true)
-	big := makeZip(t, 20<<20, nil)
+	big := jobapitest.MakeZip(t, 20<<20, nil)
 	began := time.Now()
-	res, err := r.UploadArtifacts(context.Background(), jobs["throttled"], big.content(), zipArchive)
+	res, err := r.UploadArtifacts(context.Background(), jobs["throttled"], big.Content(), zipArchive)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestStoreRefusing(t *testing.T) {
 
 	// Full: the bucket takes no writes (reads go on).
 	srv.Fill(t, true)
-	res, err = r.UploadArtifacts(context.Background(), jobs["full"], big.content(), zipArchive)
+	res, err = r.UploadArtifacts(context.Background(), jobs["full"], big.Content(), zipArchive)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,14 +132,14 @@ func TestStoreRefusing(t *testing.T) {
 		t.Errorf("upload to a full bucket: %d %v Retry-After %q, want 503 with Retry-After", res.Code, res.State, res.Header.Get("Retry-After"))
 	}
 	resp, body = inst.Do(t, "GET", beforePath, nil)
-	if resp.StatusCode != http.StatusOK || !bytes.Equal(sha(body), before.sum[:]) {
+	if resp.StatusCode != http.StatusOK || !bytes.Equal(sha(body), before.Sum[:]) {
 		t.Errorf("download from a full bucket: %d, want 200 and the archive", resp.StatusCode)
 	}
 	srv.Fill(t, false)
 
 	// Back: the runner's retries store the archives whole; the log is archived.
 	for _, name := range []string{"throttled", "full"} {
-		res, err := r.UploadArtifacts(context.Background(), jobs[name], big.content(), zipArchive)
+		res, err := r.UploadArtifacts(context.Background(), jobs[name], big.Content(), zipArchive)
 		if err != nil || res.Code != http.StatusCreated {
 			t.Fatalf("%s: the retry once the store takes writes: %d %v", name, res.Code, err)
 		}
@@ -148,12 +148,12 @@ func TestStoreRefusing(t *testing.T) {
 			`SELECT object_key FROM job_artifacts WHERE build_id = $1 AND file_type = 'archive'`, jobs[name].ID).Scan(&key); err != nil {
 			t.Fatal(err)
 		}
-		if storedObject(t, srv, key) != big.sum {
+		if storedObject(t, srv, key) != big.Sum {
 			t.Errorf("%s: the stored archive differs from the one sent", name)
 		}
 	}
 	resp, body = inst.Do(t, "GET", beforePath, nil)
-	if resp.StatusCode != http.StatusOK || !bytes.Equal(sha(body), before.sum[:]) {
+	if resp.StatusCode != http.StatusOK || !bytes.Equal(sha(body), before.Sum[:]) {
 		t.Errorf("the archive stored before the faults: %d, want 200 and its bytes", resp.StatusCode)
 	}
 	clock.Store(int64(time.Hour))

@@ -37,13 +37,13 @@ func TestStoreRestartedMidUpload(t *testing.T) {
 	inst.CreateYAML(t, 1, "", "stages: [build, test]\na:\n  stage: build\n  script: make\n  artifacts:\n    paths: [out/]\n"+
 		"b:\n  stage: test\n  script: make test\n")
 	job := r.TakeNamed(t, "a")
-	zip := makeZip(t, 40<<20, nil)
+	zip := jobapitest.MakeZip(t, 40<<20, nil)
 
 	var restarted sync.WaitGroup
 	var downFor time.Duration
 	var tries atomic.Int32
 	content := func() (io.ReadCloser, error) {
-		f, err := os.Open(zip.path)
+		f, err := os.Open(zip.Path)
 		if err != nil || tries.Add(1) > 1 {
 			return f, err
 		}
@@ -86,11 +86,11 @@ func TestStoreRestartedMidUpload(t *testing.T) {
 		`SELECT object_key FROM job_artifacts WHERE build_id = $1 AND file_type = 'archive'`, job.ID).Scan(&key); err != nil {
 		t.Fatalf("no archive row after the 201: %v", err)
 	}
-	if storedObject(t, srv, key) != zip.sum {
+	if storedObject(t, srv, key) != zip.Sum {
 		t.Fatal("the stored archive differs from the one sent")
 	}
 	crashAndStart(t, srv)
-	if storedObject(t, srv, key) != zip.sum {
+	if storedObject(t, srv, key) != zip.Sum {
 		t.Fatal("the archive the runner was told is stored differs after the store's crash")
 	}
 	r.Finish(t, job, runnerclient.StateSuccess, "")
@@ -103,7 +103,7 @@ func TestStoreRestartedMidUpload(t *testing.T) {
 	}
 	h := newHash()
 	res, err := r.DownloadArtifacts(context.Background(), dep, h, nil)
-	if err != nil || res.State != runnerclient.DownloadSucceeded || h.sum() != zip.sum {
+	if err != nil || res.State != runnerclient.DownloadSucceeded || h.sum() != zip.Sum {
 		t.Fatalf("the dependent job's download: %d %v %v", res.Code, res.State, err)
 	}
 
