@@ -34,6 +34,8 @@ var layerRules = []layerRule{
 		why: "the hub of held job requests and the pipeline waits' watchers are machinery under builds: the standard library only, the queue's version, its feed and the claimable count reach them as small interfaces, and no transport"},
 	{pkgs: "./builds/claimpacing", allowed: []string{}, forbidden: []string{"net/http"},
 		why: "the claim flights, the fallback claims' pacing and the empty-profile record are machinery under builds: the standard library only, profiles reach them as keys, and no transport"},
+	{pkgs: "./httppark", allowed: []string{}, forbidden: []string{"./builds", "./handlers"},
+		why: "holding an HTTP/1.1 request off its goroutine is transport machinery: the standard library only, no knowledge of builds or of the routes that park"},
 	{pkgs: "./builds/recent", allowed: []string{}, forbidden: []string{"net/http"},
 		why: "the two-generation map by id that builds' replica caches age out with is machinery under builds: the standard library only, and no transport"},
 	{pkgs: "./builds/artifacts", allowed: []string{"./builds", "./junit", "./secrettoken"}, forbidden: []string{"net/http"},

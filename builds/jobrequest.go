@@ -20,7 +20,33 @@ type JobRequest struct {
 	Info       ManagerInfo
 	// TwoPhaseCapable: info.features.two_phase_job_commit.
 	TwoPhaseCapable bool
+	// Detach, when set, lets the long poll hold the request without its goroutine.
+	Detach Detacher
 }
+
+// Detacher is a request that can leave its goroutine while the long poll holds it (handlers:
+// an HTTP/1.1 connection taken from net/http). Once Detach returns true, RequestJob returns
+// ErrDetached and the request is answered through Finish, exactly once, on whichever
+// goroutine ends it.
+type Detacher interface {
+	// Detach takes the request off its goroutine; false leaves it there, held by Wait.
+	Detach() bool
+	// Context is what the rest of the request runs under once woken: its own context ended
+	// with its handler.
+	Context() context.Context
+	// Alive reports whether the client still waits for the answer; a claim for one that does
+	// not would hand out a build nobody receives.
+	Alive() bool
+	// Finish answers the request with what RequestJob would have returned.
+	Finish(a *Assignment, err error)
+}
+
+// ErrDetached: the request left its goroutine (JobRequest.Detach) and is answered through
+// its Detacher.
+var ErrDetached = errors.New("job request held without its goroutine")
+
+// errClientGone is what Finish gets for a woken request whose client no longer waits.
+var errClientGone = fmt.Errorf("job request's client gone: %w", context.Canceled)
 
 // Assignment is a build handed to a runner, with the job token issued for it.
 type Assignment struct {
@@ -43,7 +69,8 @@ type Assignment struct {
 //  3. takeTurn, after a bump: a profile known to be empty at this version is answered 204,
 //     and claims of one profile go in flights (claimpacing.Flights).
 //  4. holdIdle, when nothing changed: the long poll holds the request until a change
-//     may have a build for this runner.
+//     may have a build for this runner, off its goroutine when the request allows
+//     (JobRequest.Detach: RequestJob then returns ErrDetached and answers it later).
 //  5. fallback.enter, when the queue version could not be read: the claims of a profile are
 //     paced and answer the polls queued before them (claimpacing.Fallback).
 //  6. prepareClaim: the manager, a new job token, the ack deadline, and decideTwoPhase.
@@ -67,18 +94,17 @@ func (s *Service) RequestJob(ctx context.Context, req JobRequest) (_ *Assignment
 		}
 	}
 	if p.idle {
-		var held longpoll.HeldRequest
-		r, p.version, held, err = s.holdIdle(ctx, req.Token, r, p.version)
-		// The hub learns whether the wake-up found its build (if not, it counts again).
-		defer func() { held.Done(err == nil) }()
-		if err != nil {
-			return nil, err
-		}
+		return s.holdIdle(ctx, &req, r, p.version)
 	}
-	if p.version == "" {
-		// The queue version could not be read: a claim of this profile answers the polls
-		// queued before it (claimpacing.Fallback), so a slow Redis does not turn every poll
-		// into a claim; one that answers this poll answers 204 without a version.
+	return s.claimPaced(ctx, &req, r, p.version, slot)
+}
+
+// claimPaced makes r's claim at version, or when the version could not be read (""), in
+// the fallback's pace: a claim of this profile answers the polls queued before it
+// (claimpacing.Fallback), so a slow Redis does not turn every poll into a claim; one that
+// answers this poll answers 204 without a version.
+func (s *Service) claimPaced(ctx context.Context, req *JobRequest, r Runner, version string, slot *claimpacing.FlightSlot) (_ *Assignment, err error) {
+	if version == "" {
 		var fb *claimpacing.FallbackSlot
 		var answered bool
 		if fb, answered, err = s.fallback.Enter(ctx, profileKey(r)); err != nil {
@@ -89,7 +115,7 @@ func (s *Service) RequestJob(ctx context.Context, req JobRequest) (_ *Assignment
 		}
 		defer func() { fb.Done(fallbackOutcomeOf(ctx, err)) }()
 	}
-	return s.claimFor(ctx, &req, r, p.version, slot)
+	return s.claimFor(ctx, req, r, version, slot)
 }
 
 // claimFor makes r's claim at version and hands out what it took (steps 6 to 8).
@@ -200,24 +226,63 @@ func (s *Service) takeTurn(ctx context.Context, token string, p poll, r Runner) 
 
 // holdIdle answers a poll that saw the current version: nothing changed since this runner
 // last found nothing, so it is answered without Postgres, after holding the request for
-// the long poll if one is configured. Woken by a change, it returns the runner read afresh
-// (what changed may be this runner: paused, retagged) and the version now ("" if it could
-// not be read), to claim; the caller tells held how the claim ended.
-func (s *Service) holdIdle(ctx context.Context, token string, r Runner, version string) (Runner, string, longpoll.HeldRequest, error) {
+// the long poll if one is configured, off its goroutine when it can leave it (req.Detach).
+func (s *Service) holdIdle(ctx context.Context, req *JobRequest, r Runner, version string) (*Assignment, error) {
 	if s.cfg.LongPoll <= 0 {
-		return r, version, longpoll.HeldRequest{}, &NoJobError{LastUpdate: version}
+		return nil, &NoJobError{LastUpdate: version}
 	}
 	profile := longpoll.Profile{Key: profileKey(r), Tags: r.Tags, RunUntagged: r.RunUntagged, ProtectedOnly: r.ProtectedOnly()}
+	if d := req.Detach; d != nil && d.Detach() {
+		s.park(*req, r.ID, profile, version)
+		return nil, ErrDetached
+	}
 	woken, held := s.wakes.Wait(ctx, r.ID, profile, version, s.cfg.LongPoll)
 	if !woken {
-		return r, version, longpoll.HeldRequest{}, &NoJobError{LastUpdate: version}
+		return nil, &NoJobError{LastUpdate: version}
 	}
-	version, err := s.queueVersion(ctx)
-	if err != nil {
+	return s.claimWoken(ctx, req, held)
+}
+
+// park holds a detached request in the hub; the hub's callback claims once it is woken
+// and answers through the Detacher either way.
+func (s *Service) park(req JobRequest, runnerID int64, profile longpoll.Profile, version string) {
+	d := req.Detach
+	s.wakes.Park(runnerID, profile, version, s.cfg.LongPoll, func(woken bool, held longpoll.HeldRequest) {
+		switch {
+		case !woken:
+			d.Finish(nil, &NoJobError{LastUpdate: version})
+		case !d.Alive():
+			held.Gone() // someone else must take what it was woken for
+			d.Finish(nil, errClientGone)
+		default:
+			ctx, cancel := context.WithTimeout(d.Context(), detachedClaimTimeout)
+			a, err := s.claimWoken(ctx, &req, held)
+			cancel()
+			d.Finish(a, err)
+		}
+	})
+}
+
+// detachedClaimTimeout bounds the claim of a woken detached request, which has no client
+// context to end it: the statements it makes have timeouts of their own, this is the net.
+const detachedClaimTimeout = time.Minute
+
+// claimWoken claims for a held request that a change woke: the runner read afresh (what
+// changed may be this runner: paused, retagged) at the version now ("" if it could not be
+// read). The hub learns whether the wake-up found its build (if not, it counts again).
+//
+//go:noinline
+func (s *Service) claimWoken(ctx context.Context, req *JobRequest, held longpoll.HeldRequest) (_ *Assignment, err error) {
+	defer func() { held.Done(err == nil) }()
+	version, verr := s.queueVersion(ctx)
+	if verr != nil {
 		version = ""
 	}
-	r, err = s.activeRunner(ctx, token, false, version)
-	return r, version, held, err
+	r, err := s.activeRunner(ctx, req.Token, false, version)
+	if err != nil {
+		return nil, err
+	}
+	return s.claimPaced(ctx, req, r, version, nil)
 }
 
 // pendingClaim is a claim about to be made, with what it needs beyond the store's Claim.
@@ -372,3 +437,8 @@ func (s *Service) grantAck(ctx context.Context, buildID, managerID int64, deadli
 		}
 	}
 }
+
+// ReleaseHeld answers every job request the long poll holds, and every later one at once,
+// with 204: a replica that shuts down lets its runners ask again elsewhere instead of
+// keeping them until their long poll ends.
+func (s *Service) ReleaseHeld() { s.wakes.Release() }

@@ -32,6 +32,7 @@ import (
 	"github.com/jobapi/jobapi/builds/users"
 	"github.com/jobapi/jobapi/cisource"
 	"github.com/jobapi/jobapi/faultlog"
+	"github.com/jobapi/jobapi/httppark"
 	"github.com/jobapi/jobapi/secrettoken"
 )
 
@@ -105,6 +106,9 @@ type Deps struct {
 	// Access keeps project members and decides what callers may do (nil: only admins act
 	// on projects).
 	Access *access.Service
+	// Parking is the listener the server serves from, through which the long poll holds
+	// job requests without their goroutines (nil: they are held on them).
+	Parking *httppark.Listener
 }
 
 // Handler carries the dependencies of every route.
@@ -147,8 +151,9 @@ type Handler struct {
 
 	// faults logs the faults that repeat per request (a backend or the rate limiter not
 	// answering) once per interval.
-	faults *faultlog.Tally
-	access *access.Service
+	faults  *faultlog.Tally
+	access  *access.Service
+	parking *httppark.Listener
 }
 
 // Trace update intervals sent to runners (GitLab's UPDATE_FREQUENCY_DEFAULT and while watched).
@@ -187,6 +192,7 @@ func New(d Deps) http.Handler {
 		hooks:         d.Hooks,
 		users:         d.Users,
 		access:        d.Access,
+		parking:       d.Parking,
 	}
 	if h.uploadTimeout <= 0 {
 		h.uploadTimeout = time.Hour

@@ -19,6 +19,20 @@ type ctxKey int
 
 const requestIDKey ctxKey = iota
 
+// requestState is what the middleware knows of a request being served, in its context.
+type requestState struct {
+	id    string
+	start time.Time
+	// detached: the handler parked the request (runner_park.go), which is answered and
+	// observed later, off the handler's goroutine.
+	detached bool
+}
+
+func stateOf(ctx context.Context) *requestState {
+	st, _ := ctx.Value(requestIDKey).(*requestState)
+	return st
+}
+
 // validRequestID: what an X-Request-Id may be to be kept and logged.
 func validRequestID(id string) bool {
 	return len(id) >= 1 && len(id) <= 64 && onlyBytes(id, "._-")
@@ -26,8 +40,10 @@ func validRequestID(id string) bool {
 
 // RequestID returns the id of the request being served ("" outside a request).
 func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey).(string)
-	return id
+	if st := stateOf(ctx); st != nil {
+		return st.id
+	}
+	return ""
 }
 
 // requestID keeps the runner's X-Request-Id (gitlab-runner sends 32 hex) or makes one, and
@@ -41,7 +57,7 @@ func (h *Handler) requestID(next http.Handler) http.Handler {
 			id = hex.EncodeToString(b)
 		}
 		w.Header().Set("X-Request-Id", id)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, &requestState{id: id})))
 	})
 }
 
@@ -114,35 +130,47 @@ func newHTTPMetrics(reg *prometheus.Registry) *httpMetrics {
 // cardinality: never the job id). Headers and bodies are never logged: they carry tokens.
 func (h *Handler) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
+		st := stateOf(r.Context())
+		if st == nil {
+			st = &requestState{}
+		}
+		st.start = time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r)
+		if st.detached {
+			return // its parkedRequest observes it once answered
+		}
 		route := chi.RouteContext(r.Context()).RoutePattern()
 		if route == "" {
 			route = "unmatched"
 		}
-		if rec.status == 0 {
-			rec.status = http.StatusOK
-		}
-		elapsed := time.Since(start)
-		h.metrics.requests.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Inc()
-		h.metrics.duration.WithLabelValues(route, r.Method).Observe(elapsed.Seconds())
-		level := slog.LevelInfo
-		if rec.status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") != "" {
-			// Shed or a backend not answering: an answer given on purpose, which the
-			// runner retries; the fault tallies say what, once per interval, where a line
-			// per request would flood the log of an overloaded replica.
-			level = slog.LevelDebug
-		} else if rec.status >= 500 {
-			level = slog.LevelError
-		} else if route == "/api/v4/jobs/request" && rec.status == http.StatusNoContent {
-			level = slog.LevelDebug // idle polls would drown everything else
-		}
-		if h.log.Enabled(r.Context(), level) { // spares boxing the attributes of a line not written
-			h.log.Log(r.Context(), level, "request", "request_id", RequestID(r.Context()), "method", r.Method,
-				"route", route, "status", rec.status, "duration_ms", float64(elapsed.Microseconds())/1000)
-		}
+		h.observed(r.Context(), st.start, route, r.Method, rec.status, w.Header())
 	})
+}
+
+// observed counts and logs a request that was answered with status and header.
+func (h *Handler) observed(ctx context.Context, start time.Time, route, method string, status int, header http.Header) {
+	if status == 0 {
+		status = http.StatusOK
+	}
+	elapsed := time.Since(start)
+	h.metrics.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+	h.metrics.duration.WithLabelValues(route, method).Observe(elapsed.Seconds())
+	level := slog.LevelInfo
+	if status == http.StatusServiceUnavailable && header.Get("Retry-After") != "" {
+		// Shed or a backend not answering: an answer given on purpose, which the
+		// runner retries; the fault tallies say what, once per interval, where a line
+		// per request would flood the log of an overloaded replica.
+		level = slog.LevelDebug
+	} else if status >= 500 {
+		level = slog.LevelError
+	} else if route == "/api/v4/jobs/request" && (status == http.StatusNoContent || status == statusClientGone) {
+		level = slog.LevelDebug // idle polls would drown everything else
+	}
+	if h.log.Enabled(ctx, level) { // spares boxing the attributes of a line not written
+		h.log.Log(ctx, level, "request", "request_id", RequestID(ctx), "method", method,
+			"route", route, "status", status, "duration_ms", float64(elapsed.Microseconds())/1000)
+	}
 }
 
 // isAdmin reports whether the request carries the admin token (a guess counts as a failure).

@@ -56,10 +56,17 @@ func (h *Handler) requestJob(w http.ResponseWriter, r *http.Request) error {
 		h.metrics.jobRequests.WithLabelValues("rate_limited").Inc()
 		return err
 	}
-	a, err := h.svc.RequestJob(r.Context(), builds.JobRequest{
+	jr := builds.JobRequest{
 		Token: token, SystemID: req.SystemID, LastUpdate: req.LastUpdate,
 		Info: managerInfo(r, info), TwoPhaseCapable: features.twoPhase,
-	})
+	}
+	if h.parking != nil {
+		jr.Detach = h.newParkedRequest(w, r, signer)
+	}
+	a, err := h.svc.RequestJob(r.Context(), jr)
+	if errors.Is(err, builds.ErrDetached) {
+		return nil // answered, counted and logged by its parkedRequest
+	}
 	h.metrics.jobRequests.WithLabelValues(jobRequestResult(err)).Inc()
 	if err != nil {
 		return err

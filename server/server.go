@@ -5,6 +5,7 @@ import (
 	"crypto/rsa"
 	"errors"
 	"fmt"
+	"github.com/jobapi/jobapi/httppark"
 	"github.com/jobapi/jobapi/oidclogin"
 	"log/slog"
 	"net"
@@ -504,10 +505,20 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 	webhooks.PerClient = cfg.RateLimitWebhookSignatureFailures
 	webhooks.PerProject = cfg.RateLimitWebhookSignatureFailuresPerProject
 	people := users.New(users.Deps{Store: d.store, Builds: d.svc, Now: opts.Now, MaxTokenLifetimeDays: cfg.MaxTokenLifetimeDays})
+	ln := opts.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
+			return nil, nil, fmt.Errorf("JOBAPI_LISTEN_ADDR: %w", err)
+		}
+	}
+	// The long poll parks held job requests on this listener: no goroutine each.
+	parking := httppark.NewListener(ln)
 	// include: local fetches into a directory of this replica's own, removed once the
 	// replica stopped (Server.Wait); those of replicas killed before are removed here.
 	git, err := cisource.OpenReplicaCache(os.TempDir())
 	if err != nil {
+		_ = ln.Close()
 		return nil, nil, err
 	}
 	d.includes = git
@@ -539,16 +550,9 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 			}
 			return s, nil
 		},
+		Parking: parking,
 		Limits: handlers.RateLimits{JobsRequest: cfg.RateLimitJobsRequest, JobUpdates: cfg.RateLimitJobUpdates,
 			JobTokenFailures: cfg.RateLimitJobTokenFailures, RunnerVerify: cfg.RateLimitRunnerVerify}})
-	ln := opts.Listener
-	if ln == nil {
-		var err error
-		if ln, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
-			_ = git.Close()
-			return nil, nil, fmt.Errorf("JOBAPI_LISTEN_ADDR: %w", err)
-		}
-	}
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second, // slow-loris guard
@@ -557,7 +561,7 @@ func newHTTP(cfg Config, opts Options, d *domain, fl flagBackend, reg *prometheu
 		// No WriteTimeout: long polls and waiters hold responses on purpose.
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	return srv, ln, nil
+	return srv, parking, nil
 }
 
 // run starts every goroutine of the replica in one errgroup, which Wait and Close own: the
@@ -571,6 +575,9 @@ func (s *Server) run(ctx context.Context, srv *http.Server, ln net.Listener, wor
 	for _, w := range workers {
 		g.Go(func() error { return w(gctx) })
 	}
+	// Once the listener is closed, held long polls are answered (204: their runners ask
+	// again, elsewhere), on connections then closed, instead of when their long poll ends.
+	srv.RegisterOnShutdown(s.Service.ReleaseHeld)
 	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return err
@@ -579,10 +586,14 @@ func (s *Server) run(ctx context.Context, srv *http.Server, ln net.Listener, wor
 	})
 	g.Go(func() error {
 		<-gctx.Done()
-		// Let in-flight requests finish; held long polls end with their own timeout.
+		// In-flight requests finish; the long poll answers those it holds at once (below),
+		// and the parked ones are answered too.
 		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer scancel()
 		err := srv.Shutdown(sctx)
+		if p, ok := ln.(*httppark.Listener); ok {
+			err = errors.Join(err, p.Drain(sctx))
+		}
 		afterDrain()
 		return err
 	})

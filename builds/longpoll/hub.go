@@ -19,6 +19,11 @@
 // a build (someone else took it, its runner went away) has its profile counted again after
 // a backoff of 100 ms doubling to 5 s. Without a feed or a counter every change wakes
 // everyone, as before.
+//
+// A request is held either on its goroutine (Wait) or without one (Park: its handler gave
+// the connection up and returned, and a callback answers it once woken): at 10,000 held
+// runners the goroutines, their stacks and net/http's buffers were most of a replica's
+// memory. Release ends every held request, for a replica that shuts down.
 package longpoll
 
 import (
@@ -70,8 +75,24 @@ type waiter struct {
 	tags          []string
 	runUntagged   bool
 	protectedOnly bool
-	ch            chan struct{} // closed when woken
-	woken         bool
+	ch            chan struct{} // Wait: closed when woken or released
+	// Park: fn is called once, when woken (true) or at its timer or Release (false).
+	fn    func(woken bool, held HeldRequest)
+	timer *time.Timer
+	woken bool
+	ended bool // Park: fn called or about to be
+}
+
+// wakeLocked marks w woken; a parked request's callback starts on a goroutine of its own.
+func (w *waiter) wakeLocked(h *Hub) {
+	w.woken = true
+	if w.fn == nil {
+		close(w.ch)
+		return
+	}
+	w.ended = true
+	w.timer.Stop()
+	go w.fn(true, HeldRequest{hub: h, w: w})
 }
 
 type profileWaiters struct {
@@ -99,6 +120,7 @@ type Hub struct {
 	watching bool
 	dirty    map[string]bool // profiles to count
 	kick     chan struct{}
+	released bool // Release was called: nothing is held any more
 }
 
 // NewHub returns a hub that reads the version from q and counts with counter (nil: every
@@ -128,20 +150,17 @@ type HeldRequest struct {
 // and then calls Done.
 func (h *Hub) Wait(ctx context.Context, runnerID int64, p Profile, seen string, max time.Duration) (bool, HeldRequest) {
 	h.mu.Lock()
-	if i := slices.Index(h.versions, seen); i >= 0 && i != len(h.versions)-1 {
-		// A change this request has not seen: claim at once.
+	if h.released {
+		h.mu.Unlock()
+		return false, HeldRequest{}
+	}
+	if h.missedLocked(seen) {
 		h.mu.Unlock()
 		return true, HeldRequest{}
 	}
 	w := &waiter{runnerID: runnerID, profile: p.Key, tags: p.Tags, runUntagged: p.RunUntagged,
 		protectedOnly: p.ProtectedOnly, ch: make(chan struct{})}
-	pw := h.profileLocked(w)
-	pw.list = append(pw.list, w)
-	h.count++
-	if !h.watching {
-		h.watching = true
-		go h.watch(seen)
-	}
+	h.holdLocked(w, seen)
 	h.mu.Unlock()
 
 	timer := time.NewTimer(max)
@@ -165,6 +184,91 @@ func (h *Hub) Wait(ctx context.Context, runnerID int64, p Profile, seen string, 
 	return true, HeldRequest{hub: h, w: w}
 }
 
+// Park holds the request of runner runnerID like Wait, without a goroutine: fn is called
+// once, on a goroutine of its own, when the request is woken (true: the callee claims and
+// then calls Done), or with false when max passes or the hub is released. A request that
+// missed a change is not held: fn(true) runs at once, on the caller's goroutine.
+//
+// A parked request has no context: whoever answers it checks that its client still waits
+// before claiming, and calls Done(false) if not, as Wait does for a request whose context
+// ended after it was woken.
+func (h *Hub) Park(runnerID int64, p Profile, seen string, max time.Duration, fn func(woken bool, held HeldRequest)) {
+	h.mu.Lock()
+	if h.released {
+		h.mu.Unlock()
+		fn(false, HeldRequest{})
+		return
+	}
+	if h.missedLocked(seen) {
+		h.mu.Unlock()
+		fn(true, HeldRequest{})
+		return
+	}
+	w := &waiter{runnerID: runnerID, profile: p.Key, tags: p.Tags, runUntagged: p.RunUntagged,
+		protectedOnly: p.ProtectedOnly, fn: fn}
+	w.timer = time.AfterFunc(max, func() { h.expire(w) })
+	h.holdLocked(w, seen)
+	h.mu.Unlock()
+}
+
+// expire ends a parked request whose time is up, unless it was woken first.
+func (h *Hub) expire(w *waiter) {
+	h.mu.Lock()
+	if w.ended {
+		h.mu.Unlock()
+		return
+	}
+	w.ended = true
+	h.remove(w)
+	h.mu.Unlock()
+	w.fn(false, HeldRequest{})
+}
+
+// missedLocked: the request saw a version older than the newest known, a change it has not
+// seen: it claims at once.
+func (h *Hub) missedLocked(seen string) bool {
+	i := slices.Index(h.versions, seen)
+	return i >= 0 && i != len(h.versions)-1
+}
+
+// holdLocked puts w at the end of its profile's list and makes sure the version is watched.
+func (h *Hub) holdLocked(w *waiter, seen string) {
+	pw := h.profileLocked(w)
+	pw.list = append(pw.list, w)
+	h.count++
+	if !h.watching {
+		h.watching = true
+		go h.watch(seen)
+	}
+}
+
+// Release ends every held request as if its time were up, and every later one at once: a
+// replica that shuts down answers its held runners now instead of when their long poll
+// ends (they ask again, elsewhere).
+func (h *Hub) Release() {
+	h.mu.Lock()
+	h.released = true
+	var ended []*waiter
+	for key, p := range h.waiters {
+		for _, w := range p.list {
+			if w.fn == nil {
+				close(w.ch) // not woken: Wait returns false
+				continue
+			}
+			w.ended = true
+			w.timer.Stop()
+			ended = append(ended, w)
+		}
+		h.count -= len(p.list)
+		p.list = nil
+		h.dropIfEmpty(key, p)
+	}
+	h.mu.Unlock()
+	for _, w := range ended {
+		go w.fn(false, HeldRequest{})
+	}
+}
+
 // Done: a woken request claimed a build (true) or did not.
 func (q HeldRequest) Done(claimed bool) {
 	if q.hub == nil {
@@ -179,6 +283,20 @@ func (q HeldRequest) Done(claimed bool) {
 		return
 	}
 	q.hub.recountLocked(q.w)
+}
+
+// Gone: a woken parked request found its client gone. What it was woken for is still
+// there, so its profile is counted again at once, not after a backoff.
+func (q HeldRequest) Gone() {
+	if q.hub == nil {
+		return
+	}
+	q.hub.mu.Lock()
+	if q.hub.waiters[q.w.profile] != nil { // else nobody is left to wake
+		q.hub.dirty[q.w.profile] = true
+	}
+	q.hub.mu.Unlock()
+	q.hub.signal()
 }
 
 // profileLocked returns w's profile, created if need be.
@@ -220,8 +338,7 @@ func (h *Hub) wakeLocked(key string, n int) {
 		n = len(p.list)
 	}
 	for _, w := range p.list[:n] {
-		w.woken = true
-		close(w.ch)
+		w.wakeLocked(h)
 	}
 	p.list = slices.Delete(p.list, 0, n)
 	h.count -= n
@@ -285,8 +402,7 @@ func (h *Hub) announced(v string, runnerID int64) {
 		for key, p := range h.waiters {
 			for i := 0; i < len(p.list); {
 				if w := p.list[i]; w.runnerID == runnerID {
-					w.woken = true
-					close(w.ch)
+					w.wakeLocked(h)
 					p.list = slices.Delete(p.list, i, i+1)
 					h.count--
 					continue
