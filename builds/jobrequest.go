@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -20,8 +21,11 @@ type JobRequest struct {
 	Info       ManagerInfo
 	// TwoPhaseCapable: info.features.two_phase_job_commit.
 	TwoPhaseCapable bool
-	// Detach, when set, lets the long poll hold the request without its goroutine.
+	// Detach, when set, lets the long poll and the fallback hold the request without its
+	// goroutine.
 	Detach Detacher
+	// detached: Detach returned true already (the request runs on a callback).
+	detached bool
 }
 
 // Detacher is a request that can leave its goroutine while the long poll holds it (handlers:
@@ -96,15 +100,21 @@ func (s *Service) RequestJob(ctx context.Context, req JobRequest) (_ *Assignment
 	if p.idle {
 		return s.holdIdle(ctx, &req, r, p.version)
 	}
-	return s.claimPaced(ctx, &req, r, p.version, slot)
+	return s.claimPaced(ctx, &req, r, p.version, slot, longpoll.HeldRequest{})
 }
 
 // claimPaced makes r's claim at version, or when the version could not be read (""), in
 // the fallback's pace: a claim of this profile answers the polls queued before it
 // (claimpacing.Fallback), so a slow Redis does not turn every poll into a claim; one that
-// answers this poll answers 204 without a version.
-func (s *Service) claimPaced(ctx context.Context, req *JobRequest, r Runner, version string, slot *claimpacing.FlightSlot) (_ *Assignment, err error) {
+// answers this poll answers 204 without a version. A request that can leave its goroutine
+// waits for its turn without it (parkFallback: ErrDetached), and is then told held's
+// outcome.
+func (s *Service) claimPaced(ctx context.Context, req *JobRequest, r Runner, version string, slot *claimpacing.FlightSlot, held longpoll.HeldRequest) (_ *Assignment, err error) {
 	if version == "" {
+		if d := req.Detach; d != nil && (req.detached || d.Detach()) {
+			s.parkFallback(*req, r, held)
+			return nil, ErrDetached
+		}
 		var fb *claimpacing.FallbackSlot
 		var answered bool
 		if fb, answered, err = s.fallback.Enter(ctx, profileKey(r)); err != nil {
@@ -232,7 +242,7 @@ func (s *Service) holdIdle(ctx context.Context, req *JobRequest, r Runner, versi
 		return nil, &NoJobError{LastUpdate: version}
 	}
 	profile := longpoll.Profile{Key: profileKey(r), Tags: r.Tags, RunUntagged: r.RunUntagged, ProtectedOnly: r.ProtectedOnly()}
-	if d := req.Detach; d != nil && d.Detach() {
+	if d := req.Detach; d != nil && (req.detached || d.Detach()) {
 		s.park(*req, r.ID, profile, version)
 		return nil, ErrDetached
 	}
@@ -247,6 +257,7 @@ func (s *Service) holdIdle(ctx context.Context, req *JobRequest, r Runner, versi
 // and answers through the Detacher either way.
 func (s *Service) park(req JobRequest, runnerID int64, profile longpoll.Profile, version string) {
 	d := req.Detach
+	req.detached = true
 	s.wakes.Park(runnerID, profile, version, s.cfg.LongPoll, func(woken bool, held longpoll.HeldRequest) {
 		switch {
 		case !woken:
@@ -256,11 +267,62 @@ func (s *Service) park(req JobRequest, runnerID int64, profile longpoll.Profile,
 			d.Finish(nil, errClientGone)
 		default:
 			ctx, cancel := context.WithTimeout(d.Context(), detachedClaimTimeout)
-			a, err := s.claimWoken(ctx, &req, held)
+			a, err := s.claimWokenRecovered(ctx, &req, held)
 			cancel()
+			if errors.Is(err, ErrDetached) {
+				return // waiting for its fallback turn, which answers it
+			}
 			d.Finish(a, err)
 		}
 	})
+}
+
+// parkFallback waits, detached, for r's turn in the fallback (claimpacing.Fallback.Park),
+// then claims, answers through the Detacher, and tells held how the claim ended.
+func (s *Service) parkFallback(req JobRequest, r Runner, held longpoll.HeldRequest) {
+	d := req.Detach
+	req.detached = true
+	s.fallback.Park(profileKey(r), func(fb *claimpacing.FallbackSlot, empty bool, err error) {
+		var a *Assignment
+		switch {
+		case err != nil:
+		case empty:
+			err = &NoJobError{}
+		case !d.Alive():
+			fb.Done(claimpacing.FallbackAbandoned)
+			err = errClientGone
+		default:
+			ctx, cancel := context.WithTimeout(d.Context(), detachedClaimTimeout)
+			a, err = s.claimForRecovered(ctx, &req, r)
+			fb.Done(fallbackOutcomeOf(ctx, err))
+			cancel()
+		}
+		held.Done(err == nil)
+		d.Finish(a, err)
+	})
+}
+
+// claimForRecovered is claimFor without a version for a detached request (see
+// claimWokenRecovered).
+func (s *Service) claimForRecovered(ctx context.Context, req *JobRequest, r Runner) (a *Assignment, err error) {
+	defer s.recoverClaim(ctx, &a, &err)
+	return s.claimFor(ctx, req, r, "", nil)
+}
+
+// recoverClaim turns a panic in a detached request's claim, whose goroutine has no HTTP
+// middleware to recover it, into a logged error.
+func (s *Service) recoverClaim(ctx context.Context, a **Assignment, err *error) {
+	if v := recover(); v != nil {
+		s.log.ErrorContext(ctx, "panic claiming for a held job request", "panic", v, "stack", string(debug.Stack()))
+		*a, *err = nil, fmt.Errorf("panic claiming for a held job request: %v", v)
+	}
+}
+
+// claimWokenRecovered is claimWoken for a detached request, whose goroutine has no HTTP
+// middleware to recover a panic: the panic is logged and answered as an error.
+func (s *Service) claimWokenRecovered(ctx context.Context, req *JobRequest, held longpoll.HeldRequest) (a *Assignment, err error) {
+	defer s.recoverClaim(ctx, &a, &err)
+	return s.claimWoken(ctx, req, held)
 }
 
 // detachedClaimTimeout bounds the claim of a woken detached request, which has no client
@@ -273,7 +335,11 @@ const detachedClaimTimeout = time.Minute
 //
 //go:noinline
 func (s *Service) claimWoken(ctx context.Context, req *JobRequest, held longpoll.HeldRequest) (_ *Assignment, err error) {
-	defer func() { held.Done(err == nil) }()
+	defer func() {
+		if !errors.Is(err, ErrDetached) { // else its fallback turn tells held
+			held.Done(err == nil)
+		}
+	}()
 	version, verr := s.queueVersion(ctx)
 	if verr != nil {
 		version = ""
@@ -282,7 +348,7 @@ func (s *Service) claimWoken(ctx context.Context, req *JobRequest, held longpoll
 	if err != nil {
 		return nil, err
 	}
-	return s.claimPaced(ctx, req, r, version, nil)
+	return s.claimPaced(ctx, req, r, version, nil, held)
 }
 
 // pendingClaim is a claim about to be made, with what it needs beyond the store's Claim.

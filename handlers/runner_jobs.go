@@ -4,6 +4,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -101,6 +102,8 @@ func jobRequestResult(err error) string {
 		return "no_job"
 	case errors.Is(err, builds.ErrRunnerForbidden):
 		return "forbidden"
+	case errors.Is(err, context.Canceled):
+		return "client_gone"
 	case unavailable(err):
 		return "unavailable"
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"runtime/debug"
 
 	"github.com/go-chi/chi/v5"
 
@@ -80,15 +81,33 @@ func (p *parkedRequest) Finish(a *builds.Assignment, err error) {
 		h.observed(ctx, p.st.start, p.route, r.Method, statusClientGone, p.header)
 		return
 	}
-	resp := httppark.NewResponse(p.header)
-	if err == nil {
-		err = h.writeAssigned(resp, r, a, p.signer)
-	}
-	if err != nil {
-		h.fail(resp, r, err)
+	resp, ok := p.answerFor(a, err)
+	if !ok {
+		_ = p.conn.Close()
+		h.observed(ctx, p.st.start, p.route, r.Method, http.StatusInternalServerError, p.header)
+		return
 	}
 	if werr := p.conn.Answer(resp); werr != nil {
 		h.log.DebugContext(ctx, "answer to a parked job request not written", "error", werr)
 	}
 	h.observed(ctx, p.st.start, p.route, r.Method, resp.Status(), resp.Header())
+}
+
+// answerFor writes the answer the handler would have written; false when that panicked
+// (logged: no middleware recovers on this goroutine), and the connection is then closed.
+func (p *parkedRequest) answerFor(a *builds.Assignment, err error) (resp *httppark.Response, ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.h.log.ErrorContext(p.answer.Context(), "panic answering a held job request", "panic", v, "stack", string(debug.Stack()))
+			ok = false
+		}
+	}()
+	resp = httppark.NewResponse(p.header)
+	if err == nil {
+		err = p.h.writeAssigned(resp, p.answer, a, p.signer)
+	}
+	if err != nil {
+		p.h.fail(resp, p.answer, err)
+	}
+	return resp, true
 }

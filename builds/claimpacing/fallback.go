@@ -71,7 +71,30 @@ type fallbackWaiter struct {
 	releaseAt time.Time
 	answer    fallbackAnswer
 	slot      *FallbackSlot // answer == fallbackClaim
-	ch        chan struct{} // closed once answered
+	ch        chan struct{} // Enter: closed once answered
+	// Park: fn is called once, when answered, covered past its hold or shed; its timers
+	// stand for Enter's.
+	fn           func(slot *FallbackSlot, empty bool, err error)
+	hold, giveUp *time.Timer
+	ended        bool
+}
+
+// answeredLocked tells w its answer (w.answer, w.slot): Enter's channel closes, Park's
+// callback starts on a goroutine of its own.
+func (w *fallbackWaiter) answeredLocked(f *Fallback) {
+	if w.fn == nil {
+		close(w.ch)
+		return
+	}
+	w.ended = true
+	w.hold.Stop()
+	w.giveUp.Stop()
+	if w.answer == fallbackEmpty {
+		f.answered.Add(1)
+		go w.fn(nil, true, nil)
+		return
+	}
+	go w.fn(w.slot, false, nil)
 }
 
 type fallbackAnswer int
@@ -191,6 +214,58 @@ func (f *Fallback) Enter(ctx context.Context, profile string) (slot *FallbackSlo
 	}
 }
 
+// Park is Enter without a goroutine: fn is called once, with what Enter would have
+// returned, at once on the caller's goroutine when a claim may start now, else on a
+// goroutine of its own. A parked poll has no context: its caller checks that its client
+// still waits before claiming, and reports FallbackAbandoned on the slot if not.
+func (f *Fallback) Park(profile string, fn func(slot *FallbackSlot, empty bool, err error)) {
+	f.mu.Lock()
+	fl := f.by[profile]
+	if fl == nil {
+		fl = &fallbackFlight{key: profile, limit: 1}
+		f.by[profile] = fl
+	}
+	if len(fl.waiting) == 0 && f.startable(fl) {
+		s := f.startLocked(fl)
+		f.mu.Unlock()
+		fn(s, false, nil)
+		return
+	}
+	w := &fallbackWaiter{joined: fl.started, releaseAt: time.Now().Add(f.hold), fn: fn}
+	w.hold = time.AfterFunc(f.hold, func() { f.parkedTimer(fl, w, false) })
+	w.giveUp = time.AfterFunc(f.hold+f.wait, func() { f.parkedTimer(fl, w, true) })
+	fl.waiting = append(fl.waiting, w)
+	f.dispatchLocked(fl)
+	f.mu.Unlock()
+}
+
+// parkedTimer is a parked poll's hold ending (204 if a claim covered it) or its wait
+// running out (shed), as in Enter's loop.
+func (f *Fallback) parkedTimer(fl *fallbackFlight, w *fallbackWaiter, gaveUp bool) {
+	f.mu.Lock()
+	if w.ended {
+		f.mu.Unlock()
+		return
+	}
+	switch {
+	case w.covered && !time.Now().Before(w.releaseAt):
+		w.ended = true
+		w.giveUp.Stop()
+		f.removeLocked(fl, w)
+		f.mu.Unlock()
+		f.answered.Add(1)
+		w.fn(nil, true, nil)
+	case gaveUp:
+		w.ended = true
+		f.removeLocked(fl, w)
+		f.mu.Unlock()
+		f.shed.Add(1)
+		w.fn(nil, false, &OverloadError{RetryAfter: retryAfterShed(), What: "no fallback claim answered this job request in time"})
+	default:
+		f.mu.Unlock()
+	}
+}
+
 // retryAfterShed spreads shed runners' retries over 1 to 5 s, so that they do not return
 // together.
 func retryAfterShed() time.Duration { return time.Duration(1+rand.IntN(5)) * time.Second }
@@ -215,7 +290,7 @@ func (f *Fallback) dispatchLocked(fl *fallbackFlight) {
 		w := fl.waiting[0]
 		fl.waiting = fl.waiting[1:]
 		w.slot, w.answer = f.startLocked(fl), fallbackClaim
-		close(w.ch)
+		w.answeredLocked(f)
 	}
 	if len(fl.waiting) == 0 || fl.running >= fl.limit {
 		return
@@ -292,7 +367,7 @@ func (s *FallbackSlot) Done(o FallbackOutcome) {
 				w.covered = true
 				if !now.Before(w.releaseAt) {
 					w.answer = fallbackEmpty
-					close(w.ch)
+					w.answeredLocked(f)
 					continue
 				}
 			}

@@ -13,9 +13,16 @@ type fallbackResult struct {
 	err   error
 }
 
+// parkPolls: enterAsync parks its polls (Fallback.Park) instead of entering on a goroutine.
+var parkPolls bool
+
 // enterAsync enters profile's flight in the background.
 func enterAsync(f *Fallback, ctx context.Context, profile string) <-chan fallbackResult {
 	ch := make(chan fallbackResult, 1)
+	if parkPolls {
+		f.Park(profile, func(s *FallbackSlot, empty bool, err error) { ch <- fallbackResult{s, empty, err} })
+		return ch
+	}
 	go func() {
 		s, empty, err := f.Enter(ctx, profile)
 		ch <- fallbackResult{s, empty, err}
@@ -212,4 +219,16 @@ func TestFallbackClaimCanceled(t *testing.T) {
 	if len(f.by) != 0 || f.used != 0 {
 		t.Errorf("left behind: %d flights, %d slots used", len(f.by), f.used)
 	}
+}
+
+// The same pacing for polls parked without a goroutine (Fallback.Park), whose hold and
+// wait are timers: answered, covered, held and shed alike. (A parked poll has no context
+// to cancel.)
+func TestFallbackParked(t *testing.T) {
+	parkPolls = true
+	defer func() { parkPolls = false }()
+	t.Run("AnswersThePollsQueuedBeforeIt", TestFallbackClaimAnswersThePollsQueuedBeforeIt)
+	t.Run("FoundStartsTheNext", TestFallbackClaimFoundStartsTheNext)
+	t.Run("BoundedAndShed", TestFallbackClaimsBoundedAndShed)
+	t.Run("HoldsAnsweredPolls", TestFallbackClaimHoldsAnsweredPolls)
 }
