@@ -505,6 +505,9 @@ func (s *Service) grantAck(ctx context.Context, buildID, managerID int64, deadli
 }
 
 // ReleaseHeld answers every job request the long poll holds, and every later one at once,
-// with 204: a replica that shuts down lets its runners ask again elsewhere instead of
-// keeping them until their long poll ends.
-func (s *Service) ReleaseHeld() { s.wakes.Release() }
+// and those parked in the fallback, with 204: a replica that shuts down lets its runners
+// ask again elsewhere instead of keeping them until their long poll ends.
+func (s *Service) ReleaseHeld() {
+	s.wakes.Release()
+	s.fallback.Release()
+}

@@ -239,6 +239,36 @@ func (f *Fallback) Park(profile string, fn func(slot *FallbackSlot, empty bool, 
 	f.mu.Unlock()
 }
 
+// Release answers every parked poll 204 without a version at once, as if a claim had
+// covered it and its hold were over: a replica that shuts down hands its runners back
+// (they ask again, elsewhere). Polls that wait on their goroutines (Enter) keep waiting:
+// the HTTP server's shutdown waits for them.
+func (f *Fallback) Release() {
+	f.mu.Lock()
+	var released []*fallbackWaiter
+	for _, fl := range f.by {
+		kept := fl.waiting[:0]
+		for _, w := range fl.waiting {
+			if w.fn == nil {
+				kept = append(kept, w)
+				continue
+			}
+			w.ended = true
+			w.hold.Stop()
+			w.giveUp.Stop()
+			released = append(released, w)
+		}
+		clear(fl.waiting[len(kept):])
+		fl.waiting = kept
+		f.dropIfIdleLocked(fl)
+	}
+	f.mu.Unlock()
+	for _, w := range released {
+		f.answered.Add(1)
+		go w.fn(nil, true, nil)
+	}
+}
+
 // parkedTimer is a parked poll's hold ending (204 if a claim covered it) or its wait
 // running out (shed), as in Enter's loop.
 func (f *Fallback) parkedTimer(fl *fallbackFlight, w *fallbackWaiter, gaveUp bool) {

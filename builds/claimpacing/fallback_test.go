@@ -232,3 +232,27 @@ func TestFallbackParked(t *testing.T) {
 	t.Run("BoundedAndShed", TestFallbackClaimsBoundedAndShed)
 	t.Run("HoldsAnsweredPolls", TestFallbackClaimHoldsAnsweredPolls)
 }
+
+// Release answers every parked poll 204 at once; a poll on its goroutine keeps waiting.
+func TestFallbackReleaseAnswersParkedPolls(t *testing.T) {
+	f := NewFallback(FallbackConfig{Slots: 1}, time.Minute)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first, _, _ := f.Enter(ctx, "p")
+	onGoroutine := enterAsync(f, ctx, "p")
+	waitQueued(t, f, "p", 1)
+	parkPolls = true
+	parked := enterInOrder(t, f, ctx, "p", 2)
+	parkPolls = false
+	f.Release()
+	for i, ch := range parked {
+		if r := receive(t, ch); !r.empty || r.err != nil {
+			t.Errorf("parked poll %d at Release: %v, %v; want 204", i, r.slot, r.err)
+		}
+	}
+	waitQueued(t, f, "p", 1)
+	first.Done(FallbackFound)
+	if r := receive(t, onGoroutine); r.slot == nil {
+		t.Fatalf("the poll on its goroutine after Release: %v; want its claim", r)
+	}
+}
