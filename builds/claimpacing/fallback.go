@@ -157,13 +157,8 @@ type FallbackSlot struct {
 // *OverloadError (no claim answered it in time); ctx's error when the request ended.
 func (f *Fallback) Enter(ctx context.Context, profile string) (slot *FallbackSlot, empty bool, err error) {
 	f.mu.Lock()
-	fl := f.by[profile]
-	if fl == nil {
-		fl = &fallbackFlight{key: profile, limit: 1}
-		f.by[profile] = fl
-	}
-	if len(fl.waiting) == 0 && f.startable(fl) {
-		s := f.startLocked(fl)
+	fl, s := f.joinLocked(profile)
+	if s != nil {
 		f.mu.Unlock()
 		return s, false, nil
 	}
@@ -208,7 +203,7 @@ func (f *Fallback) Enter(ctx context.Context, profile string) (slot *FallbackSlo
 			f.removeLocked(fl, w)
 			f.mu.Unlock()
 			f.shed.Add(1)
-			return nil, false, &OverloadError{RetryAfter: retryAfterShed(), What: "no fallback claim answered this job request in time"}
+			return nil, false, shedError()
 		}
 		f.mu.Unlock()
 	}
@@ -220,13 +215,8 @@ func (f *Fallback) Enter(ctx context.Context, profile string) (slot *FallbackSlo
 // still waits before claiming, and reports FallbackAbandoned on the slot if not.
 func (f *Fallback) Park(profile string, fn func(slot *FallbackSlot, empty bool, err error)) {
 	f.mu.Lock()
-	fl := f.by[profile]
-	if fl == nil {
-		fl = &fallbackFlight{key: profile, limit: 1}
-		f.by[profile] = fl
-	}
-	if len(fl.waiting) == 0 && f.startable(fl) {
-		s := f.startLocked(fl)
+	fl, s := f.joinLocked(profile)
+	if s != nil {
 		f.mu.Unlock()
 		fn(s, false, nil)
 		return
@@ -290,10 +280,29 @@ func (f *Fallback) parkedTimer(fl *fallbackFlight, w *fallbackWaiter, gaveUp boo
 		f.removeLocked(fl, w)
 		f.mu.Unlock()
 		f.shed.Add(1)
-		w.fn(nil, false, &OverloadError{RetryAfter: retryAfterShed(), What: "no fallback claim answered this job request in time"})
+		w.fn(nil, false, shedError())
 	default:
 		f.mu.Unlock()
 	}
+}
+
+// joinLocked returns profile's flight, made if need be, and a slot when nobody waits in it
+// and a claim may start now.
+func (f *Fallback) joinLocked(profile string) (*fallbackFlight, *FallbackSlot) {
+	fl := f.by[profile]
+	if fl == nil {
+		fl = &fallbackFlight{key: profile, limit: 1}
+		f.by[profile] = fl
+	}
+	if len(fl.waiting) == 0 && f.startable(fl) {
+		return fl, f.startLocked(fl)
+	}
+	return fl, nil
+}
+
+// shedError is the answer of a poll no claim answered in time.
+func shedError() error {
+	return &OverloadError{RetryAfter: retryAfterShed(), What: "no fallback claim answered this job request in time"}
 }
 
 // retryAfterShed spreads shed runners' retries over 1 to 5 s, so that they do not return
