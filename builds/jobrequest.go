@@ -340,9 +340,15 @@ func (s *Service) claimWoken(ctx context.Context, req *JobRequest, held longpoll
 			held.Done(err == nil)
 		}
 	}()
-	version, verr := s.queueVersion(ctx)
-	if verr != nil {
-		version = ""
+	version := ""
+	if !req.detached || s.wakes.FeedLive() {
+		// A detached request woken while the queue's subscription is down (the hub then
+		// wakes everyone) goes to the fallback without reading: under a slow Redis the read
+		// would only time out, and thousands of woken requests would wait for it at once.
+		var verr error
+		if version, verr = s.queueVersion(ctx); verr != nil {
+			version = ""
+		}
 	}
 	r, err := s.activeRunner(ctx, req.Token, false, version)
 	if err != nil {

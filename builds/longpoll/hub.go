@@ -92,7 +92,7 @@ func (w *waiter) wakeLocked(h *Hub) {
 	}
 	w.ended = true
 	w.timer.Stop()
-	go w.fn(true, HeldRequest{hub: h, w: w})
+	h.callLocked(func() { w.fn(true, HeldRequest{hub: h, w: w}) })
 }
 
 type profileWaiters struct {
@@ -121,6 +121,9 @@ type Hub struct {
 	dirty    map[string]bool // profiles to count
 	kick     chan struct{}
 	released bool // Release was called: nothing is held any more
+	// Parked requests' callbacks: how many run, and those waiting for a turn (callLocked).
+	calling int
+	calls   []func()
 }
 
 // NewHub returns a hub that reads the version from q and counts with counter (nil: every
@@ -220,8 +223,8 @@ func (h *Hub) expire(w *waiter) {
 	}
 	w.ended = true
 	h.remove(w)
+	h.callLocked(func() { w.fn(false, HeldRequest{}) })
 	h.mu.Unlock()
-	w.fn(false, HeldRequest{})
 }
 
 // missedLocked: the request saw a version older than the newest known, a change it has not
@@ -263,9 +266,42 @@ func (h *Hub) Release() {
 		p.list = nil
 		h.dropIfEmpty(key, p)
 	}
-	h.mu.Unlock()
 	for _, w := range ended {
-		go w.fn(false, HeldRequest{})
+		h.callLocked(func() { w.fn(false, HeldRequest{}) })
+	}
+	h.mu.Unlock()
+}
+
+// maxCallbacks bounds the parked requests' callbacks that run at once; the others queue.
+// Wake-ups are counted and few, but a subscription that drops, or a replica that shuts
+// down, ends every held request at once, and 10,000 callbacks that each wait for Redis and
+// Postgres would be 10,000 goroutines again, the memory parking saves.
+const maxCallbacks = 256
+
+// callLocked runs fn on a goroutine of the bounded pool (maxCallbacks), or queues it.
+func (h *Hub) callLocked(fn func()) {
+	if h.calling >= maxCallbacks {
+		h.calls = append(h.calls, fn)
+		return
+	}
+	h.calling++
+	go h.callLoop(fn)
+}
+
+// callLoop runs fn, then queued callbacks until none is left.
+func (h *Hub) callLoop(fn func()) {
+	for fn != nil {
+		fn()
+		h.mu.Lock()
+		fn = nil
+		if len(h.calls) > 0 {
+			fn = h.calls[0]
+			h.calls[0] = nil
+			h.calls = h.calls[1:]
+		} else {
+			h.calling--
+		}
+		h.mu.Unlock()
 	}
 }
 

@@ -103,3 +103,46 @@ func TestParkCallsBackOnce(t *testing.T) {
 		t.Fatal("waited after Release and woken")
 	}
 }
+
+// Callbacks of parked requests woken together run maxCallbacks at a time; the rest wait
+// for a turn, and every one runs.
+func TestParkedCallbacksBounded(t *testing.T) {
+	h := NewHub(fixedVersion("v1"), nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	h.announced("v1", 0)
+	const n = maxCallbacks + 50
+	running, done := make(chan struct{}, n), make(chan struct{}, n)
+	unblock := make(chan struct{})
+	for i := range n {
+		h.Park(int64(i), Profile{Key: "p"}, "v1", time.Minute, func(bool, HeldRequest) {
+			running <- struct{}{}
+			<-unblock
+			done <- struct{}{}
+		})
+	}
+	h.announced("v2", 0) // no counter: wakes everyone
+	for range maxCallbacks {
+		select {
+		case <-running:
+		case <-time.After(5 * time.Second):
+			t.Fatal("fewer than maxCallbacks callbacks started")
+		}
+	}
+	select {
+	case <-running:
+		t.Fatal("more than maxCallbacks callbacks ran at once")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(unblock)
+	for i := range n {
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d of %d callbacks ran", i, n)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.calling != 0 || len(h.calls) != 0 {
+		t.Fatalf("after the callbacks: %d running, %d queued", h.calling, len(h.calls))
+	}
+}
